@@ -1,0 +1,639 @@
+/* mbox.c - multi-slot mailbox with acknowledged reset (contract in mbox.h). */
+#include "mbox.h"
+
+#include "proc.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+static size_t round_line(size_t n)
+{
+	return (n + MBOX_LINE - 1) & ~(size_t)(MBOX_LINE - 1);
+}
+
+static struct mbox_slot *slot_at(const struct mbox *mb, uint32_t i)
+{
+	return (struct mbox_slot *)(mb->slots + (size_t)i * mb->stride);
+}
+
+static uint64_t load_ctl(const struct mbox_slot *s)
+{
+	return atomic_load_explicit(&((struct mbox_slot *)s)->ctl, memory_order_seq_cst);
+}
+
+/* seq_cst CAS: it publishes the buffers written before it (release), makes what the
+ * previous holder wrote visible (acquire), and orders against the sleepers count of
+ * the wake protocol (see wait.h). */
+static bool cas_ctl(struct mbox_slot *s, uint64_t *expected, uint64_t desired)
+{
+	return atomic_compare_exchange_strong_explicit(&s->ctl, expected, desired,
+						       memory_order_seq_cst, memory_order_seq_cst);
+}
+
+static uint32_t self_pid24(void)
+{
+	return (uint32_t)shm_proc_self() & 0xffffffu;
+}
+
+static bool shape_ok(uint32_t nslots, uint32_t req_cap, uint32_t resp_cap)
+{
+	return nslots >= 1 && nslots <= MBOX_MAX_SLOTS && req_cap >= 1 && req_cap <= MBOX_MAX_BUF &&
+	       resp_cap >= 1 && resp_cap <= MBOX_MAX_BUF;
+}
+
+static uint32_t bitmap_words(uint32_t nslots)
+{
+	return (nslots + 63) / 64;
+}
+
+static size_t slots_offset(uint32_t nslots)
+{
+	return sizeof(struct mbox_hdr) + round_line(bitmap_words(nslots) * sizeof(uint64_t));
+}
+
+static size_t slot_stride(uint32_t req_cap, uint32_t resp_cap)
+{
+	return sizeof(struct mbox_slot) + round_line(req_cap) + round_line(resp_cap);
+}
+
+size_t mbox_size(uint32_t nslots, uint32_t req_cap, uint32_t resp_cap)
+{
+	if (!shape_ok(nslots, req_cap, resp_cap))
+		return 0;
+	return slots_offset(nslots) + (size_t)nslots * slot_stride(req_cap, resp_cap);
+}
+
+static void bind(struct mbox *mb, struct mbox_hdr *h)
+{
+	memset(mb, 0, sizeof(*mb));
+	mb->hdr = h;
+	mb->attention = (_Atomic uint64_t *)((char *)h + sizeof(*h));
+	mb->slots = (char *)h + h->slots_offset;
+	mb->nslots = h->nslots;
+	mb->req_cap = h->req_cap;
+	mb->resp_cap = h->resp_cap;
+	mb->stride = h->slot_stride;
+	mb->spin_ns = SHM_SPIN_NS_DEFAULT;
+	atomic_init(&mb->claim_cursor, (uint32_t)shm_proc_self() % h->nslots);
+}
+
+int mbox_init(struct mbox *mb, void *mem, size_t avail, uint32_t nslots, uint32_t req_cap,
+	      uint32_t resp_cap)
+{
+	size_t need = mbox_size(nslots, req_cap, resp_cap);
+
+	if (need == 0 || ((uintptr_t)mem & (MBOX_LINE - 1)))
+		return -EINVAL;
+	if (need > avail)
+		return -EMSGSIZE;
+	memset(mem, 0, need);
+
+	struct mbox_hdr *h = mem;
+	h->magic = MBOX_MAGIC;
+	h->version = MBOX_VERSION;
+	h->nslots = nslots;
+	h->req_cap = req_cap;
+	h->resp_cap = resp_cap;
+	h->slot_stride = (uint32_t)slot_stride(req_cap, resp_cap);
+	h->slots_offset = (uint32_t)slots_offset(nslots);
+	h->bitmap_words = bitmap_words(nslots);
+	h->total_size = need;
+	atomic_init(&h->server_pid, 0);
+	atomic_init(&h->server_epoch, 0);
+	atomic_init(&h->server_start, 0);
+	shm_wake_init(&h->doorbell);
+	bind(mb, h);
+	for (uint32_t i = 0; i < nslots; i++)
+		atomic_init(&slot_at(mb, i)->ctl, MBOX_CTL(1, 0, MBOX_FREE));
+	return 0;
+}
+
+int mbox_attach(struct mbox *mb, void *mem, size_t avail)
+{
+	struct mbox_hdr *h = mem;
+
+	memset(mb, 0, sizeof(*mb));
+	if (avail < sizeof(*h) || ((uintptr_t)mem & (MBOX_LINE - 1)))
+		return -EMSGSIZE;
+	if (h->magic != MBOX_MAGIC)
+		return -EBADMSG;
+	if (h->version != MBOX_VERSION)
+		return -EPROTONOSUPPORT;
+	/* Every derived quantity is recomputed from the three shape numbers and must
+	 * agree with what the header claims: a peer cannot steer our offsets. */
+	size_t need = mbox_size(h->nslots, h->req_cap, h->resp_cap);
+	if (need == 0 || need > avail || h->total_size != need ||
+	    h->slot_stride != slot_stride(h->req_cap, h->resp_cap) ||
+	    h->slots_offset != slots_offset(h->nslots) ||
+	    h->bitmap_words != bitmap_words(h->nslots))
+		return -EMSGSIZE;
+	bind(mb, h);
+	return 0;
+}
+
+void mbox_set_spin(struct mbox *mb, uint64_t spin_ns)
+{
+	mb->spin_ns = spin_ns;
+}
+
+uint64_t mbox_ctl(const struct mbox *mb, uint32_t slot)
+{
+	return slot < mb->nslots ? load_ctl(slot_at(mb, slot)) : 0;
+}
+
+/* Tells the server that slot @i needs a look (a post or a reset). */
+static void raise_attention(struct mbox *mb, uint32_t i)
+{
+	atomic_fetch_or_explicit(&mb->attention[i / 64], 1ull << (i % 64), memory_order_seq_cst);
+	shm_wake_all(&mb->hdr->doorbell);
+}
+
+static bool server_alive(const struct mbox *mb)
+{
+	pid_t pid = (pid_t)atomic_load_explicit(&mb->hdr->server_pid, memory_order_acquire);
+	uint64_t start = atomic_load_explicit(&mb->hdr->server_start, memory_order_relaxed);
+
+	return pid != 0 && shm_proc_alive(pid, start);
+}
+
+/* Moves slot @s from @c to FREE with the next generation and wakes its sleeper. */
+static bool free_slot(struct mbox_slot *s, uint64_t c)
+{
+	if (!cas_ctl(s, &c, MBOX_CTL(MBOX_CTL_GEN(c) + 1, 0, MBOX_FREE)))
+		return false;
+	shm_wake_all(&s->wake);
+	return true;
+}
+
+/* ---- client side ---- */
+
+static int try_claim(struct mbox *mb, struct mbox_ticket *t)
+{
+	/* Start at the slot this process released last (or claimed last). */
+	uint32_t start = atomic_load_explicit(&mb->claim_cursor, memory_order_relaxed);
+	uint32_t pid = self_pid24();
+
+	for (uint32_t k = 0; k < mb->nslots; k++) {
+		uint32_t i = (start + k) % mb->nslots;
+		struct mbox_slot *s = slot_at(mb, i);
+		uint64_t c = atomic_load_explicit(&s->ctl, memory_order_relaxed);
+
+		if (MBOX_CTL_STATE(c) != MBOX_FREE)
+			continue;
+		uint32_t gen = MBOX_CTL_GEN(c);
+		if (!cas_ctl(s, &c, MBOX_CTL(gen, pid, MBOX_CLAIMED)))
+			continue;
+		/* The start time makes the owner pid unambiguous for the reaper; owner_gen
+		 * tells it the start time belongs to this generation. */
+		atomic_store_explicit(&s->owner_start, shm_proc_self_start_time(),
+				      memory_order_relaxed);
+		atomic_store_explicit(&s->owner_gen, gen, memory_order_release);
+		atomic_store_explicit(&mb->claim_cursor, i, memory_order_relaxed);
+		t->slot = i;
+		t->gen = gen;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+int mbox_claim(struct mbox *mb, struct mbox_ticket *t)
+{
+	if (try_claim(mb, t) == 0)
+		return 0;
+	if (mbox_reap(mb) == 0)
+		return -EAGAIN;
+	return try_claim(mb, t);
+}
+
+static bool ticket_ok(const struct mbox *mb, struct mbox_ticket t)
+{
+	return t.slot < mb->nslots;
+}
+
+void *mbox_req_buf(struct mbox *mb, struct mbox_ticket t)
+{
+	return (char *)slot_at(mb, t.slot) + sizeof(struct mbox_slot);
+}
+
+void *mbox_resp_buf(struct mbox *mb, struct mbox_ticket t)
+{
+	return (char *)slot_at(mb, t.slot) + sizeof(struct mbox_slot) + round_line(mb->req_cap);
+}
+
+int mbox_post(struct mbox *mb, struct mbox_ticket t, uint32_t len)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+	if (len > mb->req_cap)
+		return -EMSGSIZE;
+
+	struct mbox_slot *s = slot_at(mb, t.slot);
+	uint64_t c = MBOX_CTL(t.gen, self_pid24(), MBOX_CLAIMED);
+	atomic_store_explicit(&s->req_len, len, memory_order_relaxed);
+	if (!cas_ctl(s, &c, MBOX_CTL(t.gen, self_pid24(), MBOX_POSTED)))
+		return -ESTALE;
+	raise_attention(mb, t.slot);
+	return 0;
+}
+
+struct client_wait {
+	struct mbox *mb;
+	struct mbox_slot *s;
+	uint32_t gen;
+};
+
+/* Ready once the slot leaves POSTED/TAKEN of our generation. */
+static bool answer_ready(void *arg)
+{
+	struct client_wait *w = arg;
+	uint64_t c = load_ctl(w->s);
+	enum mbox_state st = MBOX_CTL_STATE(c);
+
+	return MBOX_CTL_GEN(c) != w->gen || (st != MBOX_POSTED && st != MBOX_TAKEN);
+}
+
+/* The server is lost when it died, or left while holding our slot. A POSTED slot
+ * with no server attached yet waits for one (the server may be starting). */
+static bool answer_peer_lost(void *arg)
+{
+	struct client_wait *w = arg;
+	uint64_t c = load_ctl(w->s);
+	pid_t pid = (pid_t)atomic_load_explicit(&w->mb->hdr->server_pid, memory_order_acquire);
+
+	if (pid == 0 && MBOX_CTL_STATE(c) == MBOX_POSTED)
+		return false;
+	return !server_alive(w->mb);
+}
+
+int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+
+	struct client_wait w = {.mb = mb, .s = slot_at(mb, t.slot), .gen = t.gen};
+	struct shm_waiter how = {
+	    .ready = answer_ready,
+	    .peer_lost = answer_peer_lost,
+	    .arg = &w,
+	    .spin_ns = mb->spin_ns,
+	};
+	int rc = shm_wait(&w.s->wake, &how, deadline_ns);
+	if (rc)
+		return rc;
+
+	uint64_t c = load_ctl(w.s);
+	if (MBOX_CTL_GEN(c) == t.gen && MBOX_CTL_STATE(c) == MBOX_DONE)
+		return 0;
+	return -ECONNRESET;
+}
+
+int mbox_response(struct mbox *mb, struct mbox_ticket t, const void **buf, uint32_t *len)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+
+	struct mbox_slot *s = slot_at(mb, t.slot);
+	uint64_t c = load_ctl(s);
+	if (c != MBOX_CTL(t.gen, self_pid24(), MBOX_DONE))
+		return -ESTALE;
+	uint32_t status = atomic_load_explicit(&s->status, memory_order_relaxed);
+	uint32_t n = atomic_load_explicit(&s->resp_len, memory_order_relaxed);
+	if (status != 0)
+		return -(int)status;
+	if (n > mb->resp_cap)
+		return -EPROTO;
+	*buf = mbox_resp_buf(mb, t);
+	*len = n;
+	return 0;
+}
+
+int mbox_release(struct mbox *mb, struct mbox_ticket t)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+	if (!free_slot(slot_at(mb, t.slot), MBOX_CTL(t.gen, self_pid24(), MBOX_DONE)))
+		return -ESTALE;
+	/* The next claim starts here: the slot's lines are in this CPU's cache, and a
+	 * pipelining client does not scan past its own requests in flight. */
+	atomic_store_explicit(&mb->claim_cursor, t.slot, memory_order_relaxed);
+	return 0;
+}
+
+int mbox_give_up(struct mbox *mb, struct mbox_ticket t)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+
+	struct mbox_slot *s = slot_at(mb, t.slot);
+	uint32_t pid = self_pid24();
+	for (;;) {
+		uint64_t c = load_ctl(s);
+
+		if (MBOX_CTL_GEN(c) != t.gen || (uint32_t)MBOX_CTL_PID(c) != pid)
+			return -ESTALE;
+		switch (MBOX_CTL_STATE(c)) {
+		case MBOX_CLAIMED:
+		case MBOX_POSTED: /* the server never saw it: its take CAS will fail */
+		case MBOX_DONE:	  /* the answer came just too late: drop it */
+			if (free_slot(s, c))
+				return 0;
+			break;
+		case MBOX_TAKEN:
+			if (!server_alive(mb)) {
+				if (free_slot(s, c))
+					return 0;
+				break;
+			}
+			if (cas_ctl(s, &c, MBOX_CTL(t.gen, pid, MBOX_RESET))) {
+				raise_attention(mb, t.slot);
+				return 1;
+			}
+			break;
+		case MBOX_RESET:
+			return 1;
+		default:
+			return -ESTALE;
+		}
+	}
+}
+
+int mbox_call(struct mbox *mb, const void *req, uint32_t len, void *resp, uint32_t resp_cap,
+	      uint32_t *resp_len, uint64_t deadline_ns)
+{
+	struct mbox_ticket t;
+	const void *answer;
+	uint32_t n;
+	int rc;
+
+	if (len > mb->req_cap)
+		return -EMSGSIZE;
+	rc = mbox_claim(mb, &t);
+	if (rc)
+		return rc;
+	memcpy(mbox_req_buf(mb, t), req, len);
+	rc = mbox_post(mb, t, len);
+	if (rc)
+		goto err_give_up;
+	rc = mbox_wait(mb, t, deadline_ns);
+	if (rc == -ECONNRESET)
+		return rc;
+	if (rc)
+		goto err_give_up;
+	rc = mbox_response(mb, t, &answer, &n);
+	if (rc == 0 && n > resp_cap)
+		rc = -ENOBUFS;
+	if (rc == 0) {
+		memcpy(resp, answer, n);
+		*resp_len = n;
+	}
+	mbox_release(mb, t);
+	return rc;
+
+err_give_up:
+	mbox_give_up(mb, t);
+	return rc;
+}
+
+/* ---- server side ---- */
+
+int mbox_server_attach(struct mbox *mb)
+{
+	struct mbox_hdr *h = mb->hdr;
+	pid_t me = shm_proc_self();
+	pid_t old = (pid_t)atomic_load_explicit(&h->server_pid, memory_order_acquire);
+
+	if (old != 0 && old != me && server_alive(mb))
+		return -EBUSY;
+	atomic_store_explicit(&h->server_start, shm_proc_self_start_time(), memory_order_relaxed);
+	atomic_store_explicit(&h->server_pid, (uint32_t)me, memory_order_release);
+	atomic_fetch_add_explicit(&h->server_epoch, 1, memory_order_seq_cst);
+
+	/* Whatever the old server held, it will never answer. */
+	int recovered = 0;
+	for (uint32_t i = 0; i < mb->nslots; i++) {
+		struct mbox_slot *s = slot_at(mb, i);
+		uint64_t c = load_ctl(s);
+		enum mbox_state st = MBOX_CTL_STATE(c);
+
+		if ((st == MBOX_TAKEN || st == MBOX_RESET) && free_slot(s, c))
+			recovered++;
+	}
+	return recovered;
+}
+
+void mbox_server_detach(struct mbox *mb)
+{
+	atomic_store_explicit(&mb->hdr->server_pid, 0, memory_order_seq_cst);
+	/* Wake clients sleeping on taken slots so they notice at once. */
+	for (uint32_t i = 0; i < mb->nslots; i++)
+		shm_wake_all(&slot_at(mb, i)->wake);
+}
+
+static bool work_ready(void *arg)
+{
+	struct mbox *mb = arg;
+
+	for (uint32_t w = 0; w < mb->hdr->bitmap_words; w++)
+		if (atomic_load_explicit(&mb->attention[w], memory_order_seq_cst))
+			return true;
+	return false;
+}
+
+/* Looks at slot @i after its attention bit was cleared. Returns true with @ev
+ * filled when there is something for the caller. */
+static bool examine(struct mbox *mb, uint32_t i, struct mbox_event *ev)
+{
+	struct mbox_slot *s = slot_at(mb, i);
+	uint64_t c = load_ctl(s);
+	uint32_t gen = MBOX_CTL_GEN(c);
+	pid_t client = MBOX_CTL_PID(c);
+
+	switch (MBOX_CTL_STATE(c)) {
+	case MBOX_POSTED:
+		if (!cas_ctl(s, &c, MBOX_CTL(gen, client, MBOX_TAKEN)))
+			return false; /* the client gave up meanwhile */
+		uint32_t len = atomic_load_explicit(&s->req_len, memory_order_relaxed);
+		if (len > mb->req_cap) {
+			/* Only a client that bypassed mbox_post can get here. */
+			atomic_store_explicit(&s->resp_len, 0, memory_order_relaxed);
+			atomic_store_explicit(&s->status, EMSGSIZE, memory_order_relaxed);
+			uint64_t taken = MBOX_CTL(gen, client, MBOX_TAKEN);
+			if (cas_ctl(s, &taken, MBOX_CTL(gen, client, MBOX_DONE)))
+				shm_wake_all(&s->wake);
+			else
+				free_slot(s, taken); /* reset meanwhile: acknowledge it */
+			return false;
+		}
+		atomic_store_explicit(&s->status, 0, memory_order_relaxed);
+		ev->kind = MBOX_EV_REQUEST;
+		ev->req = (char *)s + sizeof(*s);
+		ev->len = len;
+		break;
+	case MBOX_RESET:
+		ev->kind = MBOX_EV_RESET;
+		ev->req = NULL;
+		ev->len = 0;
+		break;
+	default:
+		return false; /* a spurious or outdated bit */
+	}
+	ev->t.slot = i;
+	ev->t.gen = gen;
+	ev->client = client;
+	return true;
+}
+
+/* Takes the next slot that needs a look: from the bits already taken, else by
+ * emptying the shared bitmap words with one exchange each. A bit is cleared before
+ * its slot is examined, so a post that lands afterwards sets it again and no request
+ * is missed. Returns false when no bit is set anywhere. */
+static bool next_flagged(struct mbox *mb, uint32_t *slot)
+{
+	uint32_t words = mb->hdr->bitmap_words;
+
+	for (int round = 0; round < 2; round++) {
+		for (uint32_t k = 0; k < words; k++) {
+			uint32_t w = (mb->scan_cursor / 64 + k) % words;
+
+			if (mb->pending[w]) {
+				uint32_t b = (uint32_t)__builtin_ctzll(mb->pending[w]);
+
+				mb->pending[w] &= mb->pending[w] - 1;
+				*slot = w * 64 + b;
+				mb->scan_cursor = *slot;
+				return true;
+			}
+		}
+		bool any = false;
+		for (uint32_t w = 0; w < words; w++) {
+			if (atomic_load_explicit(&mb->attention[w], memory_order_relaxed) == 0)
+				continue;
+			mb->pending[w] |=
+			    atomic_exchange_explicit(&mb->attention[w], 0, memory_order_seq_cst);
+			any = true;
+		}
+		if (!any)
+			return false;
+	}
+	return false;
+}
+
+/* Examines flagged slots until one yields an event. */
+static bool scan(struct mbox *mb, struct mbox_event *ev)
+{
+	uint32_t slot;
+
+	while (next_flagged(mb, &slot))
+		if (examine(mb, slot, ev))
+			return true;
+	return false;
+}
+
+int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns)
+{
+	struct shm_waiter how = {.ready = work_ready, .arg = mb, .spin_ns = mb->spin_ns};
+
+	for (;;) {
+		if (scan(mb, ev))
+			return 0;
+		int rc = shm_wait(&mb->hdr->doorbell, &how, deadline_ns);
+		if (rc)
+			return rc;
+	}
+}
+
+int mbox_answer(struct mbox *mb, struct mbox_ticket t, uint32_t len)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+	if (len > mb->resp_cap)
+		return -EMSGSIZE;
+
+	struct mbox_slot *s = slot_at(mb, t.slot);
+	for (;;) {
+		uint64_t c = load_ctl(s);
+
+		if (MBOX_CTL_GEN(c) != t.gen)
+			return -ESTALE;
+		if (MBOX_CTL_STATE(c) == MBOX_RESET)
+			return free_slot(s, c) ? -ECANCELED : -ESTALE;
+		if (MBOX_CTL_STATE(c) != MBOX_TAKEN)
+			return -ESTALE;
+		atomic_store_explicit(&s->resp_len, len, memory_order_relaxed);
+		if (cas_ctl(s, &c, MBOX_CTL(t.gen, MBOX_CTL_PID(c), MBOX_DONE))) {
+			shm_wake_all(&s->wake);
+			return 0;
+		}
+	}
+}
+
+int mbox_answer_copy(struct mbox *mb, struct mbox_ticket t, const void *resp, uint32_t len)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+	if (len > mb->resp_cap)
+		return -EMSGSIZE;
+	memcpy(mbox_resp_buf(mb, t), resp, len);
+	return mbox_answer(mb, t, len);
+}
+
+int mbox_ack_reset(struct mbox *mb, struct mbox_ticket t)
+{
+	if (!ticket_ok(mb, t))
+		return -ESTALE;
+
+	struct mbox_slot *s = slot_at(mb, t.slot);
+	uint64_t c = load_ctl(s);
+	if (MBOX_CTL_GEN(c) != t.gen || MBOX_CTL_STATE(c) != MBOX_RESET)
+		return -ESTALE;
+	return free_slot(s, c) ? 0 : -ESTALE;
+}
+
+/* The owner of @s in control word @c, with its start time when it is known to belong
+ * to the same generation. */
+static bool owner_alive(struct mbox_slot *s, uint64_t c)
+{
+	uint64_t start = 0;
+
+	if (atomic_load_explicit(&s->owner_gen, memory_order_acquire) == MBOX_CTL_GEN(c))
+		start = atomic_load_explicit(&s->owner_start, memory_order_relaxed);
+	return shm_proc_alive(MBOX_CTL_PID(c), start);
+}
+
+int mbox_reap(struct mbox *mb)
+{
+	int changed = 0;
+	bool server = server_alive(mb);
+
+	for (uint32_t i = 0; i < mb->nslots; i++) {
+		struct mbox_slot *s = slot_at(mb, i);
+		uint64_t c = load_ctl(s);
+		enum mbox_state st = MBOX_CTL_STATE(c);
+
+		if (st == MBOX_FREE)
+			continue;
+		if (st == MBOX_RESET || (st == MBOX_TAKEN && !server)) {
+			if (!server && free_slot(s, c))
+				changed++;
+			continue;
+		}
+		if (owner_alive(s, c)) {
+			if (st == MBOX_POSTED) /* heal a lost doorbell */
+				raise_attention(mb, i);
+			continue;
+		}
+		if (st == MBOX_TAKEN) {
+			/* The server holds it: let it cancel the work and acknowledge. */
+			if (cas_ctl(s, &c,
+				    MBOX_CTL(MBOX_CTL_GEN(c), MBOX_CTL_PID(c), MBOX_RESET))) {
+				raise_attention(mb, i);
+				changed++;
+			}
+			continue;
+		}
+		if (free_slot(s, c))
+			changed++;
+	}
+	return changed;
+}

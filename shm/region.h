@@ -1,0 +1,144 @@
+/* region.h - shared-memory regions: named (shm_open) and anonymous (inherited
+ * across fork), each starting with a validated 64-byte header.
+ *
+ * Byte layout (little-endian, offsets in bytes; docs/protocol.md is normative):
+ *   0  u64 magic            SHM_MAGIC, stored last by the creator (release)
+ *   8  u32 layout_version   SHM_LAYOUT_VERSION
+ *  12  u32 kind             enum shm_kind
+ *  16  u64 size             total bytes of the region, header included
+ *  24  u32 creator_uid
+ *  28  u32 creator_pid
+ *  32  u64 creator_start    creator's start time (ticks since boot), see proc.h
+ *  40  u32 generation       atomic; bumped when the region is reset for reuse
+ *  44  u32 state            atomic; enum shm_state
+ *  48  16 bytes reserved, zero
+ * The body starts at SHM_BODY_OFFSET.
+ */
+#ifndef CHIPD_SHM_REGION_H
+#define CHIPD_SHM_REGION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHM_MAGIC	   0x4d48534450494843ull /* "CHIPDSHM" in little-endian bytes */
+#define SHM_LAYOUT_VERSION 1u
+#define SHM_BODY_OFFSET	   64u
+#define SHM_NAME_MAX	   64u
+/* Attach refuses anything larger: a region is control data and rings, never bulk
+ * tensors, and a peer-written size must not make us map without bound. */
+#define SHM_REGION_MAX_SIZE (1ull << 30)
+
+enum shm_kind {
+	SHM_KIND_NODE = 1,    /* the supervisor's node region: directory, mailbox, rings */
+	SHM_KIND_CONTROL = 2, /* one worker's control region (anonymous) */
+	SHM_KIND_BENCH = 3,   /* chipbench */
+	SHM_KIND_TEST = 0x7e, /* unit tests */
+};
+
+enum shm_state {
+	SHM_STATE_CREATING = 1, /* header written, body being initialized */
+	SHM_STATE_READY = 2,	/* body initialized; attach may use it */
+	SHM_STATE_DRAINING = 3, /* owner is stopping: no new work */
+	SHM_STATE_STOPPED = 4,	/* owner stopped; about to be unlinked */
+};
+
+struct shm_header {
+	_Atomic uint64_t magic;
+	uint32_t layout_version;
+	uint32_t kind;
+	uint64_t size;
+	uint32_t creator_uid;
+	uint32_t creator_pid;
+	uint64_t creator_start;
+	_Atomic uint32_t generation;
+	_Atomic uint32_t state;
+	uint8_t reserved[16];
+};
+_Static_assert(sizeof(struct shm_header) == SHM_BODY_OFFSET, "region header is 64 bytes");
+_Static_assert(offsetof(struct shm_header, size) == 16, "header.size offset");
+_Static_assert(offsetof(struct shm_header, creator_start) == 32, "header.creator_start");
+_Static_assert(offsetof(struct shm_header, generation) == 40, "header.generation");
+_Static_assert(offsetof(struct shm_header, state) == 44, "header.state");
+
+/* A mapping of one region in this process. */
+struct shm_region {
+	struct shm_header *hdr; /* == base of the mapping */
+	size_t size;
+	bool named;
+	bool created; /* this process created it (and should unlink it) */
+	char name[SHM_NAME_MAX];
+};
+
+/* Why an attach or create failed, for the one log line or CLI message. */
+struct shm_diag {
+	char msg[224];
+};
+
+/* Flags for shm_region_create. */
+#define SHM_CREATE_RECLAIM_STALE 0x1u /* unlink an existing region whose creator is dead */
+
+/* Creates the named region @name ("/chipd.<uid>.<instance>") of @size bytes (header
+ * included, at least SHM_BODY_OFFSET), mode 0600, kind @kind, state CREATING, body
+ * zeroed. With SHM_CREATE_RECLAIM_STALE an existing region whose creator is dead is
+ * unlinked and created anew; a live one is refused. Call shm_region_ready() once the
+ * body is initialized.
+ * Returns 0, or -EEXIST (live region), -EPERM (existing one owned by someone else),
+ * -EBADMSG (existing object is not a chipd region), -EINVAL (bad name or size),
+ * or another -errno from the system; @diag (may be NULL) says which and why. */
+int shm_region_create(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
+		      unsigned flags, struct shm_diag *diag);
+
+/* Creates an anonymous MAP_SHARED region that children inherit across fork; same
+ * header, state CREATING. Returns 0 or -errno. */
+int shm_region_create_anon(struct shm_region *r, enum shm_kind kind, size_t size);
+
+/* Marks the region READY (release): attachers may now use the body. */
+void shm_region_ready(struct shm_region *r);
+
+/* Attaches to the named region @name after validating, in this order: it exists
+ * (-ENOENT), is not a symlink (-ELOOP), is a regular file (-EMEDIUMTYPE), is owned by
+ * the effective uid (-EPERM), has no group/other permission bits (-EACCES), has a
+ * size within [SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE] (-EMSGSIZE), has been initialized
+ * (-EAGAIN: magic not yet stored), has the right magic (-EBADMSG), layout version
+ * (-EPROTONOSUPPORT), kind (-EPROTOTYPE), a header size equal to the file size and to
+ * @size when @size != 0 (-EMSGSIZE), state READY or DRAINING (-EAGAIN while CREATING,
+ * -ESHUTDOWN when STOPPED), and a live creator (-ESTALE).
+ * On error nothing stays mapped and @diag says which check failed with the values. */
+int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
+		      struct shm_diag *diag);
+
+/* Unmaps @r. Does not unlink (see shm_region_unlink). Safe on a zeroed struct. */
+void shm_region_detach(struct shm_region *r);
+
+/* Removes the name of a named region. Returns 0 or -errno (-ENOENT if already gone). */
+int shm_region_unlink(const char *name);
+
+/* The first byte after the header. */
+static inline void *shm_region_body(const struct shm_region *r)
+{
+	return (char *)r->hdr + SHM_BODY_OFFSET;
+}
+
+/* Bytes available after the header. */
+static inline size_t shm_region_body_size(const struct shm_region *r)
+{
+	return r->size - SHM_BODY_OFFSET;
+}
+
+/* Bumps the region generation (seq_cst) and returns the new value; used when a
+ * region is reset for a new user (a restarted worker). */
+uint32_t shm_region_bump_generation(struct shm_region *r);
+
+/* Sets the region state (release). */
+void shm_region_set_state(struct shm_region *r, enum shm_state state);
+
+/* True if the region's creator process is still alive. */
+bool shm_region_creator_alive(const struct shm_region *r);
+
+/* Builds "/chipd.<uid>.<instance>" into @out. Returns 0, or -EINVAL when @instance is
+ * empty, holds a '/' or a character outside [A-Za-z0-9._-], or is too long. */
+int shm_region_name(char *out, size_t cap, unsigned uid, const char *instance);
+
+#endif

@@ -1,0 +1,233 @@
+/* ring.c - SPSC token rings (contract in ring.h). */
+#include "ring.h"
+
+#include "proc.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RING_LINE 64u
+
+static bool capacity_ok(uint32_t capacity)
+{
+	return capacity >= RING_MIN_CAPACITY && capacity <= RING_MAX_CAPACITY &&
+	       (capacity & (capacity - 1)) == 0;
+}
+
+size_t ring_size(uint32_t capacity)
+{
+	if (!capacity_ok(capacity))
+		return 0;
+	return sizeof(struct ring_hdr) + (size_t)capacity * sizeof(struct ring_rec);
+}
+
+static void bind(struct ring *r, struct ring_hdr *h)
+{
+	memset(r, 0, sizeof(*r));
+	r->hdr = h;
+	r->recs = (struct ring_rec *)((char *)h + sizeof(*h));
+	r->capacity = h->capacity;
+	r->spin_ns = SHM_SPIN_NS_DEFAULT;
+	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+}
+
+int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity)
+{
+	size_t need = ring_size(capacity);
+
+	if (need == 0 || ((uintptr_t)mem & (RING_LINE - 1)))
+		return -EINVAL;
+	if (need > avail)
+		return -EMSGSIZE;
+	memset(mem, 0, need);
+
+	struct ring_hdr *h = mem;
+	h->magic = RING_MAGIC;
+	h->version = RING_VERSION;
+	h->capacity = capacity;
+	h->rec_size = sizeof(struct ring_rec);
+	atomic_init(&h->generation, 1);
+	shm_wake_init(&h->wake);
+	bind(r, h);
+	return 0;
+}
+
+int ring_attach(struct ring *r, void *mem, size_t avail)
+{
+	struct ring_hdr *h = mem;
+
+	memset(r, 0, sizeof(*r));
+	if (avail < sizeof(*h) || ((uintptr_t)mem & (RING_LINE - 1)))
+		return -EMSGSIZE;
+	if (h->magic != RING_MAGIC)
+		return -EBADMSG;
+	if (h->version != RING_VERSION)
+		return -EPROTONOSUPPORT;
+	size_t need = ring_size(h->capacity);
+	if (need == 0 || need > avail || h->rec_size != sizeof(struct ring_rec))
+		return -EMSGSIZE;
+	bind(r, h);
+	return 0;
+}
+
+uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t consumer)
+{
+	struct ring_hdr *h = r->hdr;
+
+	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->terminal, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->request_id, request_id, memory_order_relaxed);
+	atomic_store_explicit(&h->producer_start, shm_proc_start_time(producer),
+			      memory_order_relaxed);
+	atomic_store_explicit(&h->producer_pid, (uint32_t)producer, memory_order_relaxed);
+	atomic_store_explicit(&h->consumer_pid, (uint32_t)consumer, memory_order_relaxed);
+	r->cached_tail = 0;
+	return atomic_fetch_add_explicit(&h->generation, 1, memory_order_seq_cst) + 1;
+}
+
+void ring_set_spin(struct ring *r, uint64_t spin_ns)
+{
+	r->spin_ns = spin_ns;
+}
+
+/* Free records as the producer sees them, refreshing the cached tail if needed. */
+static uint32_t free_records(struct ring *r, uint64_t head, uint32_t want)
+{
+	uint64_t used = head - r->cached_tail;
+
+	if (r->capacity - used < want) {
+		r->cached_tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+		used = head - r->cached_tail;
+	}
+	return used > r->capacity ? 0 : (uint32_t)(r->capacity - used);
+}
+
+int ring_push(struct ring *r, const struct ring_rec *rec)
+{
+	struct ring_hdr *h = r->hdr;
+	bool terminal = (rec->flags & RING_F_TERMINAL) != 0;
+	uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+
+	if (atomic_load_explicit(&h->terminal, memory_order_acquire))
+		return -EALREADY;
+	/* One record stays reserved for the terminal one. */
+	if (free_records(r, head, terminal ? 1 : 2) < (terminal ? 1u : 2u))
+		return -EAGAIN;
+	if (terminal) {
+		uint32_t zero = 0;
+
+		if (!atomic_compare_exchange_strong_explicit(
+			&h->terminal, &zero, 1, memory_order_acq_rel, memory_order_acquire))
+			return -EALREADY;
+	}
+	struct ring_rec *slot = &r->recs[head & (r->capacity - 1)];
+	*slot = *rec;
+	slot->ts_ns = shm_now_ns();
+	/* seq_cst: publishes the record and orders against the consumer's sleepers
+	 * count (wait.h). */
+	atomic_store_explicit(&h->head, head + 1, memory_order_seq_cst);
+	shm_wake_all(&h->wake);
+	return 0;
+}
+
+uint32_t ring_space(struct ring *r)
+{
+	uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+	uint32_t free = free_records(r, head, r->capacity);
+
+	if (atomic_load_explicit(&r->hdr->terminal, memory_order_acquire))
+		return 0;
+	return free > 0 ? free - 1 : 0;
+}
+
+int ring_try_pop(struct ring *r, struct ring_rec *out)
+{
+	struct ring_hdr *h = r->hdr;
+	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	/* The terminal flag is read before head: once it is seen set, the producer
+	 * writes only the terminal record's own slot (at head), never the slot at
+	 * tail - 1 read below. Read after head, the flag could belong to a terminal
+	 * record pushed meanwhile into slot tail - 1 after a full lap (capacity - 1
+	 * tokens, then the terminal), and those unread records would be reported as
+	 * the end of the stream. */
+	uint32_t terminal = atomic_load_explicit(&h->terminal, memory_order_acquire);
+	uint64_t head = atomic_load_explicit(&h->head, memory_order_seq_cst);
+
+	if (tail == head) {
+		/* Terminal claimed and everything consumed: the stream is over. The
+		 * terminal flag is set before its record is published, so also check
+		 * that the last consumed record was the terminal one. */
+		if (tail > 0 && terminal &&
+		    (r->recs[(tail - 1) & (r->capacity - 1)].flags & RING_F_TERMINAL))
+			return -ENODATA;
+		return -EAGAIN;
+	}
+	if (head - tail > r->capacity)
+		return -EBADMSG; /* indices corrupted by a peer */
+	*out = r->recs[tail & (r->capacity - 1)];
+	atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
+	return 0;
+}
+
+static bool has_record(void *arg)
+{
+	struct ring_hdr *h = arg;
+
+	return atomic_load_explicit(&h->head, memory_order_seq_cst) !=
+	       atomic_load_explicit(&h->tail, memory_order_relaxed);
+}
+
+static bool producer_lost(void *arg)
+{
+	struct ring_hdr *h = arg;
+	pid_t pid = (pid_t)atomic_load_explicit(&h->producer_pid, memory_order_acquire);
+
+	return pid != 0 &&
+	       !shm_proc_alive(pid, atomic_load_explicit(&h->producer_start, memory_order_relaxed));
+}
+
+int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns)
+{
+	struct shm_waiter how = {
+	    .ready = has_record,
+	    .peer_lost = producer_lost,
+	    .arg = r->hdr,
+	    .spin_ns = r->spin_ns,
+	};
+
+	for (;;) {
+		int rc = ring_try_pop(r, out);
+		if (rc != -EAGAIN)
+			return rc;
+		rc = shm_wait(&r->hdr->wake, &how, deadline_ns);
+		if (rc == -EPIPE)
+			return -EOWNERDEAD;
+		if (rc)
+			return rc;
+	}
+}
+
+int ring_take_over(struct ring *r)
+{
+	struct ring_hdr *h = r->hdr;
+	pid_t pid = (pid_t)atomic_load_explicit(&h->producer_pid, memory_order_acquire);
+
+	if (pid != 0 && pid != shm_proc_self() && !producer_lost(h))
+		return -EBUSY;
+	/* A producer killed between claiming the terminal record (ring_push's CAS) and
+	 * publishing it leaves the claim set with no terminal record in the ring: the
+	 * new producer's terminal push would fail with -EALREADY and the stream could
+	 * never end. The dead producer writes nothing more, so release a claim whose
+	 * record was never published. */
+	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+	if (pid != 0 && pid != shm_proc_self() &&
+	    atomic_load_explicit(&h->terminal, memory_order_acquire) &&
+	    (head == 0 || !(r->recs[(head - 1) & (r->capacity - 1)].flags & RING_F_TERMINAL)))
+		atomic_store_explicit(&h->terminal, 0, memory_order_release);
+	atomic_store_explicit(&h->producer_start, shm_proc_self_start_time(), memory_order_relaxed);
+	atomic_store_explicit(&h->producer_pid, (uint32_t)shm_proc_self(), memory_order_release);
+	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+	return 0;
+}

@@ -1,0 +1,123 @@
+/* ring.h - single-producer single-consumer token rings in shared memory.
+ *
+ * A worker (producer) publishes a request's tokens; a client (consumer) reads them.
+ * The producer never blocks: a full ring answers -EAGAIN and the worker pauses only
+ * that request. The consumer waits spin-then-futex with a deadline. Exactly one
+ * terminal record (FINAL, or ERROR with a code) ends a stream; one record of space is
+ * held back for it, so a slow reader can never keep a stream from ending.
+ *
+ * If the producer dies, whoever supervises it may take the ring over
+ * (ring_take_over) and write the terminal record itself.
+ *
+ * Layout: a 192-byte header (three cache lines: identity, producer index, consumer
+ * index and futex) and capacity 32-byte records. docs/protocol.md is normative.
+ */
+#ifndef CHIPD_SHM_RING_H
+#define CHIPD_SHM_RING_H
+
+#include "wait.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define RING_MAGIC	  0x31474e52u /* "RNG1" little-endian */
+#define RING_VERSION	  1u
+#define RING_MIN_CAPACITY 2u
+#define RING_MAX_CAPACITY 65536u
+
+#define RING_F_FINAL	    0x1u /* the last token of a completed request */
+#define RING_F_ERROR	    0x2u /* the stream ended with an error; code in bits 16-31 */
+#define RING_F_TERMINAL	    (RING_F_FINAL | RING_F_ERROR)
+#define RING_F_CODE(code)   (((uint32_t)(code)&0xffffu) << 16)
+#define RING_CODE_OF(flags) ((flags) >> 16)
+
+struct ring_rec {
+	uint64_t request_id;
+	uint32_t seq;	/* 0, 1, 2, ... per request */
+	uint32_t flags; /* RING_F_* | RING_F_CODE(code) */
+	uint64_t value; /* the token */
+	uint64_t ts_ns; /* CLOCK_MONOTONIC when published (set by ring_push) */
+};
+_Static_assert(sizeof(struct ring_rec) == 32, "ring record is 32 bytes");
+
+struct ring_hdr {
+	/* line 0: identity, written by whoever (re)assigns the ring */
+	uint32_t magic;
+	uint32_t version;
+	uint32_t capacity;	     /* records, a power of two */
+	uint32_t rec_size;	     /* sizeof(struct ring_rec) */
+	_Atomic uint32_t generation; /* bumped by ring_reset */
+	_Atomic uint32_t terminal;   /* 0, then 1 once a terminal record is claimed */
+	_Atomic uint32_t producer_pid;
+	_Atomic uint32_t consumer_pid;
+	_Atomic uint64_t producer_start;
+	_Atomic uint64_t request_id;
+	uint8_t reserved0[16];
+	/* line 1: written by the producer only */
+	_Atomic uint64_t head; /* records published so far */
+	uint8_t reserved1[56];
+	/* line 2: written by the consumer only */
+	_Atomic uint64_t tail; /* records consumed so far */
+	struct shm_wake wake;  /* the consumer sleeps here */
+	uint8_t reserved2[48];
+};
+_Static_assert(sizeof(struct ring_hdr) == 192, "ring header is three lines");
+_Static_assert(offsetof(struct ring_hdr, producer_start) == 32, "ring.producer_start");
+_Static_assert(offsetof(struct ring_hdr, head) == 64, "ring.head");
+_Static_assert(offsetof(struct ring_hdr, tail) == 128, "ring.tail");
+_Static_assert(offsetof(struct ring_hdr, wake) == 136, "ring.wake");
+
+/* One process's handle on a ring. */
+struct ring {
+	struct ring_hdr *hdr;
+	struct ring_rec *recs;
+	uint32_t capacity;
+	uint64_t spin_ns;
+	uint64_t cached_tail; /* producer: last tail seen, saves a shared read per push */
+};
+
+/* Bytes for a ring of @capacity records, or 0 if @capacity is not a power of two in
+ * [RING_MIN_CAPACITY, RING_MAX_CAPACITY]. */
+size_t ring_size(uint32_t capacity);
+
+/* Lays out an empty ring in @mem (64-byte aligned). Creator only. Returns 0, -EINVAL
+ * (capacity or alignment), -EMSGSIZE (does not fit in @avail). */
+int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity);
+
+/* Attaches to a ring laid out by another process, validating magic (-EBADMSG),
+ * version (-EPROTONOSUPPORT) and shape (-EMSGSIZE). */
+int ring_attach(struct ring *r, void *mem, size_t avail);
+
+/* Empties the ring for a new stream and records its parties; bumps the generation.
+ * Only while neither party uses it (the allocator's job). Returns the generation. */
+uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t consumer);
+
+/* Sets how long ring_pop spins before sleeping. */
+void ring_set_spin(struct ring *r, uint64_t spin_ns);
+
+/* Publishes one record, stamping ts_ns. Non-terminal records need two free records
+ * (one stays reserved for the terminal). Returns 0, -EAGAIN when full, -EALREADY when
+ * the stream already has its terminal record (nothing more may follow). Never
+ * blocks. */
+int ring_push(struct ring *r, const struct ring_rec *rec);
+
+/* Records a non-terminal push could publish now. */
+uint32_t ring_space(struct ring *r);
+
+/* Takes the next record without waiting. Returns 0, -EAGAIN when empty, -ENODATA
+ * after the terminal record has been consumed. */
+int ring_try_pop(struct ring *r, struct ring_rec *out);
+
+/* Waits for the next record until @deadline_ns. Returns 0, -ENODATA (stream already
+ * ended), -ETIMEDOUT, or -EOWNERDEAD when the producer died without ending the
+ * stream (its supervisor is expected to take over and end it). */
+int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns);
+
+/* Makes the caller the producer of a ring whose producer died. A terminal record the
+ * dead producer claimed but never published is released, so the caller can always
+ * end the stream. Returns 0, or -EBUSY while the recorded producer is alive. */
+int ring_take_over(struct ring *r);
+
+#endif

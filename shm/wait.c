@@ -1,0 +1,114 @@
+/* wait.c - futex and spin-then-sleep waiting (see wait.h for the protocol). */
+#include "wait.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Reading the clock costs ~20 ns; the spin loop checks it once per this many
+ * iterations of the condition. */
+#define SPIN_CLOCK_EVERY 16
+
+uint64_t shm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t shm_deadline_in(uint64_t ns)
+{
+	uint64_t now = shm_now_ns();
+
+	return ns > SHM_DEADLINE_NEVER - now ? SHM_DEADLINE_NEVER : now + ns;
+}
+
+int shm_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns)
+{
+	struct timespec ts, *tsp = NULL;
+
+	if (deadline_ns != SHM_DEADLINE_NEVER) {
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+		tsp = &ts;
+	}
+	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC timeout; no
+	 * FUTEX_PRIVATE_FLAG because the word lives in memory shared between
+	 * processes. */
+	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET, expected, tsp, NULL,
+		    FUTEX_BITSET_MATCH_ANY) == 0)
+		return 0;
+	return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+}
+
+int shm_futex_wake(_Atomic uint32_t *word, int n)
+{
+	long woke = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
+
+	return woke < 0 ? -errno : (int)woke;
+}
+
+void shm_wake_init(struct shm_wake *w)
+{
+	atomic_init(&w->seq, 0);
+	atomic_init(&w->sleepers, 0);
+}
+
+void shm_wake_all(struct shm_wake *w)
+{
+	if (atomic_load_explicit(&w->sleepers, memory_order_seq_cst) == 0)
+		return;
+	atomic_fetch_add_explicit(&w->seq, 1, memory_order_seq_cst);
+	shm_futex_wake(&w->seq, INT_MAX);
+}
+
+/* Spins on the condition until the budget runs out. Returns true when ready. */
+static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
+{
+	if (how->ready(how->arg))
+		return true;
+	if (how->spin_ns == 0)
+		return false;
+	uint64_t start = shm_now_ns();
+	uint64_t stop = deadline_ns;
+	if (start < deadline_ns && how->spin_ns < deadline_ns - start)
+		stop = start + how->spin_ns;
+	for (;;) {
+		for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
+			shm_cpu_relax();
+			if (how->ready(how->arg))
+				return true;
+		}
+		if (shm_now_ns() >= stop)
+			return false;
+	}
+}
+
+int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns)
+{
+	if (spin(how, deadline_ns))
+		return 0;
+	for (;;) {
+		uint64_t now = shm_now_ns();
+
+		if (now >= deadline_ns)
+			return how->ready(how->arg) ? 0 : -ETIMEDOUT;
+		if (how->peer_lost && how->peer_lost(how->arg))
+			return how->ready(how->arg) ? 0 : -EPIPE;
+
+		uint64_t slice_end =
+		    deadline_ns - now > SHM_WAIT_SLICE_NS ? now + SHM_WAIT_SLICE_NS : deadline_ns;
+		atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
+		uint32_t seq = atomic_load_explicit(&w->seq, memory_order_seq_cst);
+		bool ready = how->ready(how->arg);
+		if (!ready)
+			shm_futex_wait(&w->seq, seq, slice_end);
+		atomic_fetch_sub_explicit(&w->sleepers, 1, memory_order_seq_cst);
+		if (ready || how->ready(how->arg))
+			return 0;
+	}
+}

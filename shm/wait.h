@@ -1,0 +1,91 @@
+/* wait.h - bounded spin-then-sleep waiting on words shared between processes.
+ *
+ * Every wait in chipd has three ways out: the condition became true, the deadline
+ * passed, or the peer it waits for is gone. Waiting spins for a short budget (a
+ * cache-line handoff costs ~0.3 us, a futex wake ~50 us on these machines) and then
+ * sleeps on a shared futex.
+ *
+ * The sleep protocol (struct shm_wake) lets a waker skip the futex syscall when no
+ * one sleeps:
+ *   waiter: sleepers += 1 (seq_cst); s = seq; re-check condition (seq_cst loads);
+ *           FUTEX_WAIT(&seq, s); sleepers -= 1
+ *   waker:  change the condition word (seq_cst store or RMW);
+ *           if (sleepers (seq_cst load) != 0) { seq += 1; FUTEX_WAKE(&seq, all) }
+ * Because both sides use seq_cst on the two words, either the waker sees the sleeper
+ * or the sleeper sees the new condition (the store-buffer litmus is forbidden).
+ */
+#ifndef CHIPD_SHM_WAIT_H
+#define CHIPD_SHM_WAIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A deadline far enough away to mean "until the condition or the peer's death". */
+#define SHM_DEADLINE_NEVER UINT64_MAX
+
+/* How long a sleeping waiter sleeps before it re-checks its peer's liveness. */
+#define SHM_WAIT_SLICE_NS (20u * 1000u * 1000u)
+
+/* Default spin budget before sleeping: long enough to catch a peer that answers in
+ * a few microseconds, short enough that an idle waiter stops burning CPU at once. */
+#define SHM_SPIN_NS_DEFAULT (50u * 1000u)
+
+/* A futex word plus a count of sleepers; 8 bytes, both shared. */
+struct shm_wake {
+	_Atomic uint32_t seq;	   /* futex word: bumped by a waker that saw sleepers */
+	_Atomic uint32_t sleepers; /* waiters currently inside FUTEX_WAIT (or about to) */
+};
+_Static_assert(sizeof(struct shm_wake) == 8, "shm_wake layout");
+
+/* What a waiter waits for. @ready must read the condition with seq_cst loads.
+ * @peer_lost, when set, is called between sleep slices and ends the wait with
+ * -EPIPE when it returns true. */
+struct shm_waiter {
+	bool (*ready)(void *arg);
+	bool (*peer_lost)(void *arg);
+	void *arg;
+	uint64_t spin_ns; /* 0: never spin, sleep at once */
+};
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t shm_now_ns(void);
+
+/* A deadline @ns from now, saturating at SHM_DEADLINE_NEVER. */
+uint64_t shm_deadline_in(uint64_t ns);
+
+/* Tells the CPU we are spinning (PAUSE on x86, YIELD on arm64). */
+static inline void shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* Sleeps on the shared futex @word while it holds @expected, until woken or the
+ * absolute CLOCK_MONOTONIC @deadline_ns. Returns 0 when woken (possibly
+ * spuriously), -EAGAIN if *word != expected on entry, -ETIMEDOUT, or -EINTR. */
+int shm_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+
+/* Wakes up to @n sleepers on the shared futex @word. Returns how many woke, or
+ * -errno. */
+int shm_futex_wake(_Atomic uint32_t *word, int n);
+
+/* Zeroes a wake word pair (creator only, before the memory is shared). */
+void shm_wake_init(struct shm_wake *w);
+
+/* Wakes every sleeper of @w, if there is any. Call it right after the seq_cst
+ * change that the sleepers wait for. Cheap (one load) when no one sleeps. */
+void shm_wake_all(struct shm_wake *w);
+
+/* Waits for @how->ready: spins for @how->spin_ns, then sleeps on @w in slices of
+ * SHM_WAIT_SLICE_NS, checking @how->peer_lost between slices. Returns 0 when ready,
+ * -ETIMEDOUT at @deadline_ns, -EPIPE when the peer is lost. Never blocks past the
+ * deadline by more than scheduling noise. */
+int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns);
+
+#endif
