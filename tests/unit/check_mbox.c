@@ -1,0 +1,382 @@
+/* check_mbox.c - pins the mailbox state machine: every allowed transition, refused
+ * forbidden ones, acknowledged reset, out-of-order answers, bounded waits, layout
+ * validation. The tcases with real processes are in check_mbox_peers.c. */
+#include "mbox_fixture.h"
+#include "proc.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+START_TEST(full_cycle_walks_every_state)
+{
+	struct fixture fx;
+	const void *answer;
+	uint32_t len;
+
+	fx_init(&fx, 4, 128, 128);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+
+	struct mbox_ticket t;
+	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_CLAIMED);
+	ck_assert_int_eq(MBOX_CTL_PID(mbox_ctl(&fx.mb, t.slot)), getpid() & 0xffffff);
+	ck_assert_uint_eq(t.gen, 1);
+
+	strcpy(mbox_req_buf(&fx.mb, t), "ping");
+	ck_assert_int_eq(mbox_post(&fx.mb, t, 5), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_POSTED);
+
+	struct mbox_event ev = next_event(&fx);
+	ck_assert_int_eq(ev.kind, MBOX_EV_REQUEST);
+	ck_assert_uint_eq(ev.t.slot, t.slot);
+	ck_assert_uint_eq(ev.t.gen, t.gen);
+	ck_assert_uint_eq(ev.len, 5);
+	ck_assert_str_eq(ev.req, "ping");
+	ck_assert_int_eq(ev.client, getpid());
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_TAKEN);
+
+	ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev.t, "pong", 5), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_DONE);
+
+	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(1000 * MS)), 0);
+	ck_assert_int_eq(mbox_response(&fx.mb, t, &answer, &len), 0);
+	ck_assert_uint_eq(len, 5);
+	ck_assert_str_eq(answer, "pong");
+	ck_assert_int_eq(mbox_release(&fx.mb, t), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_FREE);
+	ck_assert_uint_eq(gen_of(&fx, t.slot), 2);
+	ck_assert_int_eq(MBOX_CTL_PID(mbox_ctl(&fx.mb, t.slot)), 0);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(forbidden_transitions_refused)
+{
+	struct fixture fx;
+	struct mbox_ticket t, bogus = {.slot = 99, .gen = 1};
+	const void *answer;
+	uint32_t len;
+
+	fx_init(&fx, 2, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+
+	/* Nothing works on an unclaimed slot or an out-of-range ticket. */
+	struct mbox_ticket unclaimed = {.slot = 0, .gen = 1};
+	ck_assert_int_eq(mbox_post(&fx.mb, unclaimed, 1), -ESTALE);
+	ck_assert_int_eq(mbox_release(&fx.mb, unclaimed), -ESTALE);
+	ck_assert_int_eq(mbox_answer(&fx.mb, unclaimed, 1), -ESTALE);
+	ck_assert_int_eq(mbox_ack_reset(&fx.mb, unclaimed), -ESTALE);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, unclaimed), -ESTALE);
+	ck_assert_int_eq(mbox_post(&fx.mb, bogus, 1), -ESTALE);
+	ck_assert_int_eq(mbox_wait(&fx.mb, bogus, 0), -ESTALE);
+
+	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
+	ck_assert_int_eq(mbox_post(&fx.mb, t, 65), -EMSGSIZE);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_CLAIMED);
+	/* CLAIMED: no answer, no ack, no release, no response. */
+	ck_assert_int_eq(mbox_answer(&fx.mb, t, 1), -ESTALE);
+	ck_assert_int_eq(mbox_ack_reset(&fx.mb, t), -ESTALE);
+	ck_assert_int_eq(mbox_release(&fx.mb, t), -ESTALE);
+	ck_assert_int_eq(mbox_response(&fx.mb, t, &answer, &len), -ESTALE);
+
+	ck_assert_int_eq(mbox_post(&fx.mb, t, 1), 0);
+	ck_assert_int_eq(mbox_post(&fx.mb, t, 1), -ESTALE);   /* twice */
+	ck_assert_int_eq(mbox_answer(&fx.mb, t, 1), -ESTALE); /* not taken yet */
+	ck_assert_int_eq(mbox_release(&fx.mb, t), -ESTALE);
+
+	struct mbox_event ev = next_event(&fx);
+	ck_assert_int_eq(mbox_answer(&fx.mb, ev.t, 65), -EMSGSIZE);
+	ck_assert_int_eq(mbox_ack_reset(&fx.mb, ev.t), -ESTALE); /* TAKEN is no RESET */
+	ck_assert_int_eq(mbox_release(&fx.mb, t), -ESTALE);
+	ck_assert_int_eq(mbox_answer(&fx.mb, ev.t, 1), 0);
+	ck_assert_int_eq(mbox_answer(&fx.mb, ev.t, 1), -ESTALE); /* twice */
+
+	/* A wrong generation is refused even on the right slot. */
+	struct mbox_ticket old = {.slot = t.slot, .gen = t.gen + 7};
+	ck_assert_int_eq(mbox_release(&fx.mb, old), -ESTALE);
+	ck_assert_int_eq(mbox_release(&fx.mb, t), 0);
+	ck_assert_int_eq(mbox_release(&fx.mb, t), -ESTALE); /* twice */
+	fx_fini(&fx);
+}
+END_TEST
+
+static int give_up_foreign(void *arg)
+{
+	struct fixture *fx = arg;
+	struct mbox_ticket t = {.slot = 0, .gen = 1};
+
+	/* The child is not the owner: it may not touch the parent's slot. */
+	return mbox_give_up(&fx->mb, t) == -ESTALE && mbox_post(&fx->mb, t, 1) == -ESTALE ? 0 : 1;
+}
+
+START_TEST(other_process_cannot_use_my_ticket)
+{
+	struct fixture fx;
+	struct mbox_ticket t;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
+	ck_assert_int_eq(tu_wait(tu_fork(give_up_foreign, &fx), 5000), 0);
+	ck_assert_int_eq(state_of(&fx, 0), MBOX_CLAIMED);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(full_mailbox_claim_fails_fast)
+{
+	struct fixture fx;
+	struct mbox_ticket t[3], extra;
+
+	fx_init(&fx, 3, 64, 64);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(mbox_claim(&fx.mb, &t[i]), 0);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &extra), -EAGAIN);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t[1]), 0);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &extra), 0);
+	ck_assert_uint_eq(extra.slot, t[1].slot);
+	ck_assert_uint_eq(extra.gen, t[1].gen + 1);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(give_up_posted_frees_without_server)
+{
+	struct fixture fx;
+	struct mbox_event ev;
+
+	fx_init(&fx, 2, 64, 64);
+	struct mbox_ticket t = post_text(&fx, "x");
+	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(20 * MS)), -ETIMEDOUT);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_FREE);
+	ck_assert_uint_eq(gen_of(&fx, t.slot), t.gen + 1);
+
+	/* A server arriving late finds nothing to take. */
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	ck_assert_int_eq(mbox_server_next(&fx.mb, &ev, shm_deadline_in(20 * MS)), -ETIMEDOUT);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(give_up_taken_is_acknowledged_reset)
+{
+	struct fixture fx;
+	const void *answer;
+	uint32_t len;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	struct mbox_ticket t = post_text(&fx, "slow");
+	struct mbox_event ev = next_event(&fx);
+	ck_assert_int_eq(ev.kind, MBOX_EV_REQUEST);
+
+	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(20 * MS)), -ETIMEDOUT);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t), 1);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_RESET);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t), 1); /* idempotent */
+
+	/* The server is told, acknowledges, the slot is reusable. */
+	struct mbox_event reset = next_event(&fx);
+	ck_assert_int_eq(reset.kind, MBOX_EV_RESET);
+	ck_assert_uint_eq(reset.t.slot, t.slot);
+	ck_assert_uint_eq(reset.t.gen, t.gen);
+	ck_assert_int_eq(mbox_ack_reset(&fx.mb, reset.t), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_FREE);
+	ck_assert_uint_eq(gen_of(&fx, t.slot), t.gen + 1);
+
+	/* The late answer of the old generation is discarded... */
+	struct mbox_ticket t2 = post_text(&fx, "next");
+	ck_assert_uint_eq(t2.slot, t.slot);
+	ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev.t, "stale", 6), -ESTALE);
+	ck_assert_int_eq(state_of(&fx, t2.slot), MBOX_POSTED);
+	/* ...and the new request is served normally. */
+	struct mbox_event ev2 = next_event(&fx);
+	ck_assert_str_eq(ev2.req, "next");
+	ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev2.t, "fresh", 6), 0);
+	ck_assert_int_eq(mbox_wait(&fx.mb, t2, shm_deadline_in(1000 * MS)), 0);
+	ck_assert_int_eq(mbox_response(&fx.mb, t2, &answer, &len), 0);
+	ck_assert_str_eq(answer, "fresh");
+	ck_assert_int_eq(mbox_release(&fx.mb, t2), 0);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(answer_after_reset_acknowledges_it)
+{
+	struct fixture fx;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	struct mbox_ticket t = post_text(&fx, "a");
+	struct mbox_event ev = next_event(&fx);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t), 1);
+	/* The server answers without having looked at the reset: discarded, acked. */
+	ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev.t, "b", 2), -ECANCELED);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_FREE);
+	ck_assert_uint_eq(gen_of(&fx, t.slot), t.gen + 1);
+	ck_assert_int_eq(mbox_ack_reset(&fx.mb, ev.t), -ESTALE);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(give_up_after_done_drops_answer)
+{
+	struct fixture fx;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	struct mbox_ticket t = post_text(&fx, "a");
+	struct mbox_event ev = next_event(&fx);
+	ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev.t, "b", 2), 0);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t), 0);
+	ck_assert_int_eq(state_of(&fx, t.slot), MBOX_FREE);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(out_of_order_completion)
+{
+	struct fixture fx;
+	struct mbox_ticket t[3];
+	struct mbox_event ev[3];
+	const char *req[3] = {"r0", "r1", "r2"};
+
+	fx_init(&fx, 8, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	for (int i = 0; i < 3; i++)
+		t[i] = post_text(&fx, req[i]);
+	for (int i = 0; i < 3; i++)
+		ev[i] = next_event(&fx);
+	/* Answer in reverse order, each with its own request's text upper-cased. */
+	for (int i = 2; i >= 0; i--) {
+		char buf[8];
+		strcpy(buf, ev[i].req);
+		buf[0] = 'R';
+		ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev[i].t, buf, 3), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		const void *answer;
+		uint32_t len;
+		char want[8];
+
+		ck_assert_int_eq(mbox_wait(&fx.mb, t[i], shm_deadline_in(1000 * MS)), 0);
+		ck_assert_int_eq(mbox_response(&fx.mb, t[i], &answer, &len), 0);
+		snprintf(want, sizeof(want), "R%s", req[i] + 1);
+		ck_assert_str_eq(answer, want);
+		ck_assert_int_eq(mbox_release(&fx.mb, t[i]), 0);
+	}
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(oversized_request_answered_by_mailbox)
+{
+	struct fixture fx;
+	struct mbox_ticket t;
+	struct mbox_event ev;
+	const void *answer;
+	uint32_t len;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
+	/* A client that bypasses mbox_post writes a length beyond the buffer. */
+	struct mbox_slot *s = (struct mbox_slot *)fx.mb.slots;
+	atomic_store(&s->req_len, 4096);
+	atomic_store(&s->ctl, MBOX_CTL(t.gen, getpid(), MBOX_POSTED));
+	atomic_fetch_or(&fx.mb.attention[0], 1);
+	ck_assert_int_eq(mbox_server_next(&fx.mb, &ev, shm_deadline_in(50 * MS)), -ETIMEDOUT);
+	ck_assert_int_eq(state_of(&fx, 0), MBOX_DONE);
+	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(100 * MS)), 0);
+	ck_assert_int_eq(mbox_response(&fx.mb, t, &answer, &len), -EMSGSIZE);
+	ck_assert_int_eq(mbox_release(&fx.mb, t), 0);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(deadlines_bound_every_wait)
+{
+	struct fixture fx;
+	struct mbox_event ev;
+
+	fx_init(&fx, 1, 64, 64);
+	struct mbox_ticket t = post_text(&fx, "nobody");
+	uint64_t start = shm_now_ns();
+	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(30 * MS)), -ETIMEDOUT);
+	uint64_t took = shm_now_ns() - start;
+	ck_assert_uint_ge(took, 30 * MS);
+	ck_assert_uint_lt(took, 2000 * MS);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, t), 0);
+
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	start = shm_now_ns();
+	ck_assert_int_eq(mbox_server_next(&fx.mb, &ev, shm_deadline_in(30 * MS)), -ETIMEDOUT);
+	ck_assert_uint_lt(shm_now_ns() - start, 2000 * MS);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(attach_validates_layout)
+{
+	struct fixture fx;
+	struct mbox other;
+
+	fx_init(&fx, 4, 64, 64);
+	ck_assert_int_eq(mbox_attach(&other, fx.mem, fx.size), 0);
+	ck_assert_uint_eq(other.nslots, 4);
+	ck_assert_int_eq(mbox_attach(&other, fx.mem, fx.size - 1), -EMSGSIZE);
+	fx.mb.hdr->slot_stride += 64;
+	ck_assert_int_eq(mbox_attach(&other, fx.mem, fx.size), -EMSGSIZE);
+	fx.mb.hdr->slot_stride -= 64;
+	fx.mb.hdr->nslots = MBOX_MAX_SLOTS + 1;
+	ck_assert_int_eq(mbox_attach(&other, fx.mem, fx.size), -EMSGSIZE);
+	fx.mb.hdr->nslots = 4;
+	fx.mb.hdr->version = 2;
+	ck_assert_int_eq(mbox_attach(&other, fx.mem, fx.size), -EPROTONOSUPPORT);
+	fx.mb.hdr->version = MBOX_VERSION;
+	fx.mb.hdr->magic ^= 1;
+	ck_assert_int_eq(mbox_attach(&other, fx.mem, fx.size), -EBADMSG);
+	ck_assert_uint_eq(mbox_size(0, 64, 64), 0);
+	ck_assert_uint_eq(mbox_size(1, 0, 64), 0);
+	ck_assert_uint_eq(mbox_size(1, 64, MBOX_MAX_BUF + 1), 0);
+	ck_assert_int_eq(mbox_init(&other, (char *)fx.mem + 8, fx.size, 1, 64, 64), -EINVAL);
+	ck_assert_int_eq(mbox_init(&other, fx.mem, 64, 1, 64, 64), -EMSGSIZE);
+	fx_fini(&fx);
+}
+END_TEST
+
+static Suite *mbox_suite(void)
+{
+	Suite *s = suite_create("mbox");
+	TCase *tc = tcase_create("state_machine");
+
+	tcase_add_test(tc, full_cycle_walks_every_state);
+	tcase_add_test(tc, forbidden_transitions_refused);
+	tcase_add_test(tc, other_process_cannot_use_my_ticket);
+	tcase_add_test(tc, full_mailbox_claim_fails_fast);
+	tcase_add_test(tc, give_up_posted_frees_without_server);
+	tcase_add_test(tc, give_up_taken_is_acknowledged_reset);
+	tcase_add_test(tc, answer_after_reset_acknowledges_it);
+	tcase_add_test(tc, give_up_after_done_drops_answer);
+	tcase_add_test(tc, out_of_order_completion);
+	tcase_add_test(tc, oversized_request_answered_by_mailbox);
+	tcase_add_test(tc, deadlines_bound_every_wait);
+	tcase_add_test(tc, attach_validates_layout);
+	suite_add_tcase(s, tc);
+
+	mbox_add_peer_tcases(s);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(mbox_suite());
+}

@@ -1,0 +1,732 @@
+/* check_ring.c - pins SPSC token rings: order, the terminal record, waiting, dead producers. */
+#include "proc.h"
+#include "ring.h"
+#include "testutil.h"
+#include "wait.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MS		(1000u * 1000u)
+#define SLACK_NS	(2000ull * MS)
+#define PEER_TIMEOUT_MS 5000u
+#define REQ_ID		0x1122334455667788ull
+/* An error code as a worker would send it (the proto enum's numbers are not ours). */
+#define CODE_WORKER_LOST 9u
+
+/* The two-process stream: enough laps of a small ring to shake out index bugs. */
+#define STREAM_RECORDS	1000000u
+#define STREAM_CAPACITY 64u
+/* Normally under a second; ~11 s seen under TSan with both processes pinned to one
+ * loaded core. The tcase timeout sits above this so a stall fails with a message. */
+#define STREAM_TIMEOUT_S 45
+/* The threaded stream gives ThreadSanitizer a view of both sides. */
+#define THREAD_STREAM_RECORDS 200000u
+
+/* A ring in memory that children inherit (the handle is copied across fork). */
+struct fixture {
+	struct ring r;
+	void *mem;
+	size_t size;
+};
+
+static void fixture_init(struct fixture *f, uint32_t capacity)
+{
+	f->size = ring_size(capacity);
+	ck_assert_uint_ne(f->size, 0);
+	f->mem = tu_shared(f->size);
+	ck_assert_int_eq(ring_init(&f->r, f->mem, f->size, capacity), 0);
+}
+
+static void fixture_fini(struct fixture *f)
+{
+	tu_unmap(f->mem, f->size);
+}
+
+/* A token of stream position @seq that a lost or repeated record cannot fake. */
+static uint64_t token_of(uint32_t seq)
+{
+	return (uint64_t)seq * 0x9e3779b97f4a7c15ull ^ 0xabcdefull;
+}
+
+static struct ring_rec rec_of(uint32_t seq, uint32_t flags)
+{
+	struct ring_rec rec = {
+	    .request_id = REQ_ID, .seq = seq, .flags = flags, .value = token_of(seq)};
+
+	return rec;
+}
+
+static void push_ok(struct ring *r, uint32_t seq, uint32_t flags)
+{
+	struct ring_rec rec = rec_of(seq, flags);
+
+	ck_assert_int_eq(ring_push(r, &rec), 0);
+}
+
+static void pop_expect(struct ring *r, uint32_t seq, uint32_t flags)
+{
+	struct ring_rec out;
+
+	memset(&out, 0xee, sizeof(out));
+	ck_assert_int_eq(ring_try_pop(r, &out), 0);
+	ck_assert_uint_eq(out.request_id, REQ_ID);
+	ck_assert_uint_eq(out.seq, seq);
+	ck_assert_uint_eq(out.flags, flags);
+	ck_assert_uint_eq(out.value, token_of(seq));
+}
+
+START_TEST(push_pop_round_trip)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 8);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN);
+	for (uint32_t i = 0; i < 3; i++)
+		push_ok(&f.r, i, 0);
+	for (uint32_t i = 0; i < 3; i++)
+		pop_expect(&f.r, i, 0);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), 3);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->tail), 3);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(wrap_around_keeps_sequence)
+{
+	enum { CAP = 8, LAPS = 1000 };
+	struct fixture f;
+	uint32_t pushed = 0, popped = 0;
+
+	fixture_init(&f, CAP);
+	/* Batches of every size the ring allows, so head and tail meet every slot at
+	 * every distance. */
+	while (pushed < CAP * LAPS) {
+		uint32_t batch = 1 + pushed % (CAP - 1);
+
+		for (uint32_t i = 0; i < batch; i++)
+			push_ok(&f.r, pushed++, 0);
+		for (uint32_t i = 0; i < batch; i++)
+			pop_expect(&f.r, popped++, 0);
+	}
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), pushed);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->tail), popped);
+	push_ok(&f.r, pushed, RING_F_FINAL);
+	pop_expect(&f.r, pushed, RING_F_FINAL);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(full_ring_keeps_room_for_terminal)
+{
+	enum { CAP = 8 };
+	struct fixture f;
+	struct ring_rec rec = rec_of(CAP, 0);
+
+	fixture_init(&f, CAP);
+	for (uint32_t i = 0; i < CAP - 1; i++)
+		push_ok(&f.r, i, 0);
+	/* capacity - 1 records: full for anything but the terminal record. */
+	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
+	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
+	ck_assert_uint_eq(ring_space(&f.r), 0);
+	/* Room frees up as the reader reads. */
+	pop_expect(&f.r, 0, 0);
+	ck_assert_uint_eq(ring_space(&f.r), 1);
+	push_ok(&f.r, CAP - 1, 0);
+	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
+	/* The terminal record still fits, filling the last slot. */
+	push_ok(&f.r, CAP, RING_F_FINAL);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - atomic_load(&f.r.hdr->tail), CAP);
+	for (uint32_t i = 1; i < CAP; i++)
+		pop_expect(&f.r, i, 0);
+	pop_expect(&f.r, CAP, RING_F_FINAL);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(terminal_written_exactly_once)
+{
+	struct fixture f;
+	struct ring_rec out;
+	struct ring_rec fin = rec_of(2, RING_F_FINAL);
+	struct ring_rec err = rec_of(2, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	struct ring_rec tok = rec_of(2, 0);
+
+	fixture_init(&f, 8);
+	push_ok(&f.r, 0, 0);
+	pop_expect(&f.r, 0, 0);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN); /* drained, not ended */
+	push_ok(&f.r, 1, RING_F_FINAL);
+	ck_assert_int_eq(ring_push(&f.r, &fin), -EALREADY);
+	ck_assert_int_eq(ring_push(&f.r, &err), -EALREADY);
+	ck_assert_int_eq(ring_push(&f.r, &tok), -EALREADY);
+	ck_assert_uint_eq(ring_space(&f.r), 0);
+	pop_expect(&f.r, 1, RING_F_FINAL);
+	/* Ended: no more records, ever, and no waiting for them. */
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
+	uint64_t t0 = shm_now_ns();
+	ck_assert_int_eq(ring_pop(&f.r, &out, shm_deadline_in(5000ull * MS)), -ENODATA);
+	ck_assert_uint_lt(shm_now_ns() - t0, SLACK_NS);
+	ck_assert_int_eq(ring_push(&f.r, &tok), -EALREADY);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), 2);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(terminal_pending_is_not_end_of_stream)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 4);
+	push_ok(&f.r, 0, 0);
+	push_ok(&f.r, 1, RING_F_FINAL);
+	/* Unread records before the terminal one still come out first. */
+	pop_expect(&f.r, 0, 0);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), 0);
+	ck_assert_uint_eq(out.flags, RING_F_FINAL);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(error_record_carries_code)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 4);
+	push_ok(&f.r, 0, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), 0);
+	ck_assert(out.flags & RING_F_ERROR);
+	ck_assert(!(out.flags & RING_F_FINAL));
+	ck_assert_uint_eq(RING_CODE_OF(out.flags), CODE_WORKER_LOST);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
+
+	/* The code field is 16 bits wide and never spills into the flag bits. */
+	ck_assert_uint_eq(RING_CODE_OF(RING_F_ERROR | RING_F_CODE(0xffff)), 0xffff);
+	ck_assert_uint_eq(RING_CODE_OF(RING_F_CODE(0x12345)), 0x2345);
+	ck_assert_uint_eq(RING_F_CODE(0xffffffffu) & RING_F_TERMINAL, 0);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(push_stamps_ts)
+{
+	struct fixture f;
+	struct ring_rec rec = rec_of(0, 0), out;
+
+	fixture_init(&f, 4);
+	rec.ts_ns = 42; /* whatever the caller puts there is replaced */
+	uint64_t before = shm_now_ns();
+	ck_assert_int_eq(ring_push(&f.r, &rec), 0);
+	uint64_t after = shm_now_ns();
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), 0);
+	ck_assert_uint_ge(out.ts_ns, before);
+	ck_assert_uint_le(out.ts_ns, after);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(pop_times_out_at_deadline)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 4);
+	ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	uint64_t deadline = shm_deadline_in(100 * MS);
+	ck_assert_int_eq(ring_pop(&f.r, &out, deadline), -ETIMEDOUT);
+	uint64_t now = shm_now_ns();
+	ck_assert_uint_ge(now, deadline);
+	ck_assert_uint_lt(now - deadline, SLACK_NS);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->wake.sleepers), 0);
+	/* A deadline already past does not wait at all. */
+	ck_assert_int_eq(ring_pop(&f.r, &out, 0), -ETIMEDOUT);
+	fixture_fini(&f);
+}
+END_TEST
+
+static bool consumer_asleep(void *arg)
+{
+	struct ring *r = arg;
+
+	return atomic_load_explicit(&r->hdr->wake.sleepers, memory_order_seq_cst) != 0;
+}
+
+/* Child producer: waits for the consumer to sleep in the futex, then pushes. */
+static int push_when_consumer_sleeps(void *arg)
+{
+	struct ring *r = arg;
+	struct ring_rec rec = rec_of(0, 0);
+
+	if (!tu_eventually(consumer_asleep, r, PEER_TIMEOUT_MS))
+		return 1;
+	return ring_push(r, &rec) == 0 ? 0 : 2;
+}
+
+START_TEST(pop_wakes_on_push_from_other_process)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 4);
+	ring_set_spin(&f.r, 0); /* straight to the futex */
+	pid_t child = tu_fork(push_when_consumer_sleeps, &f.r);
+	ring_reset(&f.r, REQ_ID, child, getpid());
+	uint64_t deadline = shm_deadline_in(10000ull * MS);
+
+	ck_assert_int_eq(ring_pop(&f.r, &out, deadline), 0);
+	ck_assert_uint_lt(shm_now_ns(), deadline);
+	ck_assert_uint_eq(out.seq, 0);
+	ck_assert_uint_eq(out.value, token_of(0));
+	/* The push saw the sleeper and woke it through the shared futex. */
+	ck_assert_uint_ge(atomic_load(&f.r.hdr->wake.seq), 1);
+	ck_assert_int_eq(tu_wait(child, PEER_TIMEOUT_MS), 0);
+	fixture_fini(&f);
+}
+END_TEST
+
+/* Shared between a test and its producer child: the child waits for go. */
+struct gate {
+	_Atomic uint32_t go;
+};
+
+static struct gate *gate_new(void)
+{
+	return tu_shared(sizeof(struct gate));
+}
+
+static void gate_open(struct gate *g)
+{
+	atomic_store(&g->go, 1);
+	shm_futex_wake(&g->go, 1);
+}
+
+static bool gate_wait(struct gate *g)
+{
+	uint64_t deadline = shm_deadline_in((uint64_t)PEER_TIMEOUT_MS * MS);
+
+	while (atomic_load(&g->go) == 0)
+		if (shm_futex_wait(&g->go, 0, deadline) == -ETIMEDOUT)
+			return false;
+	return true;
+}
+
+struct producer_job {
+	struct ring *r;
+	struct gate *gate;
+	uint32_t records;
+	bool claim_terminal; /* then die as if killed between claim and publish */
+};
+
+/* Child: pushes @records tokens once the test has registered it, then dies
+ * without ending the stream. */
+static int produce_and_die(void *arg)
+{
+	struct producer_job *job = arg;
+
+	if (!gate_wait(job->gate))
+		return 1;
+	for (uint32_t i = 0; i < job->records; i++) {
+		struct ring_rec rec = rec_of(i, 0);
+
+		if (ring_push(job->r, &rec) != 0)
+			return 2;
+	}
+	if (job->claim_terminal) {
+		/* What ring_push does first for a terminal record. */
+		atomic_store(&job->r->hdr->terminal, 1);
+		raise(SIGKILL);
+	}
+	return 0;
+}
+
+/* Forks a producer that pushes @records and dies; returns it alive, registered. */
+static pid_t start_doomed_producer(struct fixture *f, struct producer_job *job, uint32_t records,
+				   bool claim_terminal)
+{
+	job->r = &f->r;
+	job->gate = gate_new();
+	job->records = records;
+	job->claim_terminal = claim_terminal;
+
+	pid_t child = tu_fork(produce_and_die, job);
+	ring_reset(&f->r, REQ_ID, child, getpid());
+	ck_assert_uint_eq(atomic_load(&f->r.hdr->producer_pid), (uint32_t)child);
+	return child;
+}
+
+START_TEST(pop_reports_dead_producer)
+{
+	struct fixture f;
+	struct producer_job job;
+	struct ring_rec out;
+
+	fixture_init(&f, 8);
+	pid_t child = start_doomed_producer(&f, &job, 3, false);
+	gate_open(job.gate);
+	/* What it published before dying is still delivered, then the death. */
+	for (uint32_t i = 0; i < 3; i++) {
+		ck_assert_int_eq(ring_pop(&f.r, &out, shm_deadline_in(10000ull * MS)), 0);
+		ck_assert_uint_eq(out.seq, i);
+	}
+	uint64_t deadline = shm_deadline_in(10000ull * MS);
+	ck_assert_int_eq(ring_pop(&f.r, &out, deadline), -EOWNERDEAD);
+	ck_assert_uint_lt(shm_now_ns(), deadline - 5000ull * MS);
+	ck_assert_int_eq(tu_wait(child, PEER_TIMEOUT_MS), 0);
+	ck_assert_int_eq(ring_pop(&f.r, &out, deadline), -EOWNERDEAD); /* reaped: still dead */
+	tu_unmap(job.gate, sizeof(*job.gate));
+	fixture_fini(&f);
+}
+END_TEST
+
+/* Child supervisor: takes the dead producer's ring over and ends the stream. */
+static int take_over_and_fail_stream(void *arg)
+{
+	struct ring *r = arg;
+	struct ring_rec rec = rec_of(99, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+
+	if (ring_take_over(r) != 0)
+		return 1;
+	if (atomic_load(&r->hdr->producer_pid) != (uint32_t)getpid())
+		return 2;
+	return ring_push(r, &rec) == 0 ? 0 : 3;
+}
+
+/* The dead producer's consumer (this process) gets its stream ended by a
+ * supervisor (a child). */
+static void check_take_over(bool claim_terminal)
+{
+	struct fixture f;
+	struct producer_job job;
+	struct ring_rec out;
+
+	fixture_init(&f, 8);
+	pid_t child = start_doomed_producer(&f, &job, 2, claim_terminal);
+	/* Alive: nobody may take its ring. */
+	ck_assert_int_eq(ring_take_over(&f.r), -EBUSY);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->producer_pid), (uint32_t)child);
+	gate_open(job.gate);
+	ck_assert_int_eq(tu_wait(child, PEER_TIMEOUT_MS), claim_terminal ? 128 + SIGKILL : 0);
+
+	pid_t sup = tu_fork(take_over_and_fail_stream, &f.r);
+	ck_assert_int_eq(tu_wait(sup, PEER_TIMEOUT_MS), 0);
+	/* The consumer sees the dead producer's records, then the supervisor's error. */
+	for (uint32_t i = 0; i < 2; i++) {
+		ck_assert_int_eq(ring_pop(&f.r, &out, shm_deadline_in(5000ull * MS)), 0);
+		ck_assert_uint_eq(out.seq, i);
+	}
+	ck_assert_int_eq(ring_pop(&f.r, &out, shm_deadline_in(5000ull * MS)), 0);
+	ck_assert_uint_eq(out.seq, 99);
+	ck_assert(out.flags & RING_F_ERROR);
+	ck_assert_uint_eq(RING_CODE_OF(out.flags), CODE_WORKER_LOST);
+	ck_assert_int_eq(ring_pop(&f.r, &out, shm_deadline_in(5000ull * MS)), -ENODATA);
+	tu_unmap(job.gate, sizeof(*job.gate));
+	fixture_fini(&f);
+}
+
+START_TEST(take_over_only_after_producer_death)
+{
+	check_take_over(false);
+}
+END_TEST
+
+START_TEST(take_over_releases_unpublished_terminal_claim)
+{
+	check_take_over(true);
+}
+END_TEST
+
+START_TEST(take_over_own_ring)
+{
+	struct fixture f;
+
+	fixture_init(&f, 4);
+	ck_assert_int_eq(ring_take_over(&f.r), 0); /* no producer recorded */
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->producer_pid), (uint32_t)getpid());
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->producer_start), shm_proc_self_start_time());
+	ck_assert_int_eq(ring_take_over(&f.r), 0); /* already ours */
+	fixture_fini(&f);
+}
+END_TEST
+
+/* Pushes @n tokens then FINAL, never blocking inside the ring: a full ring is
+ * retried (yielding), as a worker would retry on its next step. Returns 0, or
+ * non-zero on an unexpected result or when the consumer stalls for good. */
+static int produce_stream(struct ring *r, uint32_t n)
+{
+	uint64_t give_up = shm_deadline_in((uint64_t)STREAM_TIMEOUT_S * 1000u * MS);
+	const struct timespec backoff = {.tv_nsec = 20 * 1000};
+
+	for (uint32_t i = 0; i <= n; i++) {
+		struct ring_rec rec = rec_of(i, i == n ? RING_F_FINAL : 0);
+		int rc;
+		unsigned tries = 0;
+
+		while ((rc = ring_push(r, &rec)) == -EAGAIN) {
+			if (++tries % 64 != 0) {
+				shm_cpu_relax();
+				continue;
+			}
+			if (shm_now_ns() > give_up)
+				return 3;
+			/* The reader may share our core (a loaded box): after a few
+			 * yields, get off the CPU for a moment so it can drain. */
+			if (tries < 64 * 8)
+				sched_yield();
+			else
+				nanosleep(&backoff, NULL);
+		}
+		if (rc != 0)
+			return 2;
+	}
+	return 0;
+}
+
+struct stream_job {
+	struct ring *r;
+	struct gate *gate;
+};
+
+/* Child: streams once the test has registered it as the ring's producer. */
+static int stream_child(void *arg)
+{
+	struct stream_job *job = arg;
+
+	if (!gate_wait(job->gate))
+		return 1;
+	return produce_stream(job->r, STREAM_RECORDS);
+}
+
+/* Reads @n tokens and the FINAL record; every one in order, none lost or repeated. */
+static void consume_stream(struct ring *r, uint32_t n)
+{
+	uint64_t deadline = shm_deadline_in((uint64_t)STREAM_TIMEOUT_S * 1000u * MS);
+	struct ring_rec out;
+
+	for (uint32_t i = 0; i <= n; i++) {
+		int rc = ring_pop(r, &out, deadline);
+
+		if (rc != 0 || out.seq != i || out.value != token_of(i) ||
+		    out.request_id != REQ_ID || out.flags != (i == n ? RING_F_FINAL : 0u))
+			ck_abort_msg("record %u: rc %d seq %u value %#llx flags %#x", i, rc,
+				     out.seq, (unsigned long long)out.value, out.flags);
+	}
+	ck_assert_int_eq(ring_pop(r, &out, deadline), -ENODATA);
+}
+
+START_TEST(two_processes_stream_without_loss)
+{
+	struct fixture f;
+
+	struct stream_job job;
+
+	fixture_init(&f, STREAM_CAPACITY);
+	job.r = &f.r;
+	job.gate = gate_new();
+	/* Registered as the producer before it starts: if it dies, we hear of it at
+	 * once instead of at the deadline. */
+	pid_t child = tu_fork(stream_child, &job);
+	ring_reset(&f.r, REQ_ID, child, getpid());
+	gate_open(job.gate);
+	consume_stream(&f.r, STREAM_RECORDS);
+	ck_assert_int_eq(tu_wait(child, PEER_TIMEOUT_MS), 0);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), STREAM_RECORDS + 1);
+	tu_unmap(job.gate, sizeof(*job.gate));
+	fixture_fini(&f);
+}
+END_TEST
+
+static void *stream_thread(void *arg)
+{
+	return (void *)(intptr_t)produce_stream(arg, THREAD_STREAM_RECORDS);
+}
+
+START_TEST(two_threads_stream_without_loss)
+{
+	struct fixture f;
+	pthread_t t;
+	void *res;
+
+	fixture_init(&f, STREAM_CAPACITY);
+	ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	struct ring producer = f.r; /* each side has its own handle */
+	ck_assert_int_eq(pthread_create(&t, NULL, stream_thread, &producer), 0);
+	consume_stream(&f.r, THREAD_STREAM_RECORDS);
+	ck_assert_int_eq(pthread_join(t, &res), 0);
+	ck_assert_ptr_null(res);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(attach_validates_layout)
+{
+	struct fixture f;
+	struct ring a;
+
+	fixture_init(&f, 8);
+	push_ok(&f.r, 0, 0);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), 0);
+	ck_assert_uint_eq(a.capacity, 8);
+	pop_expect(&a, 0, 0); /* a second handle on the same ring */
+
+	struct ring_hdr *h = f.mem;
+	h->magic ^= 1;
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EBADMSG);
+	h->magic ^= 1;
+	h->version = RING_VERSION + 1;
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EPROTONOSUPPORT);
+	h->version = RING_VERSION;
+	static const uint32_t bad_caps[] = {0, 1, 3, 6, 12, RING_MAX_CAPACITY * 2, UINT32_MAX};
+	for (size_t i = 0; i < sizeof(bad_caps) / sizeof(bad_caps[0]); i++) {
+		h->capacity = bad_caps[i];
+		ck_assert_msg(ring_attach(&a, f.mem, f.size) == -EMSGSIZE, "capacity %u accepted",
+			      bad_caps[i]);
+	}
+	h->capacity = 16; /* valid, but larger than the memory */
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EMSGSIZE);
+	h->capacity = 8;
+	h->rec_size = 64;
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EMSGSIZE);
+	h->rec_size = sizeof(struct ring_rec);
+	/* Memory too short for the records, or for the header. */
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size - 1), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, sizeof(struct ring_hdr) - 1), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, 0), -EMSGSIZE);
+	/* Misaligned. */
+	ck_assert_int_eq(ring_attach(&a, (char *)f.mem + 8, f.size - 8), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), 0);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(init_validates_capacity_and_memory)
+{
+	struct ring r;
+
+	ck_assert_uint_eq(ring_size(0), 0);
+	ck_assert_uint_eq(ring_size(1), 0);
+	ck_assert_uint_eq(ring_size(3), 0);
+	ck_assert_uint_eq(ring_size(RING_MAX_CAPACITY * 2), 0);
+	ck_assert_uint_eq(ring_size(2), sizeof(struct ring_hdr) + 2 * sizeof(struct ring_rec));
+	ck_assert_uint_eq(ring_size(RING_MAX_CAPACITY),
+			  sizeof(struct ring_hdr) + RING_MAX_CAPACITY * sizeof(struct ring_rec));
+
+	size_t size = ring_size(8);
+	char *mem = tu_shared(2 * size);
+	ck_assert_int_eq(ring_init(&r, mem, size, 3), -EINVAL);
+	ck_assert_int_eq(ring_init(&r, mem + 32, size, 8), -EINVAL);
+	ck_assert_int_eq(ring_init(&r, mem, size - 1, 8), -EMSGSIZE);
+	ck_assert_int_eq(ring_init(&r, mem, size, 16), -EMSGSIZE);
+	ck_assert_int_eq(ring_init(&r, mem + 64, size, 8), 0);
+	ck_assert_uint_eq(r.capacity, 8);
+	ck_assert_uint_eq(atomic_load(&r.hdr->generation), 1);
+	ck_assert_uint_eq(atomic_load(&r.hdr->terminal), 0);
+	tu_unmap(mem, 2 * size);
+}
+END_TEST
+
+START_TEST(space_counts_non_terminal_room)
+{
+	enum { CAP = 8 };
+	struct fixture f;
+
+	fixture_init(&f, CAP);
+	ck_assert_uint_eq(ring_space(&f.r), CAP - 1);
+	for (uint32_t i = 0; i < CAP - 1; i++) {
+		push_ok(&f.r, i, 0);
+		ck_assert_uint_eq(ring_space(&f.r), CAP - 2 - i);
+	}
+	pop_expect(&f.r, 0, 0);
+	pop_expect(&f.r, 1, 0);
+	ck_assert_uint_eq(ring_space(&f.r), 2);
+	push_ok(&f.r, CAP - 1, RING_F_FINAL);
+	ck_assert_uint_eq(ring_space(&f.r), 0);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(reset_starts_a_new_stream)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 4);
+	push_ok(&f.r, 0, RING_F_FINAL);
+	pop_expect(&f.r, 0, RING_F_FINAL);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
+
+	ck_assert_uint_eq(ring_reset(&f.r, REQ_ID + 1, getpid(), getpid()), 2);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->request_id), REQ_ID + 1);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->consumer_pid), (uint32_t)getpid());
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->producer_start), shm_proc_self_start_time());
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN);
+	ck_assert_uint_eq(ring_space(&f.r), 3);
+	push_ok(&f.r, 0, 0);
+	push_ok(&f.r, 1, RING_F_FINAL);
+	pop_expect(&f.r, 0, 0);
+	pop_expect(&f.r, 1, RING_F_FINAL);
+	ck_assert_uint_eq(ring_reset(&f.r, REQ_ID, 0, 0), 3);
+	fixture_fini(&f);
+}
+END_TEST
+
+static Suite *ring_suite(void)
+{
+	Suite *s = suite_create("ring");
+	struct {
+		const char *name;
+		const TTest *test;
+		int timeout_s;
+	} cases[] = {
+	    {"push_pop_round_trip", push_pop_round_trip, 0},
+	    {"wrap_around_keeps_sequence", wrap_around_keeps_sequence, 0},
+	    {"full_ring_keeps_room_for_terminal", full_ring_keeps_room_for_terminal, 0},
+	    {"terminal_written_exactly_once", terminal_written_exactly_once, 0},
+	    {"terminal_pending_is_not_end_of_stream", terminal_pending_is_not_end_of_stream, 0},
+	    {"error_record_carries_code", error_record_carries_code, 0},
+	    {"push_stamps_ts", push_stamps_ts, 0},
+	    {"pop_times_out_at_deadline", pop_times_out_at_deadline, 0},
+	    {"pop_wakes_on_push_from_other_process", pop_wakes_on_push_from_other_process, 0},
+	    {"pop_reports_dead_producer", pop_reports_dead_producer, 0},
+	    {"take_over_only_after_producer_death", take_over_only_after_producer_death, 0},
+	    {"take_over_releases_unpublished_terminal_claim",
+	     take_over_releases_unpublished_terminal_claim, 0},
+	    {"take_over_own_ring", take_over_own_ring, 0},
+	    {"two_processes_stream_without_loss", two_processes_stream_without_loss,
+	     STREAM_TIMEOUT_S + 15},
+	    {"two_threads_stream_without_loss", two_threads_stream_without_loss,
+	     STREAM_TIMEOUT_S + 15},
+	    {"attach_validates_layout", attach_validates_layout, 0},
+	    {"init_validates_capacity_and_memory", init_validates_capacity_and_memory, 0},
+	    {"space_counts_non_terminal_room", space_counts_non_terminal_room, 0},
+	    {"reset_starts_a_new_stream", reset_starts_a_new_stream, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+
+		tcase_add_test(tc, cases[i].test);
+		if (cases[i].timeout_s)
+			tcase_set_timeout(tc, cases[i].timeout_s);
+		suite_add_tcase(s, tc);
+	}
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(ring_suite());
+}

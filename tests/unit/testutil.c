@@ -1,0 +1,129 @@
+/* testutil.c - helpers for the Check suites (see testutil.h). */
+#include "testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <string.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void *tu_shared(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_msg(p != MAP_FAILED, "mmap %zu: %d", size, errno);
+	return p;
+}
+
+void tu_unmap(void *p, size_t size)
+{
+	munmap(p, size);
+}
+
+void tu_region_name(char *out, size_t cap, const char *tag)
+{
+	static _Atomic unsigned counter;
+
+	snprintf(out, cap, "/chipd-test.%d.%u.%s", (int)getpid(), atomic_fetch_add(&counter, 1),
+		 tag);
+}
+
+pid_t tu_fork(int (*fn)(void *), void *arg)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+
+	ck_assert_msg(pid >= 0, "fork: %d", errno);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(99);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+void tu_sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+int tu_wait(pid_t pid, unsigned timeout_ms)
+{
+	int status;
+
+	for (unsigned waited = 0;; waited++) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (waited >= timeout_ms) {
+			tu_kill(pid);
+			return -1;
+		}
+		tu_sleep_ms(1);
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}
+
+void tu_kill(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms)
+{
+	for (unsigned waited = 0; waited <= timeout_ms; waited++) {
+		if (cond(arg))
+			return true;
+		tu_sleep_ms(1);
+	}
+	return false;
+}
+
+/* Removes /dev/shm/chipd-test.<pid>.* of processes that are gone. */
+static void remove_leftover_regions(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		int pid;
+		char path[300];
+
+		if (sscanf(e->d_name, "chipd-test.%d.", &pid) != 1)
+			continue;
+		if (kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+int tu_run(struct Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	remove_leftover_regions();
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

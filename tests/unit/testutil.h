@@ -1,0 +1,46 @@
+/* testutil.h - small helpers shared by the Check suites: shared memory for tests,
+ * children that cannot outlive their test, bounded waits for them. */
+#ifndef CHIPD_TESTUTIL_H
+#define CHIPD_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct Suite;
+
+/* Runs @s in fork mode, prints Check's report, removes /dev/shm/chipd-test.* regions
+ * that tests of dead processes left behind (a failed tcase skips its cleanup), and
+ * returns the program's exit status (0 all passed, 1 otherwise). */
+int tu_run(struct Suite *s);
+
+/* Exit code of a test program that needs a facility this machine lacks. */
+#define TU_SKIP 77
+
+/* An anonymous MAP_SHARED mapping of @size bytes (page aligned, zeroed) that
+ * survives fork; aborts the test on failure. Free with tu_unmap. */
+void *tu_shared(size_t size);
+void tu_unmap(void *p, size_t size);
+
+/* A region name unique to this process and call: "/chipd-test.<pid>.<n>.<tag>". */
+void tu_region_name(char *out, size_t cap, const char *tag);
+
+/* Forks a child that runs @fn(@arg) and _exit()s with its return value. The child
+ * dies with its parent (PR_SET_PDEATHSIG). Returns the pid. */
+pid_t tu_fork(int (*fn)(void *), void *arg);
+
+/* Waits up to @timeout_ms for @pid to exit. Returns its exit status (0-255), 128+sig
+ * if it was killed, or -1 on timeout (the child is then killed and reaped). */
+int tu_wait(pid_t pid, unsigned timeout_ms);
+
+/* SIGKILLs @pid and reaps it. */
+void tu_kill(pid_t pid);
+
+/* Sleeps @ms milliseconds. */
+void tu_sleep_ms(unsigned ms);
+
+/* Polls @cond(@arg) every millisecond for up to @timeout_ms; true if it held. */
+bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms);
+
+#endif
