@@ -1,0 +1,365 @@
+/* mode_mailbox.c - `chipbench mailbox`: the chipd mailbox round trip against the raw
+ * floor, a raw futex, a unix socket and (where installed) iceoryx, in one run. */
+#include "bench.h"
+#include "modes.h"
+#include "peer_raw.h"
+#ifdef CHIPD_HAVE_ICEORYX
+#include "peer_iceoryx.h"
+#endif
+
+#include "mbox.h"
+#include "region.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MSG		64
+#define SLOTS		64
+#define SLOT_BUF	1024
+#define PIPELINE_DEPTH	8
+#define CALL_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
+#define SERVER_IDLE_NS	(30ull * 1000 * 1000 * 1000)
+/* Spin budget for the spinning variant: longer than any round trip, so neither side
+ * ever sleeps. */
+#define SPIN_FOREVER_NS (1000ull * 1000 * 1000)
+
+struct mbox_ctx {
+	struct shm_region region;
+	struct mbox mb;
+	uint64_t spin_ns;
+};
+
+static int mbox_server(void *arg)
+{
+	struct mbox_ctx *c = arg;
+	struct mbox_event ev;
+
+	mbox_set_spin(&c->mb, c->spin_ns);
+	if (mbox_server_attach(&c->mb) < 0)
+		return 2;
+	for (;;) {
+		if (mbox_server_next(&c->mb, &ev, shm_deadline_in(SERVER_IDLE_NS)))
+			return 3;
+		if (ev.kind == MBOX_EV_RESET) {
+			mbox_ack_reset(&c->mb, ev.t);
+			continue;
+		}
+		if (ev.len == 4 && memcmp(ev.req, "quit", 4) == 0)
+			return mbox_answer(&c->mb, ev.t, 0) ? 4 : 0;
+		if (mbox_answer_copy(&c->mb, ev.t, ev.req, ev.len))
+			return 5;
+	}
+}
+
+static int mbox_round_trip(void *arg, uint64_t i)
+{
+	struct mbox_ctx *c = arg;
+	struct mbox_ticket t;
+	const void *answer;
+	uint8_t out[MSG];
+	uint32_t len;
+	int rc;
+
+	rc = mbox_claim(&c->mb, &t);
+	if (rc)
+		return rc;
+	memset(mbox_req_buf(&c->mb, t), (int)(i & 0xff), MSG);
+	rc = mbox_post(&c->mb, t, MSG);
+	if (rc == 0)
+		rc = mbox_wait(&c->mb, t, shm_deadline_in(CALL_TIMEOUT_NS));
+	if (rc) {
+		mbox_give_up(&c->mb, t);
+		return rc;
+	}
+	rc = mbox_response(&c->mb, t, &answer, &len);
+	if (rc == 0) {
+		memcpy(out, answer, MSG);
+		rc = len == MSG && out[0] == (uint8_t)(i & 0xff) ? 0 : -EPROTO;
+	}
+	mbox_release(&c->mb, t);
+	return rc;
+}
+
+static int mbox_stop(void *arg)
+{
+	struct mbox_ctx *c = arg;
+	uint32_t len;
+	char out[8];
+
+	return mbox_call(&c->mb, "quit", 4, out, sizeof(out), &len,
+			 shm_deadline_in(CALL_TIMEOUT_NS));
+}
+
+static int mbox_ctx_init(struct mbox_ctx *c, uint64_t spin_ns)
+{
+	size_t size = SHM_BODY_OFFSET + mbox_size(SLOTS, SLOT_BUF, SLOT_BUF);
+	int rc = shm_region_create_anon(&c->region, SHM_KIND_BENCH, size);
+
+	if (rc)
+		return rc;
+	rc = mbox_init(&c->mb, shm_region_body(&c->region), shm_region_body_size(&c->region), SLOTS,
+		       SLOT_BUF, SLOT_BUF);
+	if (rc)
+		return rc;
+	shm_region_ready(&c->region);
+	c->spin_ns = spin_ns;
+	mbox_set_spin(&c->mb, spin_ns);
+	return 0;
+}
+
+static int run_mbox(const struct bench_opts *opts, const char *name, const char *label,
+		    uint64_t spin_ns, unsigned iters, struct bench_result *out)
+{
+	struct mbox_ctx c;
+	struct bench_pingpong pp = {
+	    .name = name,
+	    .label = label,
+	    .ctx = &c,
+	    .server = mbox_server,
+	    .round_trip = mbox_round_trip,
+	    .stop = mbox_stop,
+	    .iters = iters,
+	    .warmup = iters / 10 + 1,
+	};
+	int rc = mbox_ctx_init(&c, spin_ns);
+
+	if (rc) {
+		bench_name(out, name, label);
+		bench_skip(out, "mailbox setup: %s", strerror(-rc));
+		return rc;
+	}
+	rc = bench_pingpong(opts, &pp, out);
+	shm_region_detach(&c.region);
+	return rc;
+}
+
+/* Keeps PIPELINE_DEPTH requests in flight; each sample is one request's post-to-answer
+ * time, rps the completion rate. */
+static int pipelined_client(struct mbox_ctx *c, unsigned total, uint64_t *samples,
+			    uint64_t *elapsed)
+{
+	struct mbox_ticket t[PIPELINE_DEPTH];
+	uint64_t posted_at[PIPELINE_DEPTH];
+	unsigned next = 0, done = 0;
+	int rc;
+
+	uint64_t start = shm_now_ns();
+	while (done < total) {
+		for (unsigned k = 0; k < PIPELINE_DEPTH && next < total; k++) {
+			if (next - done >= PIPELINE_DEPTH)
+				break;
+			unsigned idx = next % PIPELINE_DEPTH;
+			rc = mbox_claim(&c->mb, &t[idx]);
+			if (rc)
+				return rc;
+			memset(mbox_req_buf(&c->mb, t[idx]), (int)(next & 0xff), MSG);
+			posted_at[idx] = shm_now_ns();
+			rc = mbox_post(&c->mb, t[idx], MSG);
+			if (rc)
+				return rc;
+			next++;
+		}
+		unsigned idx = done % PIPELINE_DEPTH;
+		const void *answer;
+		uint32_t len;
+		rc = mbox_wait(&c->mb, t[idx], shm_deadline_in(CALL_TIMEOUT_NS));
+		if (rc == 0)
+			rc = mbox_response(&c->mb, t[idx], &answer, &len);
+		if (rc)
+			return rc;
+		if (len != MSG || ((const uint8_t *)answer)[0] != (uint8_t)(done & 0xff))
+			return -EPROTO;
+		mbox_release(&c->mb, t[idx]);
+		samples[done++] = shm_now_ns() - posted_at[idx];
+	}
+	*elapsed = shm_now_ns() - start;
+	return 0;
+}
+
+static int run_pipelined(const struct bench_opts *opts, unsigned total, struct bench_result *out)
+{
+	struct mbox_ctx c;
+	uint64_t *samples = calloc(total, sizeof(*samples));
+	uint64_t elapsed = 0;
+	int rc;
+
+	bench_name(out, "mbox_pipe8", "chipd mailbox, 8 requests in flight, spinning");
+	if (!samples) {
+		bench_skip(out, "out of memory");
+		return -ENOMEM;
+	}
+	rc = mbox_ctx_init(&c, SPIN_FOREVER_NS);
+	if (rc) {
+		bench_skip(out, "mailbox setup: %s", strerror(-rc));
+		goto out_free;
+	}
+	int pid = bench_fork(mbox_server, &c, opts->cpu_server);
+	if (pid < 0) {
+		rc = pid;
+		bench_skip(out, "fork: %s", strerror(-pid));
+		goto out_detach;
+	}
+	bench_pin(opts->cpu_client);
+	rc = pipelined_client(&c, total / 10, samples, &elapsed); /* warm-up */
+	if (rc == 0)
+		rc = pipelined_client(&c, total, samples, &elapsed);
+	int stop_rc = mbox_stop(&c);
+	int status = bench_reap(pid, 10000);
+	if (rc == 0 && (stop_rc || status))
+		rc = -EPROTO;
+	if (rc)
+		bench_skip(out, "failed: %d (server exit %d)", rc, status);
+	else
+		bench_fill(out, samples, total, elapsed);
+out_detach:
+	shm_region_detach(&c.region);
+out_free:
+	free(samples);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: chipbench mailbox [--iters N] [--sleep-iters N] [--cpus C,S] [--json]\n"
+	      "                         [--no-iceoryx]\n"
+	      "  Round trip of a 64-byte request and a 64-byte answer between two processes\n"
+	      "  pinned to two CPUs, for the chipd mailbox and its baselines, in one run.\n"
+	      "  --iters N        round trips for spinning variants (default 200000)\n"
+	      "  --sleep-iters N  round trips for sleeping variants (default 20000)\n"
+	      "  --cpus C,S       client and server CPUs (default 0,1; -1 = unpinned)\n"
+	      "  --json           one JSON document on stdout instead of the table\n"
+	      "  --no-iceoryx     do not start RouDi; report the iceoryx row as skipped\n",
+	      f);
+}
+
+/* Index of each variant in the results array. */
+enum { V_SPIN, V_SLEEP, V_RAW_SPIN, V_RAW_FUTEX, V_SOCK, V_PIPE, V_ICEORYX, V_COUNT };
+
+static double ratio(const struct bench_result *a, const struct bench_result *b)
+{
+	if (a->skipped || b->skipped || b->p50_ns <= 0)
+		return 0;
+	return a->p50_ns / b->p50_ns;
+}
+
+static void print_ratio(FILE *f, bool json, bool *first, const char *key, const char *what,
+			double value, const char *target)
+{
+	if (json) {
+		if (value == 0)
+			fprintf(f, "%s\n    \"%s\": null", *first ? "" : ",", key);
+		else
+			fprintf(f, "%s\n    \"%s\": %.3f", *first ? "" : ",", key, value);
+		*first = false;
+		return;
+	}
+	if (value == 0)
+		fprintf(f, "  %-44s   n/a (a variant was skipped)\n", what);
+	else
+		fprintf(f, "  %-44s %6.2fx   target %s\n", what, value, target);
+}
+
+int mode_mailbox(int argc, char **argv)
+{
+	struct bench_opts opts = {
+	    .iters = 200000, .warmup = 20000, .cpu_client = 0, .cpu_server = 1};
+	unsigned sleep_iters = 20000;
+	bool iceoryx = true;
+	static const struct option longopts[] = {
+	    {"iters", required_argument, NULL, 'i'},
+	    {"sleep-iters", required_argument, NULL, 's'},
+	    {"cpus", required_argument, NULL, 'c'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"no-iceoryx", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			opts.iters = (unsigned)strtoul(optarg, NULL, 10);
+			opts.warmup = opts.iters / 10 + 1;
+			break;
+		case 's':
+			sleep_iters = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'c':
+			if (sscanf(optarg, "%d,%d", &opts.cpu_client, &opts.cpu_server) != 2) {
+				usage(stderr);
+				return 64;
+			}
+			break;
+		case 'j':
+			opts.json = true;
+			break;
+		case 'n':
+			iceoryx = false;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 64;
+		}
+	}
+	if (optind != argc || opts.iters == 0 || sleep_iters == 0) {
+		usage(stderr);
+		return 64;
+	}
+
+	struct bench_result res[V_COUNT];
+	run_mbox(&opts, "mbox_spin", "chipd mailbox, spinning", SPIN_FOREVER_NS, opts.iters,
+		 &res[V_SPIN]);
+	run_mbox(&opts, "mbox_sleep", "chipd mailbox, futex sleep every time", 0, sleep_iters,
+		 &res[V_SLEEP]);
+	peer_spin_pingpong(&opts, &res[V_RAW_SPIN]);
+	peer_futex_pingpong(&opts, sleep_iters, &res[V_RAW_FUTEX]);
+	peer_seqpacket_pingpong(&opts, sleep_iters, &res[V_SOCK]);
+	run_pipelined(&opts, opts.iters, &res[V_PIPE]);
+	bench_name(&res[V_ICEORYX], "iceoryx_busy", "iceoryx pub/sub busy-poll ping-pong (64 B)");
+#ifdef CHIPD_HAVE_ICEORYX
+	if (iceoryx)
+		peer_iceoryx_pingpong(&opts, &res[V_ICEORYX]);
+	else
+		bench_skip(&res[V_ICEORYX], "--no-iceoryx");
+#else
+	bench_skip(&res[V_ICEORYX], "built without iceoryx (libiceoryx-binding-c-dev)");
+	(void)iceoryx;
+#endif
+
+	FILE *f = stdout;
+	bool first = true;
+	if (opts.json) {
+		fputs("{\n  \"chipbench\": 1,\n  \"mode\": \"mailbox\",\n  \"results\": ", f);
+		bench_print_json(f, res, V_COUNT);
+		fputs(",\n  \"ratios\": {", f);
+	} else {
+		bench_print_table(f, "chipbench mailbox: 64-byte round trips, two pinned processes",
+				  res, V_COUNT);
+		fputs("ratios (p50 round trip; pipelined in req/s)\n", f);
+	}
+	print_ratio(f, opts.json, &first, "mbox_spin_over_raw_spin", "(a) mailbox spin / raw spin",
+		    ratio(&res[V_SPIN], &res[V_RAW_SPIN]), "<= 2.0");
+	print_ratio(f, opts.json, &first, "iceoryx_over_mbox_spin", "(g) iceoryx / mailbox spin",
+		    ratio(&res[V_ICEORYX], &res[V_SPIN]), ">= 5.0");
+	print_ratio(f, opts.json, &first, "mbox_sleep_over_raw_futex",
+		    "(b) mailbox sleep / raw futex", ratio(&res[V_SLEEP], &res[V_RAW_FUTEX]),
+		    "<= 1.2");
+	print_ratio(f, opts.json, &first, "unix_seqpacket_over_mbox_spin",
+		    "(e) unix socket / mailbox spin", ratio(&res[V_SOCK], &res[V_SPIN]),
+		    "(context)");
+	if (opts.json) {
+		fprintf(f, "\n  },\n  \"pipelined_rps\": %.1f\n}\n",
+			res[V_PIPE].skipped ? 0.0 : res[V_PIPE].rps);
+	} else if (!res[V_PIPE].skipped) {
+		fprintf(f, "  %-44s %6.2f M req/s   target >= 2.0\n",
+			"(f) mailbox pipelined, 8 in flight", res[V_PIPE].rps / 1e6);
+	}
+	/* Skipped optional peers are reported, not failures; a failed chipd variant is. */
+	return res[V_SPIN].skipped || res[V_SLEEP].skipped || res[V_PIPE].skipped ? 1 : 0;
+}

@@ -1,0 +1,8 @@
+/* modes.h - chipbench modes; each parses its own options and returns an exit code
+ * (0 ok, 1 a measurement of chipd failed, 64 usage). */
+#ifndef CHIPD_BENCH_MODES_H
+#define CHIPD_BENCH_MODES_H
+
+int mode_mailbox(int argc, char **argv);
+
+#endif
