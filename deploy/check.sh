@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# check.sh - sets up and runs chipd's whole test suite on Debian 12: installs what is
+# missing, builds, runs ctest, then the same suite under ASan+UBSan and under TSan,
+# each in its own build directory. Exit status 0 only if all three pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=deploy/lib/packages.sh
+. deploy/lib/packages.sh
+
+chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}" clang libclang-rt-14-dev
+
+jobs=$(nproc)
+# run_suite DIR LAUNCHER CMAKE-ARGS...: configure, build, run ctest under LAUNCHER.
+run_suite() {
+	local dir=$1 launcher=$2
+	shift 2
+	echo "== chipd tests: $dir $*"
+	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+	cmake --build "$dir" -j "$jobs" >/dev/null
+	(cd "$dir" && $launcher ctest --output-on-failure --timeout 900)
+}
+
+run_suite build ""
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
+	run_suite build-asan "" -DCHIPD_SANITIZE=address,undefined
+# TSan's shadow layout breaks under wide address-space randomization
+# (vm.mmap_rnd_bits above 28 on newer kernels): run its tests without ASLR.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	run_suite build-tsan "setarch $(uname -m) -R" -DCHIPD_SANITIZE=thread
