@@ -19,7 +19,8 @@ if(iceoryx_binding_c_FOUND AND TARGET iceoryx_binding_c::iceoryx_binding_c)
   # the property below makes that explicit.
   set_property(TARGET iceoryx_binding_c::iceoryx_binding_c PROPERTY SYSTEM TRUE)
   find_package(Threads REQUIRED)
-  set(CHIPD_BENCH_ICEORYX_SOURCES ${CMAKE_CURRENT_LIST_DIR}/peer_iceoryx.c)
+  set(CHIPD_BENCH_ICEORYX_SOURCES ${CMAKE_CURRENT_LIST_DIR}/peer_iceoryx.c
+                                   ${CMAKE_CURRENT_LIST_DIR}/iox_roudi.c)
   set(CHIPD_BENCH_ICEORYX_LIBS iceoryx_binding_c::iceoryx_binding_c stdc++ Threads::Threads)
   set(CHIPD_BENCH_ICEORYX_DEFS CHIPD_HAVE_ICEORYX=1)
   find_program(CHIPD_IOX_ROUDI iox-roudi)

@@ -15,6 +15,9 @@
  */
 #include "peer_iceoryx.h"
 
+#include "iox_roudi.h"
+#include "wait.h"
+
 #include <iceoryx_binding_c/enums.h>
 #include <iceoryx_binding_c/log.h>
 #include <iceoryx_binding_c/publisher.h>
@@ -53,29 +56,11 @@
 #define NS_PER_SEC     1000000000ull
 #define TOTAL_LIMIT_NS (60 * NS_PER_SEC) /* whole measurement, from the call */
 #define SETUP_LIMIT_NS (10 * NS_PER_SEC) /* runtime init + matching, after fork */
-#define ROUDI_START_NS (5 * NS_PER_SEC)
-#define ROUDI_STOP_NS  (5 * NS_PER_SEC)
-#define GRACE_NS       (2 * NS_PER_SEC) /* abort flag -> SIGTERM -> SIGKILL */
-#define POLL_NS	       10000000L	/* caller's wait loops sleep 10 ms */
-#define MATCH_POLL_NS  1000000L		/* client waits for the server: 1 ms */
+#define GRACE_NS       (2 * NS_PER_SEC)	 /* abort flag -> SIGTERM -> SIGKILL */
+#define POLL_NS	       10000000L	 /* caller's wait loops sleep 10 ms */
+#define MATCH_POLL_NS  1000000L		 /* client waits for the server: 1 ms */
 #define STOP_SEQ       UINT64_MAX
 #define SUB_QUEUE      2 /* one message in flight, plus slack */
-
-/* Where iceoryx 2.0 keeps RouDi's and each runtime's files (hard-coded in iceoryx). */
-#define IOX_TMP_DIR  "/tmp/"
-#define ROUDI_SOCKET IOX_TMP_DIR "roudi"
-#define ROUDI_LOCK   IOX_TMP_DIR "iox-unique-roudi.lock"
-#define ROUDI_NAME   "iox-roudi"
-
-/* Private RouDi config: one segment, one mempool that fits a 64-byte payload. */
-static const char roudi_config[] = "[general]\n"
-				   "version = 1\n"
-				   "\n"
-				   "[[segment]]\n"
-				   "\n"
-				   "[[segment.mempool]]\n"
-				   "size = 128\n"
-				   "count = 256\n";
 
 enum role { CLIENT, SERVER, NR_ROLES };
 
@@ -112,326 +97,13 @@ struct iox_run {
 	uint64_t setup_deadline;
 };
 
-struct iox_roudi {
-	pid_t pid;    /* 0: none of ours (another RouDi is used) */
-	char dir[64]; /* private directory: config and log */
-	char cfg[96];
-	char log[96];
-};
-
 static volatile sig_atomic_t child_stop;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_ns(long ns)
 {
 	struct timespec ts = {.tv_sec = 0, .tv_nsec = ns};
 
 	nanosleep(&ts, NULL);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
-/* Copies the last non-empty line of @path into @buf without terminal escapes. */
-static void last_log_line(const char *path, char *buf, size_t len)
-{
-	char tail[1024];
-	ssize_t got = -1;
-	size_t o = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	buf[0] = '\0';
-	if (fd >= 0) {
-		off_t size = lseek(fd, 0, SEEK_END);
-		off_t from = size > (off_t)sizeof(tail) - 1 ? size - (off_t)sizeof(tail) + 1 : 0;
-
-		got = pread(fd, tail, sizeof(tail) - 1, from);
-		close(fd);
-	}
-	if (got <= 0)
-		return;
-	while (got > 0 && (tail[got - 1] == '\n' || tail[got - 1] == ' '))
-		got--;
-	tail[got] = '\0';
-	char *s = strrchr(tail, '\n');
-
-	for (s = s ? s + 1 : tail; *s && o + 1 < len; s++) {
-		if (*s == '\033') { /* skip "ESC [ ... letter" */
-			while (s[1] &&
-			       !((s[1] >= 'A' && s[1] <= 'Z') || (s[1] >= 'a' && s[1] <= 'z')))
-				s++;
-			if (s[1])
-				s++;
-			continue;
-		}
-		if ((unsigned char)*s >= 0x20)
-			buf[o++] = *s;
-	}
-	buf[o] = '\0';
-}
-
-/* Looks @prog up in $PATH only (not /usr/bin as a fallback, so that PATH=/nonexistent
- * skips the peer). Returns 0 with the full path in @buf, or -ENOENT. */
-static int find_on_path(const char *prog, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	while (path && *path) {
-		const char *end = strchrnul(path, ':');
-		int dlen = (int)(end - path);
-		int n = snprintf(buf, len, "%.*s/%s", dlen, dlen ? path : ".", prog);
-
-		if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
-			return 0;
-		path = *end ? end + 1 : end;
-	}
-	return -ENOENT;
-}
-
-/* True when some RouDi answers on its socket (connect() fails on a stale one). */
-static bool roudi_alive(void)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = ROUDI_SOCKET};
-	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	bool alive;
-
-	if (fd < 0)
-		return false;
-	alive = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(fd);
-	return alive;
-}
-
-/* True when a RouDi (answering or not) holds the lock that keeps RouDi unique; then
- * ours could not start, and the RouDi files are not ours to clean. */
-static bool roudi_lock_held(void)
-{
-	int fd = open(ROUDI_LOCK, O_RDONLY | O_CLOEXEC);
-	bool held;
-
-	if (fd < 0)
-		return errno != ENOENT; /* EACCES: somebody else's RouDi */
-	held = flock(fd, LOCK_EX | LOCK_NB) != 0;
-	if (!held)
-		flock(fd, LOCK_UN);
-	close(fd);
-	return held;
-}
-
-/* Best effort: ENOENT is the usual answer, and litter is not worth failing a run. */
-static void unlink_quiet(const char *path)
-{
-	(void)unlink(path);
-}
-
-/* Removes what a RouDi that did not shut down cleanly (crashed, or killed by us) leaves
- * behind. Only called once our own RouDi has been reaped; roudi_start() made sure no
- * other RouDi held the lock before, so nothing else owns these names. */
-static void roudi_files_clean(void)
-{
-	struct group *gr = getgrgid(getegid());
-	char seg[300];
-
-	unlink_quiet("/dev/shm/iceoryx_mgmt");
-	/* the payload segment is named after RouDi's (writer) group */
-	if (gr && gr->gr_name && !strchr(gr->gr_name, '/')) {
-		snprintf(seg, sizeof(seg), "/dev/shm/%s", gr->gr_name);
-		unlink_quiet(seg);
-	}
-	unlink_quiet(ROUDI_SOCKET);
-	unlink_quiet(IOX_TMP_DIR "roudi.lock");
-	unlink_quiet(ROUDI_LOCK);
-}
-
-static void roudi_dir_remove(struct iox_roudi *r)
-{
-	unlink_quiet(r->cfg);
-	unlink_quiet(r->log);
-	rmdir(r->dir);
-}
-
-static int write_file(const char *path, const char *text)
-{
-	size_t len = strlen(text);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	ssize_t put = write(fd, text, len);
-
-	if (put < 0)
-		rc = -errno;
-	else if ((size_t)put != len)
-		rc = -EIO;
-	if (close(fd) && !rc)
-		rc = -errno;
-	return rc;
-}
-
-/* Lets RouDi (and its 100 ms discovery loop) run anywhere but on the two benchmark CPUs,
- * unless those are all there is; the caller may well be pinned to opts->cpu_client. */
-static void roudi_unpin(const struct bench_opts *opts)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	for (long cpu = 0; cpu < ncpu && cpu < CPU_SETSIZE; cpu++)
-		if (cpu != opts->cpu_client && cpu != opts->cpu_server)
-			CPU_SET(cpu, &set);
-	if (CPU_COUNT(&set) && sched_setaffinity(0, sizeof(set), &set) == 0)
-		return;
-	for (long cpu = 0; cpu < ncpu && cpu < CPU_SETSIZE; cpu++)
-		CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
-static void __attribute__((noreturn))
-roudi_exec(const struct iox_roudi *r, const char *bin, const struct bench_opts *opts, pid_t parent,
-	   int log_fd)
-{
-	sigset_t none;
-	int null_fd = open("/dev/null", O_RDONLY);
-
-	/* dies with the benchmark; SIGTERM lets it clean up after itself */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() != parent)
-		_exit(127);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	roudi_unpin(opts);
-	if (null_fd >= 0)
-		dup2(null_fd, STDIN_FILENO);
-	dup2(log_fd, STDOUT_FILENO);
-	dup2(log_fd, STDERR_FILENO);
-	close_range(3, ~0u, 0);
-	/* -k 2: on shutdown, SIGKILL apps that ignore SIGTERM after 2 s, not 45 s */
-	execl(bin, ROUDI_NAME, "-c", r->cfg, "-l", "warning", "-k", "2", (char *)NULL);
-	_exit(127);
-}
-
-/* Makes sure a RouDi runs: reuses one that already answers, or starts @bin with a
- * private config (off the benchmark CPUs) and waits up to 5 s for its socket. Returns 0,
- * or -errno with a one-line reason in @why (everything it created is gone again then). */
-static int roudi_start(struct iox_roudi *r, const char *bin, const struct bench_opts *opts,
-		       char *why, size_t len)
-{
-	char line[120];
-	uint64_t give_up;
-	pid_t parent = getpid();
-	int log_fd, status, rc;
-
-	memset(r, 0, sizeof(*r));
-	if (roudi_alive())
-		return 0;
-	if (roudi_lock_held()) {
-		snprintf(why, len, "a RouDi holds %s but does not answer on %s", ROUDI_LOCK,
-			 ROUDI_SOCKET);
-		return -EBUSY;
-	}
-
-	snprintf(r->dir, sizeof(r->dir), "/tmp/chipbench-iox-XXXXXX");
-	if (!mkdtemp(r->dir)) {
-		rc = -errno;
-		snprintf(why, len, "mkdtemp %s: %s", r->dir, strerror(-rc));
-		return rc;
-	}
-	snprintf(r->cfg, sizeof(r->cfg), "%s/roudi.toml", r->dir);
-	snprintf(r->log, sizeof(r->log), "%s/roudi.log", r->dir);
-	rc = write_file(r->cfg, roudi_config);
-	if (rc) {
-		snprintf(why, len, "writing %s: %s", r->cfg, strerror(-rc));
-		goto remove_dir;
-	}
-	log_fd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (log_fd < 0) {
-		rc = -errno;
-		snprintf(why, len, "creating %s: %s", r->log, strerror(-rc));
-		goto remove_dir;
-	}
-	fflush(NULL);
-	r->pid = fork();
-	if (r->pid == 0)
-		roudi_exec(r, bin, opts, parent, log_fd);
-	rc = r->pid < 0 ? -errno : 0;
-	close(log_fd);
-	if (rc) {
-		r->pid = 0;
-		snprintf(why, len, "fork for %s: %s", ROUDI_NAME, strerror(-rc));
-		goto remove_dir;
-	}
-
-	give_up = now_ns() + ROUDI_START_NS;
-	for (;;) {
-		if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
-			r->pid = 0;
-			last_log_line(r->log, line, sizeof(line));
-			snprintf(why, len, "%s exited at start (%s %d)%s%s", ROUDI_NAME,
-				 WIFEXITED(status) ? "status" : "signal",
-				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-				 line[0] ? ": " : "", line);
-			rc = -ECHILD;
-			/* a plain exit cleaned up, or lost a race for the lock: hands off */
-			if (WIFEXITED(status))
-				goto remove_dir;
-			goto clean_files;
-		}
-		if (roudi_alive())
-			return 0;
-		if (now_ns() > give_up)
-			break;
-		sleep_ns(POLL_NS);
-	}
-	snprintf(why, len, "%s did not come up within %llu s", ROUDI_NAME,
-		 (unsigned long long)(ROUDI_START_NS / NS_PER_SEC));
-	rc = -ETIMEDOUT;
-	kill(r->pid, SIGKILL);
-	waitpid(r->pid, &status, 0);
-clean_files:
-	r->pid = 0;
-	roudi_files_clean();
-remove_dir:
-	roudi_dir_remove(r);
-	return rc;
-}
-
-/* Stops the RouDi that roudi_start() started (nothing when it reused another one):
- * SIGTERM, up to 5 s, then SIGKILL; then removes whatever it left behind unless it
- * exited cleanly (iox-roudi 2.0.3 removes its files itself on SIGTERM). */
-static void roudi_stop(struct iox_roudi *r)
-{
-	uint64_t give_up = now_ns() + ROUDI_STOP_NS;
-	int status;
-
-	if (!r->pid)
-		return;
-	kill(r->pid, SIGTERM);
-	while (waitpid(r->pid, &status, WNOHANG) != r->pid) {
-		if (now_ns() > give_up) {
-			kill(r->pid, SIGKILL);
-			waitpid(r->pid, &status, 0);
-			break;
-		}
-		sleep_ns(POLL_NS);
-	}
-	r->pid = 0;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		roudi_files_clean();
-	roudi_dir_remove(r);
 }
 
 /* Removes the runtime's IPC socket and lock, which a killed child leaves behind. */
@@ -441,9 +113,9 @@ static void runtime_files_clean(const struct iox_run *run)
 
 	for (int role = 0; role < NR_ROLES; role++) {
 		snprintf(path, sizeof(path), IOX_TMP_DIR "%s", run->runtime[role]);
-		unlink_quiet(path);
+		iox_unlink_quiet(path);
 		snprintf(path, sizeof(path), IOX_TMP_DIR "%s.lock", run->runtime[role]);
-		unlink_quiet(path);
+		iox_unlink_quiet(path);
 	}
 }
 
@@ -458,7 +130,7 @@ static void child_on_term(int sig)
 static bool child_should_stop(const struct iox_run *run)
 {
 	return child_stop || atomic_load_explicit(&run->sh->abort, memory_order_relaxed) ||
-	       now_ns() > run->deadline;
+	       shm_now_ns() > run->deadline;
 }
 
 /* Records why @role failed and tells everybody to leave. The first failure wins
@@ -528,8 +200,8 @@ static int msg_take(const struct iox_run *run, iox_sub_t sub, const void **chunk
 		if (res != ChunkReceiveResult_NO_CHUNK_AVAILABLE)
 			return -EIO;
 		if ((i & 1023) == 0 && child_should_stop(run))
-			return now_ns() > run->deadline ? -ETIMEDOUT : -ECANCELED;
-		cpu_relax();
+			return shm_now_ns() > run->deadline ? -ETIMEDOUT : -ECANCELED;
+		shm_cpu_relax();
 	}
 }
 
@@ -542,7 +214,7 @@ static int client_wait_match(struct iox_run *run, iox_pub_t pub, iox_sub_t sub)
 		if (child_should_stop(run))
 			return child_fail(run, CLIENT, true, -ECANCELED,
 					  "client: aborted while waiting for the server");
-		if (now_ns() > run->setup_deadline)
+		if (shm_now_ns() > run->setup_deadline)
 			return child_fail(run, CLIENT, true, -ETIMEDOUT,
 					  "client: server ports not matched within %llu s",
 					  (unsigned long long)(SETUP_LIMIT_NS / NS_PER_SEC));
@@ -555,7 +227,7 @@ static int client_measure(struct iox_run *run, iox_pub_t pub, iox_sub_t sub)
 {
 	struct iox_shared *sh = run->sh;
 	uint64_t warmup = run->opts->warmup, total = warmup + run->opts->iters;
-	uint64_t start = now_ns();
+	uint64_t start = shm_now_ns();
 	struct iox_msg req, resp;
 	const void *chunk;
 	int rc;
@@ -563,8 +235,8 @@ static int client_measure(struct iox_run *run, iox_pub_t pub, iox_sub_t sub)
 	memset(&req, 0xa5, sizeof(req));
 	for (uint64_t i = 0; i < total; i++) {
 		if (i == warmup)
-			start = now_ns();
-		uint64_t t0 = now_ns();
+			start = shm_now_ns();
+		uint64_t t0 = shm_now_ns();
 
 		req.seq = i;
 		rc = msg_send(pub, &req);
@@ -585,9 +257,9 @@ static int client_measure(struct iox_run *run, iox_pub_t pub, iox_sub_t sub)
 					  "client: reply %llu to request %llu",
 					  (unsigned long long)resp.seq, (unsigned long long)i);
 		if (i >= warmup)
-			sh->samples[i - warmup] = now_ns() - t0;
+			sh->samples[i - warmup] = shm_now_ns() - t0;
 	}
-	sh->elapsed_ns = now_ns() - start;
+	sh->elapsed_ns = shm_now_ns() - start;
 	sh->n = run->opts->iters;
 	return 0;
 }
@@ -741,7 +413,7 @@ static void children_wait(struct iox_run *run, struct iox_reap *rp)
 		}
 		if (all)
 			return;
-		now = now_ns();
+		now = shm_now_ns();
 		if (stage == 0) {
 			if (now > run->deadline)
 				rp->timed_out = true;
@@ -847,7 +519,7 @@ static int children_run(struct iox_run *run, struct bench_result *out)
 
 	fflush(NULL);
 	run->parent = getpid();
-	run->setup_deadline = now_ns() + SETUP_LIMIT_NS;
+	run->setup_deadline = shm_now_ns() + SETUP_LIMIT_NS;
 	for (int role = SERVER; role >= CLIENT; role--) {
 		pid_t pid = fork();
 
@@ -887,18 +559,18 @@ int peer_iceoryx_pingpong(const struct bench_opts *opts, struct bench_result *ou
 	bench_skip(out, "not under ThreadSanitizer (iceoryx's shared-memory mutexes)");
 	return 0;
 #endif
-	run.deadline = now_ns() + TOTAL_LIMIT_NS;
+	run.deadline = shm_now_ns() + TOTAL_LIMIT_NS;
 	snprintf(run.instance, sizeof(run.instance), "iox%ld", (long)getpid());
 	snprintf(run.runtime[CLIENT], sizeof(run.runtime[CLIENT]), "chipbench_iox_cli_%ld",
 		 (long)getpid());
 	snprintf(run.runtime[SERVER], sizeof(run.runtime[SERVER]), "chipbench_iox_srv_%ld",
 		 (long)getpid());
 
-	if (find_on_path(ROUDI_NAME, bin, sizeof(bin))) {
+	if (iox_find_on_path(ROUDI_NAME, bin, sizeof(bin))) {
 		bench_skip(out, "%s not found on PATH (Debian package iceoryx)", ROUDI_NAME);
 		return 0;
 	}
-	if (roudi_start(&roudi, bin, opts, why, sizeof(why))) {
+	if (iox_roudi_start(&roudi, bin, opts, why, sizeof(why))) {
 		bench_skip(out, "%s", why);
 		return 0;
 	}
@@ -916,7 +588,7 @@ int peer_iceoryx_pingpong(const struct bench_opts *opts, struct bench_result *ou
 
 	munmap(run.sh, run.sh_len);
 stop_roudi:
-	roudi_stop(&roudi);
+	iox_roudi_stop(&roudi);
 	runtime_files_clean(&run);
 	return rc;
 }
