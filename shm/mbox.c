@@ -484,6 +484,19 @@ static bool examine(struct mbox *mb, uint32_t i, struct mbox_event *ev)
 	return true;
 }
 
+/* Starts fetching the control line (for writing) and the first request line of the
+ * slots flagged in word @w while the exchange below waits for the bitmap line: the
+ * transfers overlap instead of following each other. A hint only. */
+static void prefetch_flagged(struct mbox *mb, uint32_t w, uint64_t bits)
+{
+	for (int n = 0; bits && n < 4; n++, bits &= bits - 1) {
+		struct mbox_slot *s = slot_at(mb, w * 64 + (uint32_t)__builtin_ctzll(bits));
+
+		__builtin_prefetch(s, 1);
+		__builtin_prefetch((char *)s + sizeof(*s), 0);
+	}
+}
+
 /* Takes the next slot that needs a look: from the bits already taken, else by
  * emptying the shared bitmap words with one exchange each. A bit is cleared before
  * its slot is examined, so a post that lands afterwards sets it again and no request
@@ -507,8 +520,11 @@ static bool next_flagged(struct mbox *mb, uint32_t *slot)
 		}
 		bool any = false;
 		for (uint32_t w = 0; w < words; w++) {
-			if (atomic_load_explicit(&mb->attention[w], memory_order_relaxed) == 0)
+			uint64_t seen = atomic_load_explicit(&mb->attention[w], memory_order_relaxed);
+
+			if (seen == 0)
 				continue;
+			prefetch_flagged(mb, w, seen);
 			mb->pending[w] |=
 			    atomic_exchange_explicit(&mb->attention[w], 0, memory_order_seq_cst);
 			any = true;
