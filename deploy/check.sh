@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=deploy/lib/packages.sh
 . deploy/lib/packages.sh
 
-chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}" clang libclang-rt-14-dev
+chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}"
 
 jobs=$(nproc)
 # run_suite DIR LAUNCHER CMAKE-ARGS...: configure, build, run ctest under LAUNCHER.
