@@ -230,6 +230,11 @@ int mbox_post(struct mbox *mb, struct mbox_ticket t, uint32_t len)
 
 	struct mbox_slot *s = slot_at(mb, t.slot);
 	uint64_t c = MBOX_CTL(t.gen, self_pid24(), MBOX_CLAIMED);
+	/* Only the owner may write the length: a stale ticket must not touch a slot
+	 * that now belongs to someone else. While CLAIMED by us, no one else changes
+	 * the control word (the reaper spares live owners). */
+	if (load_ctl(s) != c)
+		return -ESTALE;
 	atomic_store_explicit(&s->req_len, len, memory_order_relaxed);
 	if (!cas_ctl(s, &c, MBOX_CTL(t.gen, self_pid24(), MBOX_POSTED)))
 		return -ESTALE;
@@ -299,8 +304,8 @@ int mbox_response(struct mbox *mb, struct mbox_ticket t, const void **buf, uint3
 		return -ESTALE;
 	uint32_t status = atomic_load_explicit(&s->status, memory_order_relaxed);
 	uint32_t n = atomic_load_explicit(&s->resp_len, memory_order_relaxed);
-	if (status != 0)
-		return -(int)status;
+	if (status != 0) /* an errno of the mailbox layer; anything else is corrupt */
+		return status < 4096 ? -(int)status : -EPROTO;
 	if (n > mb->resp_cap)
 		return -EPROTO;
 	*buf = mbox_resp_buf(mb, t);
