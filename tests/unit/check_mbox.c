@@ -324,6 +324,47 @@ START_TEST(deadlines_bound_every_wait)
 }
 END_TEST
 
+START_TEST(stale_ticket_never_writes_new_owners_slot)
+{
+	struct fixture fx;
+	struct mbox_ticket old, cur;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &old), 0);
+	ck_assert_int_eq(mbox_give_up(&fx.mb, old), 0);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &cur), 0);
+	ck_assert_uint_eq(cur.slot, old.slot);
+	struct mbox_slot *s = (struct mbox_slot *)fx.mb.slots;
+	atomic_store(&s->req_len, 5);
+	ck_assert_int_eq(mbox_post(&fx.mb, old, 17), -ESTALE);
+	ck_assert_uint_eq(atomic_load(&s->req_len), 5);
+	ck_assert_int_eq(state_of(&fx, 0), MBOX_CLAIMED);
+	fx_fini(&fx);
+}
+END_TEST
+
+START_TEST(corrupt_status_is_a_protocol_error)
+{
+	struct fixture fx;
+	const void *answer;
+	uint32_t len;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	struct mbox_ticket t = post_text(&fx, "x");
+	struct mbox_event ev = next_event(&fx);
+	ck_assert_int_eq(mbox_answer(&fx.mb, ev.t, 0), 0);
+	struct mbox_slot *s = (struct mbox_slot *)fx.mb.slots;
+	atomic_store(&s->status, 0x80000000u); /* a server that writes garbage */
+	ck_assert_int_eq(mbox_response(&fx.mb, t, &answer, &len), -EPROTO);
+	atomic_store(&s->resp_len, 65);
+	atomic_store(&s->status, 0);
+	ck_assert_int_eq(mbox_response(&fx.mb, t, &answer, &len), -EPROTO);
+	ck_assert_int_eq(mbox_release(&fx.mb, t), 0);
+	fx_fini(&fx);
+}
+END_TEST
+
 START_TEST(attach_validates_layout)
 {
 	struct fixture fx;
@@ -369,6 +410,8 @@ static Suite *mbox_suite(void)
 	tcase_add_test(tc, out_of_order_completion);
 	tcase_add_test(tc, oversized_request_answered_by_mailbox);
 	tcase_add_test(tc, deadlines_bound_every_wait);
+	tcase_add_test(tc, stale_ticket_never_writes_new_owners_slot);
+	tcase_add_test(tc, corrupt_status_is_a_protocol_error);
 	tcase_add_test(tc, attach_validates_layout);
 	suite_add_tcase(s, tc);
 
