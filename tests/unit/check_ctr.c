@@ -307,10 +307,7 @@ END_TEST
 static Suite *ctr_suite(void)
 {
 	Suite *s = suite_create("ctr");
-	struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct tu_case cases[] = {
 	    {"init_lays_out_named_counters", init_lays_out_named_counters},
 	    {"size_bounds", size_bounds},
 	    {"init_refuses_invalid_names", init_refuses_invalid_names},
@@ -320,12 +317,7 @@ static Suite *ctr_suite(void)
 	    {"snapshot_copies_every_value", snapshot_copies_every_value},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	return s;
 }
 

@@ -399,10 +399,7 @@ END_TEST
 static Suite *region_suite(void)
 {
 	Suite *s = suite_create("region");
-	struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct tu_case cases[] = {
 	    {"create_writes_documented_header", create_writes_documented_header},
 	    {"create_mode_exactly_0600", create_mode_exactly_0600},
 	    {"attach_sees_creator_header_and_body", attach_sees_creator_header_and_body},
@@ -416,12 +413,7 @@ static Suite *region_suite(void)
 	    {"attach_refuses_creating", attach_refuses_creating},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	region_add_lifecycle_tcases(s);
 	TCase *tc = tcase_create("attach_refuses_corrupt_header");
 	tcase_add_loop_test(tc, attach_refuses_corrupt_header, 0,

@@ -333,10 +333,7 @@ END_TEST
 
 void region_add_lifecycle_tcases(Suite *s)
 {
-	const struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct tu_case cases[] = {
 	    {"attach_refuses_dead_creator", attach_refuses_dead_creator},
 	    {"create_refuses_live_region", create_refuses_live_region},
 	    {"create_reclaims_stale_region", create_reclaims_stale_region},
@@ -350,10 +347,5 @@ void region_add_lifecycle_tcases(Suite *s)
 	    {"bump_generation_visible_to_attachers", bump_generation_visible_to_attachers},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -435,10 +435,7 @@ END_TEST
 static Suite *wait_suite(void)
 {
 	Suite *s = suite_create("wait");
-	struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
+	const struct tu_case cases[] = {
 	    {"futex_wait_refuses_value_mismatch", futex_wait_refuses_value_mismatch},
 	    {"futex_wait_times_out_at_deadline", futex_wait_times_out_at_deadline},
 	    {"futex_wake_reaches_other_process", futex_wake_reaches_other_process},
@@ -461,12 +458,7 @@ static Suite *wait_suite(void)
 	    {"proc_nonpositive_pid_dead", proc_nonpositive_pid_dead},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	return s;
 }
 

@@ -116,7 +116,7 @@ static void remove_leftover_regions(void)
 	closedir(d);
 }
 
-int tu_run(struct Suite *s)
+int tu_run(Suite *s)
 {
 	SRunner *sr = srunner_create(s);
 
@@ -126,4 +126,14 @@ int tu_run(struct Suite *s)
 	srunner_free(sr);
 	remove_leftover_regions();
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+void tu_add_cases(Suite *s, const struct tu_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		TCase *tc = tcase_create(cases[i].name);
+
+		tcase_add_test(tc, cases[i].test);
+		suite_add_tcase(s, tc);
+	}
 }

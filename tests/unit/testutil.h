@@ -3,17 +3,25 @@
 #ifndef CHIPD_TESTUTIL_H
 #define CHIPD_TESTUTIL_H
 
+#include <check.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct Suite;
+/* One tcase of a suite: its name and its test. */
+struct tu_case {
+	const char *name;
+	const TTest *test;
+};
+
+/* Adds one tcase per entry of @cases (@n of them) to @s, each named after its case. */
+void tu_add_cases(Suite *s, const struct tu_case *cases, size_t n);
 
 /* Runs @s in fork mode, prints Check's report, removes /dev/shm/chipd-test.* regions
  * that tests of dead processes left behind (a failed tcase skips its cleanup), and
  * returns the program's exit status (0 all passed, 1 otherwise). */
-int tu_run(struct Suite *s);
+int tu_run(Suite *s);
 
 /* Exit code of a test program that needs a facility this machine lacks. */
 #define TU_SKIP 77
