@@ -1,0 +1,251 @@
+/* dev.c - the device layer's front: argument checks, last error, backend dispatch. */
+#include "dev_impl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct dev_backend *backend_of(enum dev_kind kind)
+{
+	switch (kind) {
+	case DEV_SIM:
+		return &dev_sim_backend;
+	case DEV_HIP:
+#if defined(CHIPD_HAVE_HIP)
+		return &dev_hip_backend;
+#else
+		return NULL;
+#endif
+	}
+	return NULL;
+}
+
+const char *dev_kind_name(enum dev_kind kind)
+{
+	return kind == DEV_SIM ? "sim" : kind == DEV_HIP ? "hip" : "?";
+}
+
+int dev_kind_parse(const char *name, enum dev_kind *out)
+{
+	if (name && strcmp(name, "sim") == 0)
+		*out = DEV_SIM;
+	else if (name && strcmp(name, "hip") == 0)
+		*out = DEV_HIP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+bool dev_kind_built(enum dev_kind kind)
+{
+	return backend_of(kind) != NULL;
+}
+
+int dev_fail(struct dev *d, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&d->err_lock);
+	d->err = err;
+	va_start(ap, fmt);
+	vsnprintf(d->errmsg, sizeof(d->errmsg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&d->err_lock);
+	return err;
+}
+
+int dev_open(struct dev **out, enum dev_kind kind, int index, char *msg, size_t cap)
+{
+	const struct dev_backend *be = backend_of(kind);
+	struct dev *d;
+	int err;
+
+	*out = NULL;
+	if (!be) {
+		if (msg)
+			snprintf(msg, cap, "dev: backend %s is not in this build",
+				 dev_kind_name(kind));
+		return -ENOTSUP;
+	}
+	if (index < 0) {
+		if (msg)
+			snprintf(msg, cap, "dev: device index %d is negative", index);
+		return -EINVAL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->be = be;
+	d->info.kind = kind;
+	d->info.index = index;
+	atomic_init(&d->live, 0);
+	pthread_mutex_init(&d->err_lock, NULL);
+	err = be->open(d, msg, cap);
+	if (err) {
+		pthread_mutex_destroy(&d->err_lock);
+		free(d);
+		return err;
+	}
+	*out = d;
+	return 0;
+}
+
+void dev_close(struct dev *d)
+{
+	if (!d)
+		return;
+	d->be->sync(d);
+	d->be->close(d);
+	pthread_mutex_destroy(&d->err_lock);
+	free(d);
+}
+
+void dev_get_info(const struct dev *d, struct dev_info *info)
+{
+	*info = d->info;
+}
+
+int dev_last_error(struct dev *d, char *msg, size_t cap)
+{
+	int err;
+
+	pthread_mutex_lock(&d->err_lock);
+	err = d->err;
+	if (msg && cap)
+		snprintf(msg, cap, "%s", d->errmsg);
+	pthread_mutex_unlock(&d->err_lock);
+	return err;
+}
+
+void dev_clear_error(struct dev *d)
+{
+	pthread_mutex_lock(&d->err_lock);
+	d->err = 0;
+	d->errmsg[0] = '\0';
+	pthread_mutex_unlock(&d->err_lock);
+}
+
+size_t dev_live(const struct dev *d)
+{
+	return atomic_load_explicit(&d->live, memory_order_relaxed);
+}
+
+static void live_add(struct dev *d, int delta)
+{
+	atomic_fetch_add_explicit(&d->live, (size_t)delta, memory_order_relaxed);
+}
+
+int dev_alloc(struct dev *d, size_t size, void **out)
+{
+	int err;
+
+	*out = NULL;
+	if (size == 0)
+		return dev_fail(d, -EINVAL, "dev_alloc: size 0");
+	err = d->be->alloc(d, size, out);
+	if (!err)
+		live_add(d, 1);
+	return err;
+}
+
+int dev_free(struct dev *d, void *p)
+{
+	if (!p)
+		return 0;
+	live_add(d, -1);
+	return d->be->free(d, p);
+}
+
+int dev_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, size_t n,
+	     enum dev_copy_kind kind)
+{
+	if (s && s->dev != d)
+		return dev_fail(d, -EINVAL, "dev_copy: stream of another device");
+	if (kind != DEV_H2D && kind != DEV_D2H && kind != DEV_D2D)
+		return dev_fail(d, -EINVAL, "dev_copy: bad direction %d", (int)kind);
+	if (n == 0)
+		return 0;
+	if (!dst || !src)
+		return dev_fail(d, -EINVAL, "dev_copy: NULL %s", dst ? "src" : "dst");
+	return d->be->copy(d, s, dst, src, n, kind);
+}
+
+int dev_stream_create(struct dev *d, struct dev_stream **out)
+{
+	int err = d->be->stream_create(d, out);
+
+	if (!err)
+		live_add(d, 1);
+	return err;
+}
+
+void dev_stream_destroy(struct dev_stream *s)
+{
+	if (!s)
+		return;
+	live_add(s->dev, -1);
+	s->dev->be->stream_destroy(s);
+}
+
+int dev_stream_sync(struct dev_stream *s)
+{
+	return s->dev->be->stream_sync(s);
+}
+
+int dev_event_create(struct dev *d, struct dev_event **out)
+{
+	int err = d->be->event_create(d, out);
+
+	if (!err)
+		live_add(d, 1);
+	return err;
+}
+
+void dev_event_destroy(struct dev_event *e)
+{
+	if (!e)
+		return;
+	live_add(e->dev, -1);
+	e->dev->be->event_destroy(e);
+}
+
+int dev_event_record(struct dev_event *e, struct dev_stream *s)
+{
+	if (s->dev != e->dev)
+		return dev_fail(e->dev, -EINVAL, "dev_event_record: stream of another device");
+	return e->dev->be->event_record(e, s);
+}
+
+int dev_stream_wait(struct dev_stream *s, struct dev_event *e)
+{
+	if (s->dev != e->dev)
+		return dev_fail(s->dev, -EINVAL, "dev_stream_wait: event of another device");
+	return s->dev->be->stream_wait(s, e);
+}
+
+int dev_event_query(struct dev_event *e)
+{
+	return e->dev->be->event_query(e);
+}
+
+int dev_event_sync(struct dev_event *e)
+{
+	return e->dev->be->event_sync(e);
+}
+
+int dev_launch(struct dev_stream *s, const struct dev_kcall *c)
+{
+	char msg[DEV_ERRMSG_MAX];
+	int err = dev_kcall_check(c, msg, sizeof(msg));
+
+	if (err)
+		return dev_fail(s->dev, err, "%s", msg);
+	return s->dev->be->launch(s, c);
+}
+
+int dev_sync(struct dev *d)
+{
+	return d->be->sync(d);
+}

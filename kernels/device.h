@@ -1,0 +1,117 @@
+/* device.h - the device layer: one GPU (or its CPU stand-in) behind one API.
+ *
+ * Backends:
+ *  DEV_SIM  the CPU: device memory is host memory, every stream is an ordered queue
+ *           run by its own thread (so several streams execute concurrently), kernels
+ *           are the C versions in sim_kernels.c. The embedded default.
+ *  DEV_HIP  the HIP runtime (libamdhip64), or the CUDA runtime in the NVIDIA build
+ *           (CHIPD_CUDA): same code through hip/chipd_hip_cuda.h. Without a GPU,
+ *           dev_open answers -ENODEV.
+ *
+ * Actions return 0 or -errno and never set errno. A failing call also stores its code
+ * and a one-line message as the device's last error (dev_last_error). Errors that
+ * happen later on a stream (a kernel that rejects its block table, a runtime fault)
+ * surface at the next dev_stream_sync, dev_event_sync, dev_event_query or dev_sync.
+ *
+ * Threads: one device may be used from several threads; a stream or event by one
+ * thread at a time (as with HIP streams).
+ */
+#ifndef CHIPD_KERNELS_DEVICE_H
+#define CHIPD_KERNELS_DEVICE_H
+
+#include "kcall.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum dev_kind { DEV_SIM = 0, DEV_HIP = 1 };
+
+enum dev_copy_kind { DEV_H2D, DEV_D2H, DEV_D2D };
+
+#define DEV_ERRMSG_MAX 160
+
+struct dev;
+struct dev_stream;
+struct dev_event;
+
+struct dev_info {
+	enum dev_kind kind;
+	int index;
+	char name[64];
+	size_t mem_total; /* bytes; 0 = unbounded (sim) */
+};
+
+/* The kind's name ("sim", "hip"); dev_kind_parse is the inverse (-EINVAL if unknown). */
+const char *dev_kind_name(enum dev_kind kind);
+int dev_kind_parse(const char *name, enum dev_kind *out);
+
+/* Whether this build has the backend at all (DEV_HIP needs CHIPD_HIP or CHIPD_CUDA). */
+bool dev_kind_built(enum dev_kind kind);
+
+/* Opens device @index of @kind into *@out. The sim backend has any number of devices.
+ * Returns -ENOTSUP for a backend this build lacks, -ENODEV when there is no such
+ * device (no GPU, no driver), -ENOMEM. On error *@out is NULL and, since there is no
+ * device to hold it, the message goes to @msg (may be NULL). */
+int dev_open(struct dev **out, enum dev_kind kind, int index, char *msg, size_t cap);
+
+/* Waits for all work, then frees the device. Streams, events and allocations must
+ * have been released before (dev_live counts those that were not). NULL is a no-op. */
+void dev_close(struct dev *d);
+
+/* Fills @info. Never fails for an open device. */
+void dev_get_info(const struct dev *d, struct dev_info *info);
+
+/* The last error's code (0 if none since open or dev_clear_error) and its message,
+ * copied into @msg (may be NULL). */
+int dev_last_error(struct dev *d, char *msg, size_t cap);
+void dev_clear_error(struct dev *d);
+
+/* Allocates @size bytes (> 0) of device memory aligned to 256 bytes into *@out.
+ * -EINVAL for size 0, -ENOMEM when the device has no room. */
+int dev_alloc(struct dev *d, size_t size, void **out);
+
+/* Frees memory from dev_alloc, after the work that uses it has completed.
+ * NULL is a no-op. Returns 0 or the runtime's error. */
+int dev_free(struct dev *d, void *p);
+
+/* Live allocations, streams and events: what dev_close would leak. */
+size_t dev_live(const struct dev *d);
+
+/* Copies @n bytes in direction @kind, ordered on stream @s: host memory must stay
+ * valid (and a D2H target unread) until the stream reaches the copy. With @s NULL the
+ * copy is synchronous: it waits for all streams of @d first, then copies. */
+int dev_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, size_t n,
+	     enum dev_copy_kind kind);
+
+/* Streams: ordered queues of copies, launches and event operations. */
+int dev_stream_create(struct dev *d, struct dev_stream **out);
+/* Waits for the stream's work, then frees it. NULL is a no-op. */
+void dev_stream_destroy(struct dev_stream *s);
+/* Waits until all work queued on @s has run; returns its first error, if any. A
+ * stream that failed stays failed (later work on it is skipped, every sync reports
+ * the first error): destroy it and create another. */
+int dev_stream_sync(struct dev_stream *s);
+
+/* Events mark a point in a stream. */
+int dev_event_create(struct dev *d, struct dev_event **out);
+void dev_event_destroy(struct dev_event *e);
+/* Marks the current end of @s; the event completes when @s reaches it. Recording
+ * again moves the mark (waits and queries concern the latest record). */
+int dev_event_record(struct dev_event *e, struct dev_stream *s);
+/* Makes work queued on @s after this call wait until @e's latest record completed.
+ * A never-recorded event is complete. */
+int dev_stream_wait(struct dev_stream *s, struct dev_event *e);
+/* 0 if @e's latest record completed, -EBUSY if not yet; a stream error otherwise. */
+int dev_event_query(struct dev_event *e);
+/* Waits for @e's latest record; returns the recording stream's error, if any. */
+int dev_event_sync(struct dev_event *e);
+
+/* Checks @c (dev_kcall_check: -EINVAL with the message as last error) and queues it
+ * on @s. */
+int dev_launch(struct dev_stream *s, const struct dev_kcall *c);
+
+/* Waits for every stream of @d; returns the first error any of them reported. */
+int dev_sync(struct dev *d);
+
+#endif

@@ -1,0 +1,489 @@
+/* wl.c - parameters, arenas, steps, KV pools and the request life cycle shared by the
+ * workloads; the workloads themselves are in wl_*.c. */
+#include "wl_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct wl_ops *const workloads[] = {
+    &wl_paged_attention_ops,
+    &wl_gemm_ops,
+    &wl_synthetic_ops,
+};
+#define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
+
+/* ---- parameters ---- */
+
+void wl_params_init(struct wl_params *p)
+{
+	memset(p, 0, sizeof(*p));
+}
+
+static struct wl_param *param_find(const struct wl_params *p, const char *key)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		if (strcmp(p->v[i].key, key) == 0)
+			return (struct wl_param *)&p->v[i];
+	return NULL;
+}
+
+int wl_params_set(struct wl_params *p, const char *key, int64_t value)
+{
+	size_t len = strlen(key);
+	struct wl_param *v;
+
+	if (len == 0 || len >= WL_KEY_MAX)
+		return -EINVAL;
+	v = param_find(p, key);
+	if (!v) {
+		if (p->n == WL_PARAMS_MAX)
+			return -ENOSPC;
+		v = &p->v[p->n++];
+		memcpy(v->key, key, len + 1);
+	}
+	v->value = value;
+	return 0;
+}
+
+bool wl_params_get(const struct wl_params *p, const char *key, int64_t *out)
+{
+	const struct wl_param *v = param_find(p, key);
+
+	if (v)
+		*out = v->value;
+	return v != NULL;
+}
+
+int wl_params_parse(struct wl_params *p, const char *text, char *msg, size_t cap)
+{
+	char item[WL_KEY_MAX + 32], *eq, *end;
+	const char *s = text, *comma;
+	long long v;
+	size_t len;
+	int err;
+
+	while (*s) {
+		comma = strchr(s, ',');
+		len = comma ? (size_t)(comma - s) : strlen(s);
+		if (len == 0 || len >= sizeof(item)) {
+			snprintf(msg, cap, "params: bad item at '%.20s'", s);
+			return -EINVAL;
+		}
+		memcpy(item, s, len);
+		item[len] = '\0';
+		eq = strchr(item, '=');
+		if (!eq || eq == item) {
+			snprintf(msg, cap, "params: '%s' is not key=value", item);
+			return -EINVAL;
+		}
+		*eq = '\0';
+		errno = 0;
+		v = strtoll(eq + 1, &end, 10);
+		if (errno || end == eq + 1 || *end) {
+			snprintf(msg, cap, "params: %s: '%s' is not an integer", item, eq + 1);
+			return -EINVAL;
+		}
+		err = wl_params_set(p, item, v);
+		if (err) {
+			snprintf(msg, cap, "params: cannot set '%s': %s", item,
+				 err == -ENOSPC ? "too many parameters" : "bad key");
+			return -EINVAL;
+		}
+		s += len + (comma ? 1 : 0);
+	}
+	return 0;
+}
+
+/* ---- arenas and steps ---- */
+
+void wl_arena_init(struct wl_arena *a, void *base, size_t cap)
+{
+	a->base = (uintptr_t)base;
+	a->cap = cap;
+	a->used = 0;
+}
+
+void *wl_arena_alloc(struct wl_arena *a, size_t size, size_t align)
+{
+	uintptr_t at = (a->base + a->used + align - 1) & ~(uintptr_t)(align - 1);
+	size_t off = at - a->base;
+
+	if (off > a->cap || size > a->cap - off)
+		return NULL;
+	a->used = off + size;
+	return (void *)at;
+}
+
+void wl_arena_reset(struct wl_arena *a)
+{
+	a->used = 0;
+}
+
+int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev,
+		 uint32_t max_tasks)
+{
+	st->tasks =
+	    wl_arena_alloc(host, (size_t)max_tasks * sizeof(*st->tasks), _Alignof(struct wl_task));
+	st->n = 0;
+	st->cap = st->tasks ? max_tasks : 0;
+	st->host = host;
+	st->dev = dev;
+	return st->tasks ? 0 : -ENOBUFS;
+}
+
+static struct wl_task *task_add(struct wl_step *st, uint32_t lane, int dep)
+{
+	struct wl_task *t;
+
+	if (st->n == st->cap)
+		return NULL;
+	t = &st->tasks[st->n];
+	memset(t, 0, sizeof(*t));
+	t->lane = lane;
+	if (dep >= 0) {
+		t->deps[0] = (uint32_t)dep;
+		t->ndeps = 1;
+	}
+	return t;
+}
+
+int wl_add_launch(struct wl_step *st, uint32_t lane, const struct dev_kcall *c, int dep)
+{
+	struct wl_task *t = task_add(st, lane, dep);
+
+	if (!t)
+		return -ENOBUFS;
+	t->kind = WL_TASK_LAUNCH;
+	t->u.call = *c;
+	return (int)st->n++;
+}
+
+int wl_add_copy(struct wl_step *st, uint32_t lane, void *dst, const void *src, size_t n,
+		enum dev_copy_kind kind, int dep)
+{
+	struct wl_task *t = task_add(st, lane, dep);
+
+	if (!t)
+		return -ENOBUFS;
+	t->kind = WL_TASK_COPY;
+	t->u.copy.dst = dst;
+	t->u.copy.src = src;
+	t->u.copy.n = n;
+	t->u.copy.kind = kind;
+	return (int)st->n++;
+}
+
+/* Device scratch is aligned as dev_alloc's memory is, for coalesced loads. */
+#define SCRATCH_ALIGN 256u
+
+float *wl_scratch(struct wl_step *st, size_t n)
+{
+	return wl_arena_alloc(st->dev, n * sizeof(float), SCRATCH_ALIGN);
+}
+
+/* ---- deterministic inputs ---- */
+
+uint64_t wl_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+float wl_rand(uint64_t seed, uint64_t stream, uint64_t i)
+{
+	uint64_t h = wl_mix(wl_mix(seed ^ wl_mix(stream)) + i);
+
+	/* 24 random bits: exactly representable, so every path gets the same float */
+	return (float)((int32_t)(h >> 40) - (1 << 23)) / (float)(1u << 23);
+}
+
+void wl_rand_fill(float *dst, size_t n, uint64_t seed, uint64_t stream, uint64_t first, float scale)
+{
+	for (size_t j = 0; j < n; j++)
+		dst[j] = scale * wl_rand(seed, stream, first + j);
+}
+
+int wl_upload(struct dev *d, void **dst, const void *src, size_t n)
+{
+	int err = dev_alloc(d, n, dst);
+
+	if (err)
+		return err;
+	err = dev_copy(d, NULL, *dst, src, n, DEV_H2D);
+	if (err) {
+		dev_free(d, *dst);
+		*dst = NULL;
+	}
+	return err;
+}
+
+/* ---- KV pools ---- */
+
+struct wl_kvpool {
+	struct dev *dev;
+	float *base;
+	uint32_t nblocks, block_floats, nfree;
+	int32_t free[]; /* a stack; its order is scattered at creation */
+};
+
+int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks, uint32_t block_floats)
+{
+	struct wl_kvpool *kp;
+	int err;
+
+	*out = NULL;
+	if (nblocks == 0 || nblocks > INT32_MAX || block_floats == 0)
+		return -EINVAL;
+	kp = calloc(1, sizeof(*kp) + (size_t)nblocks * sizeof(kp->free[0]));
+	if (!kp)
+		return -ENOMEM;
+	err = dev_alloc(d, (size_t)nblocks * block_floats * sizeof(float), (void **)&kp->base);
+	if (err) {
+		free(kp);
+		return err;
+	}
+	kp->dev = d;
+	kp->nblocks = kp->nfree = nblocks;
+	kp->block_floats = block_floats;
+	for (uint32_t i = 0; i < nblocks; i++)
+		kp->free[i] = (int32_t)i;
+	/* a fixed shuffle: reproducible, and no request gets neighbouring blocks */
+	for (uint32_t i = nblocks - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)(wl_mix(i) % (i + 1));
+		int32_t t = kp->free[i];
+
+		kp->free[i] = kp->free[j];
+		kp->free[j] = t;
+	}
+	*out = kp;
+	return 0;
+}
+
+void wl_kvpool_destroy(struct wl_kvpool *kp)
+{
+	if (!kp)
+		return;
+	dev_free(kp->dev, kp->base);
+	free(kp);
+}
+
+uint32_t wl_kvpool_free_blocks(const struct wl_kvpool *kp)
+{
+	return kp->nfree;
+}
+
+int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids)
+{
+	if (n > kp->nfree)
+		return -ENOSPC;
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = kp->free[--kp->nfree];
+	return 0;
+}
+
+void wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids)
+{
+	for (uint32_t i = n; i-- > 0;)
+		kp->free[kp->nfree++] = ids[i];
+}
+
+float *wl_kvpool_base(const struct wl_kvpool *kp)
+{
+	return kp->base;
+}
+
+uint32_t wl_kvpool_blocks(const struct wl_kvpool *kp)
+{
+	return kp->nblocks;
+}
+
+uint32_t wl_kvpool_block_floats(const struct wl_kvpool *kp)
+{
+	return kp->block_floats;
+}
+
+/* ---- workloads and requests ---- */
+
+const char *const *wl_names(void)
+{
+	static const char *const names[] = {"paged_attention", "gemm", "synthetic", NULL};
+
+	return names;
+}
+
+static const struct wl_ops *ops_find(const char *name)
+{
+	for (size_t i = 0; i < NWORKLOADS; i++)
+		if (strcmp(workloads[i]->name, name) == 0)
+			return workloads[i];
+	return NULL;
+}
+
+int wl_describe(const char *workload, char *buf, size_t cap)
+{
+	const struct wl_ops *ops = ops_find(workload);
+	size_t used = 0;
+	int n;
+
+	if (!ops)
+		return -ENOENT;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < ops->nspecs && used < cap; i++) {
+		const struct wl_pspec *s = &ops->specs[i];
+
+		n = snprintf(buf + used, cap - used, "%s%s=%" PRId64 " [%" PRId64 "..%" PRId64 "]",
+			     i ? ", " : "", s->key, s->def, s->lo, s->hi);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	return 0;
+}
+
+/* Fills @cfg from @p and @ops' defaults; checks keys, ranges, then consistency. */
+static int configure(const struct wl_ops *ops, const struct wl_params *p, int64_t *cfg, char *msg,
+		     size_t cap)
+{
+	unsigned i, j;
+
+	for (i = 0; i < p->n; i++) {
+		for (j = 0; j < ops->nspecs; j++)
+			if (strcmp(p->v[i].key, ops->specs[j].key) == 0)
+				break;
+		if (j == ops->nspecs) {
+			snprintf(msg, cap, "%s: unknown parameter '%s'", ops->name, p->v[i].key);
+			return -EINVAL;
+		}
+	}
+	for (j = 0; j < ops->nspecs; j++) {
+		const struct wl_pspec *s = &ops->specs[j];
+
+		if (!wl_params_get(p, s->key, &cfg[j]))
+			cfg[j] = s->def;
+		if (cfg[j] < s->lo || cfg[j] > s->hi) {
+			snprintf(msg, cap, "%s: %s %" PRId64 " outside [%" PRId64 ", %" PRId64 "]",
+				 ops->name, s->key, cfg[j], s->lo, s->hi);
+			return -EINVAL;
+		}
+	}
+	return ops->check ? ops->check(cfg, msg, cap) : 0;
+}
+
+static int find_and_configure(const char *workload, const struct wl_params *p,
+			      const struct wl_ops **ops, int64_t *cfg, char *msg, size_t cap)
+{
+	*ops = workload ? ops_find(workload) : NULL;
+	if (!*ops) {
+		snprintf(msg, cap, "workload: unknown workload '%s'", workload ? workload : "");
+		return -EINVAL;
+	}
+	return configure(*ops, p, cfg, msg, cap);
+}
+
+int wl_validate(const char *workload, const struct wl_params *p, char *msg, size_t cap)
+{
+	const struct wl_ops *ops;
+	int64_t cfg[WL_PARAMS_MAX];
+
+	return find_and_configure(workload, p, &ops, cfg, msg, cap);
+}
+
+int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *workload,
+		  const struct wl_params *p, char *msg, size_t cap)
+{
+	struct wl_req *r;
+	const struct wl_ops *ops;
+	int64_t cfg[WL_PARAMS_MAX];
+	int err;
+
+	*out = NULL;
+	err = find_and_configure(workload, p, &ops, cfg, msg, cap);
+	if (err)
+		return err;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->ops = ops;
+	r->dev = env->dev;
+	r->kv = env->kv;
+	memcpy(r->cfg, cfg, sizeof(cfg));
+	r->steps = ops->steps(cfg);
+	err = ops->reserve(r, msg, cap);
+	if (err) {
+		free(r);
+		return err;
+	}
+	*out = r;
+	return 0;
+}
+
+void wl_req_destroy(struct wl_req *r)
+{
+	if (!r)
+		return;
+	r->ops->release(r);
+	free(r);
+}
+
+uint32_t wl_req_steps(const struct wl_req *r)
+{
+	return r->steps;
+}
+
+uint32_t wl_req_built(const struct wl_req *r)
+{
+	return r->built;
+}
+
+int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_out *out)
+{
+	uint32_t n = st->n;
+	size_t host_used = st->host->used, dev_used = st->dev->used;
+	int32_t *tok;
+	int err;
+
+	if (r->built == r->steps)
+		return -ENODATA;
+	tok = wl_arena_alloc(st->host, sizeof(*tok), sizeof(*tok));
+	err = tok ? r->ops->build(r, st, lane, tok) : -ENOBUFS;
+	if (err) {
+		st->n = n;
+		st->host->used = host_used;
+		st->dev->used = dev_used;
+		return err;
+	}
+	out->token = tok;
+	out->step = r->built++;
+	return 0;
+}
+
+int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token)
+{
+	if (out->step != r->read || out->step >= r->built)
+		return -EPROTO;
+	*token = (uint64_t)(uint32_t)*out->token;
+	r->read++;
+	return 0;
+}
+
+int wl_ref_tokens(const char *workload, const struct wl_params *p, uint64_t *tokens, uint32_t n,
+		  char *msg, size_t cap)
+{
+	const struct wl_ops *ops;
+	int64_t cfg[WL_PARAMS_MAX];
+	int err = find_and_configure(workload, p, &ops, cfg, msg, cap);
+
+	if (err)
+		return err;
+	if (n > ops->steps(cfg)) {
+		snprintf(msg, cap, "%s: %u reference tokens asked, the request makes %u", ops->name,
+			 n, ops->steps(cfg));
+		return -EINVAL;
+	}
+	return ops->ref(cfg, tokens, n);
+}

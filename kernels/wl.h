@@ -1,0 +1,194 @@
+/* wl.h - workloads: what a request computes, step by step, on a device.
+ *
+ * A worker drives a request through this interface (DESIGN.md, "Inside a worker"):
+ *
+ *   wl_validate       the request's parameters, before anything is reserved
+ *   wl_req_create     validate, then reserve: weights, the KV blocks of the whole
+ *                     request (from a shared wl_kvpool, or a private one)
+ *   wl_req_build      append the request's next step to a step under construction:
+ *                     tasks (launches, copies) with dependencies, written into the
+ *                     caller's arenas (host: descriptors; device: scratch)
+ *   (the step runs)   wl_exec_run, or the worker's own scheduler
+ *   wl_req_token      the step's token, read from where the build said it lands
+ *
+ * Steps of one request run in build order, each after the previous one completed;
+ * a request may be built for step i+1 before step i's token was read, since each
+ * step reads the previous token on the device.
+ *
+ * Built in: "paged_attention" (multi-layer decode over a paged KV cache), "gemm" (a
+ * chain of matrix products per step), "synthetic" (configurable host and device cost
+ * per step). Parameters are listed by wl_describe and in docs/architecture.md.
+ */
+#ifndef CHIPD_KERNELS_WL_H
+#define CHIPD_KERNELS_WL_H
+
+#include "device.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- parameters: string keys, integer values ---- */
+
+#define WL_PARAMS_MAX 16
+#define WL_KEY_MAX    24 /* including the terminating NUL */
+#define WL_MSG_MAX    160
+
+struct wl_param {
+	char key[WL_KEY_MAX];
+	int64_t value;
+};
+
+struct wl_params {
+	unsigned n;
+	struct wl_param v[WL_PARAMS_MAX];
+};
+
+/* Empties @p. */
+void wl_params_init(struct wl_params *p);
+
+/* Sets @key to @value, replacing an earlier value. -EINVAL for an empty key or one
+ * of WL_KEY_MAX bytes or more, -ENOSPC when WL_PARAMS_MAX keys are set. */
+int wl_params_set(struct wl_params *p, const char *key, int64_t value);
+
+/* Looks @key up; true and *@out set if present. */
+bool wl_params_get(const struct wl_params *p, const char *key, int64_t *out);
+
+/* Adds "key=value[,key=value...]" (decimal values) to @p. -EINVAL with a message
+ * naming the bad item; @p may then hold the items before it. */
+int wl_params_parse(struct wl_params *p, const char *text, char *msg, size_t cap);
+
+/* ---- arenas: bump allocators the caller owns and resets ---- */
+
+struct wl_arena {
+	uintptr_t base;
+	size_t cap, used;
+};
+
+/* An arena over [@base, @base + @cap): host memory, or device memory from dev_alloc
+ * (only addresses are computed; the arena never touches the bytes). */
+void wl_arena_init(struct wl_arena *a, void *base, size_t cap);
+
+/* @size bytes aligned to @align (a power of two), or NULL when they do not fit. */
+void *wl_arena_alloc(struct wl_arena *a, size_t size, size_t align);
+
+/* Forgets every allocation. */
+void wl_arena_reset(struct wl_arena *a);
+
+/* ---- steps: tasks with dependencies ---- */
+
+enum wl_task_kind { WL_TASK_LAUNCH, WL_TASK_COPY };
+
+#define WL_TASK_DEPS 4
+
+struct wl_task {
+	enum wl_task_kind kind;
+	uint32_t lane;		     /* stream hint: the tasks of one request share a lane */
+	uint32_t ndeps;		     /* 0..WL_TASK_DEPS */
+	uint32_t deps[WL_TASK_DEPS]; /* indices of earlier tasks of the same step */
+	union {
+		struct dev_kcall call;
+		struct {
+			void *dst;
+			const void *src;
+			size_t n;
+			enum dev_copy_kind kind;
+		} copy;
+	} u;
+};
+
+/* One step under construction: a task array in @host plus the two arenas that the
+ * builds allocate from. */
+struct wl_step {
+	struct wl_task *tasks;
+	uint32_t n, cap;
+	struct wl_arena *host, *dev;
+};
+
+/* Starts an empty step with room for @max_tasks tasks taken from @host. @dev is the
+ * device arena for scratch. -ENOBUFS when @host cannot hold the task array. */
+int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev,
+		 uint32_t max_tasks);
+
+/* ---- KV block pools ---- */
+
+struct wl_kvpool;
+
+/* A pool of @nblocks blocks of @block_floats floats each in device memory of @d.
+ * Blocks are handed out in a scattered order so that no request's cache is
+ * contiguous by accident. The pool is used by one thread at a time. */
+int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks,
+		     uint32_t block_floats);
+/* Frees the pool; all blocks must have been released. NULL is a no-op. */
+void wl_kvpool_destroy(struct wl_kvpool *kp);
+/* Free blocks now. */
+uint32_t wl_kvpool_free_blocks(const struct wl_kvpool *kp);
+
+/* ---- requests ---- */
+
+struct wl_env {
+	struct dev *dev;
+	struct wl_kvpool *kv; /* NULL: the request reserves a private pool */
+};
+
+/* Where a built step leaves its token (host memory in the step's host arena). */
+struct wl_out {
+	const int32_t *token;
+	uint32_t step;
+};
+
+struct wl_req;
+
+/* Names of the built-in workloads, NULL-terminated. */
+const char *const *wl_names(void);
+
+/* Writes "key=default [lo..hi], ..." for @workload into @buf. -ENOENT if unknown. */
+int wl_describe(const char *workload, char *buf, size_t cap);
+
+/* Checks @p for @workload without touching a device: unknown workload or key, a value
+ * out of range or inconsistent with another. -EINVAL with a message that names the
+ * parameter ("paged_attention: heads 6 is not a multiple of kv_heads 4"). */
+int wl_validate(const char *workload, const struct wl_params *p, char *msg, size_t cap);
+
+/* Validates, then reserves what the request needs for its whole life (weights, its
+ * prompt's KV cache filled, KV blocks for every token). -EINVAL (bad parameters),
+ * -ENOSPC (the KV pool cannot hold it), -ENOMEM, or a device error; message in
+ * @msg. */
+int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *workload,
+		  const struct wl_params *p, char *msg, size_t cap);
+
+/* Releases everything the request holds. Its work must have completed. NULL: no-op. */
+void wl_req_destroy(struct wl_req *r);
+
+/* Steps (= tokens) the request makes in all, and how many were built so far. */
+uint32_t wl_req_steps(const struct wl_req *r);
+uint32_t wl_req_built(const struct wl_req *r);
+
+/* Appends the request's next step to @st on lane @lane; *@out says where its token
+ * will be. -ENOBUFS when @st's task array or an arena is full (nothing is appended
+ * and the request does not advance), -ENODATA when every step was built. */
+int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_out *out);
+
+/* After the step of @out completed: its token. Steps' tokens must be read in order
+ * (-EPROTO otherwise). */
+int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token);
+
+/* CPU reference of a whole request: the tokens of its first @n steps, computed
+ * directly (double precision, contiguous cache, no device). -EINVAL as wl_validate. */
+int wl_ref_tokens(const char *workload, const struct wl_params *p, uint64_t *tokens, uint32_t n,
+		  char *msg, size_t cap);
+
+/* ---- a simple step executor (tests, benchmarks; a worker may use its own) ---- */
+
+struct wl_exec;
+
+/* Up to WL_EXEC_STREAMS streams on @d. */
+#define WL_EXEC_STREAMS 8
+int wl_exec_create(struct wl_exec **out, struct dev *d, unsigned nstreams);
+void wl_exec_destroy(struct wl_exec *x);
+
+/* Runs @st's tasks: task i on stream lane % nstreams, after its dependencies (events
+ * across streams), then waits for all of them. Returns the first error. */
+int wl_exec_run(struct wl_exec *x, const struct wl_step *st);
+
+#endif

@@ -1,0 +1,173 @@
+/* wl_gemm.c - a chain of matrix products per step.
+ *
+ * State: X [m][k]. A step multiplies X by `chain` weights W_c [k][k] in turn
+ * (X <- X . W_c, ping-ponging between two buffers); the token is the argmax over the
+ * result, which is the next step's X. Weights are scaled to keep X's magnitude.
+ */
+#include "ref.h"
+#include "wl_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_M, P_K, P_CHAIN, P_TOKENS, P_SEED };
+
+static const struct wl_pspec specs[] = {
+    [P_M] = {"m", 16, 1, 4096},		  [P_K] = {"k", 64, 1, 4096},
+    [P_CHAIN] = {"chain", 4, 1, 64},	  [P_TOKENS] = {"tokens", 16, 1, 65536},
+    [P_SEED] = {"seed", 1, 0, INT64_MAX},
+};
+
+enum { RS_X = 1 << 16, RS_W = 2 << 16 };
+
+struct gm_state {
+	uint32_t m, k, chain;
+	float *x[2], *w; /* device */
+	int32_t *tok;
+};
+
+static uint32_t gm_steps(const int64_t *cfg)
+{
+	return (uint32_t)cfg[P_TOKENS];
+}
+
+static float gm_scale(uint32_t k)
+{
+	return sqrtf(3.0f / (float)k);
+}
+
+/* Host copies of the initial X and the weights. */
+static int gm_inputs(const int64_t *cfg, float **x, float **w)
+{
+	uint32_t m = (uint32_t)cfg[P_M], k = (uint32_t)cfg[P_K], chain = (uint32_t)cfg[P_CHAIN];
+	uint64_t seed = (uint64_t)cfg[P_SEED];
+
+	*x = malloc((size_t)m * k * sizeof(float));
+	*w = malloc((size_t)chain * k * k * sizeof(float));
+	if (!*x || !*w) {
+		free(*x);
+		free(*w);
+		return -ENOMEM;
+	}
+	wl_rand_fill(*x, (size_t)m * k, seed, RS_X, 0, 1.0f);
+	for (uint32_t c = 0; c < chain; c++)
+		wl_rand_fill(*w + (size_t)c * k * k, (size_t)k * k, seed, RS_W | c, 0, gm_scale(k));
+	return 0;
+}
+
+static void gm_free(struct wl_req *r, struct gm_state *st)
+{
+	dev_free(r->dev, st->x[0]);
+	dev_free(r->dev, st->x[1]);
+	dev_free(r->dev, st->w);
+	dev_free(r->dev, st->tok);
+	free(st);
+}
+
+static int gm_reserve(struct wl_req *r, char *msg, size_t cap)
+{
+	struct gm_state *st = calloc(1, sizeof(*st));
+	float *x = NULL, *w = NULL;
+	int32_t zero = 0;
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	st->m = (uint32_t)r->cfg[P_M];
+	st->k = (uint32_t)r->cfg[P_K];
+	st->chain = (uint32_t)r->cfg[P_CHAIN];
+	err = gm_inputs(r->cfg, &x, &w);
+	if (!err)
+		err =
+		    wl_upload(r->dev, (void **)&st->x[0], x, (size_t)st->m * st->k * sizeof(float));
+	if (!err)
+		err = dev_alloc(r->dev, (size_t)st->m * st->k * sizeof(float), (void **)&st->x[1]);
+	if (!err)
+		err = wl_upload(r->dev, (void **)&st->w, w,
+				(size_t)st->chain * st->k * st->k * sizeof(float));
+	if (!err)
+		err = wl_upload(r->dev, (void **)&st->tok, &zero, sizeof(zero));
+	free(x);
+	free(w);
+	if (err) {
+		snprintf(msg, cap, "gemm: cannot reserve device memory (%d)", err);
+		gm_free(r, st);
+		return err;
+	}
+	r->state = st;
+	return 0;
+}
+
+static void gm_release(struct wl_req *r)
+{
+	gm_free(r, r->state);
+}
+
+static int gm_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_t *host_tok)
+{
+	const struct gm_state *st = r->state;
+	uint32_t cur = (uint32_t)(((uint64_t)r->built * st->chain) % 2);
+	struct dev_kcall c = {.kernel = DEV_K_GEMM};
+	int t = -1;
+
+	for (uint32_t i = 0; i < st->chain; i++, cur ^= 1) {
+		c.u.gemm = (struct dev_k_gemm){st->x[cur],
+					       st->w + (size_t)i * st->k * st->k,
+					       st->x[cur ^ 1],
+					       st->m,
+					       st->k,
+					       st->k,
+					       0};
+		t = wl_add_launch(stp, lane, &c, t);
+		if (t < 0)
+			return t;
+	}
+	c = (struct dev_kcall){DEV_K_ARGMAX, .u.argmax = {st->x[cur], st->tok, st->m * st->k}};
+	t = wl_add_launch(stp, lane, &c, t);
+	if (t >= 0)
+		t = wl_add_copy(stp, lane, host_tok, st->tok, sizeof(*host_tok), DEV_D2H, t);
+	return t < 0 ? t : 0;
+}
+
+static int gm_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
+{
+	uint32_t m = (uint32_t)cfg[P_M], k = (uint32_t)cfg[P_K], chain = (uint32_t)cfg[P_CHAIN];
+	float *x, *w, *y = malloc((size_t)m * k * sizeof(float)), *t;
+	int err = gm_inputs(cfg, &x, &w);
+
+	if (err || !y) {
+		if (!err) {
+			free(x);
+			free(w);
+		}
+		free(y);
+		return -ENOMEM;
+	}
+	for (uint32_t step = 0; step < n; step++) {
+		for (uint32_t i = 0; i < chain; i++) {
+			dev_ref_gemm(x, w + (size_t)i * k * k, y, m, k, k, false);
+			t = x;
+			x = y;
+			y = t;
+		}
+		tokens[step] = dev_ref_argmax(x, m * k);
+	}
+	free(x);
+	free(y);
+	free(w);
+	return 0;
+}
+
+const struct wl_ops wl_gemm_ops = {
+    .name = "gemm",
+    .specs = specs,
+    .nspecs = sizeof(specs) / sizeof(specs[0]),
+    .steps = gm_steps,
+    .reserve = gm_reserve,
+    .release = gm_release,
+    .build = gm_build,
+    .ref = gm_ref,
+};

@@ -1,0 +1,447 @@
+/* wl_paged_attention.c - multi-layer decode over a paged KV cache.
+ *
+ * The model: hidden size E = heads * head_dim. A step embeds the previous token (read
+ * on the device), then per layer projects q, k, v (one gemm against [E][F] with
+ * F = (heads + 2 kv_heads) head_dim), appends k and v at the step's position through
+ * the block tables, attends over every cached position (QK, softmax prepare, PV,
+ * online-softmax update) and adds the output projection to the hidden state. The
+ * token is the argmax of the final hidden state projected onto the vocabulary. The
+ * prompt's `context` positions are cached at reservation with seeded values; each
+ * step adds one position. Every weight comes from the seed (wl_rand).
+ */
+#include "ref.h"
+#include "wl_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_LAYERS, P_HEADS, P_KV_HEADS, P_HEAD_DIM, P_BLOCK, P_CONTEXT, P_TOKENS, P_VOCAB, P_SEED };
+
+static const struct wl_pspec specs[] = {
+    [P_LAYERS] = {"layers", 2, 1, 64},
+    [P_HEADS] = {"heads", 8, 1, DEV_MAX_HEADS},
+    [P_KV_HEADS] = {"kv_heads", 2, 1, DEV_MAX_HEADS},
+    [P_HEAD_DIM] = {"head_dim", 64, 1, DEV_MAX_HEAD_DIM},
+    [P_BLOCK] = {"block_size", 16, 1, DEV_ATTN_PART},
+    [P_CONTEXT] = {"context", 128, 0, DEV_MAX_CTX - 1},
+    [P_TOKENS] = {"tokens", 16, 1, 65536},
+    [P_VOCAB] = {"vocab", 256, 2, 65536},
+    [P_SEED] = {"seed", 1, 0, INT64_MAX},
+};
+
+/* wl_rand streams of the tensors; the layer goes in the low bits. */
+enum {
+	RS_EMB = 1 << 16,
+	RS_WQKV = 2 << 16,
+	RS_WO = 3 << 16,
+	RS_WOUT = 4 << 16,
+	RS_K = 5 << 16,
+	RS_V = 6 << 16
+};
+
+/* Shapes derived from a configuration. */
+struct pa_shape {
+	uint32_t layers, heads, kvh, dim, bs, ctx0, tokens, vocab;
+	uint32_t e, f;	     /* hidden size, qkv width */
+	uint32_t nblk;	     /* logical blocks per table, for ctx0 + tokens positions */
+	uint32_t blk_floats; /* floats one block of one table needs */
+	uint64_t seed;
+};
+
+struct pa_state {
+	struct pa_shape s;
+	float *emb, *wqkv, *wo, *wout; /* device */
+	int32_t *tabs;		       /* device [layers][2][nblk] */
+	int32_t *tok;		       /* device: the latest token */
+	int32_t *ids;		       /* host copy of tabs, for release */
+};
+
+static void shape_of(const int64_t *cfg, struct pa_shape *s)
+{
+	s->layers = (uint32_t)cfg[P_LAYERS];
+	s->heads = (uint32_t)cfg[P_HEADS];
+	s->kvh = (uint32_t)cfg[P_KV_HEADS];
+	s->dim = (uint32_t)cfg[P_HEAD_DIM];
+	s->bs = (uint32_t)cfg[P_BLOCK];
+	s->ctx0 = (uint32_t)cfg[P_CONTEXT];
+	s->tokens = (uint32_t)cfg[P_TOKENS];
+	s->vocab = (uint32_t)cfg[P_VOCAB];
+	s->seed = (uint64_t)cfg[P_SEED];
+	s->e = s->heads * s->dim;
+	s->f = (s->heads + 2 * s->kvh) * s->dim;
+	s->nblk = (s->ctx0 + s->tokens + s->bs - 1) / s->bs;
+	s->blk_floats = s->bs * s->kvh * s->dim;
+}
+
+static int pa_check(const int64_t *cfg, char *msg, size_t cap)
+{
+	struct pa_shape s;
+
+	shape_of(cfg, &s);
+	if (s.heads % s.kvh) {
+		snprintf(msg, cap, "paged_attention: heads %u is not a multiple of kv_heads %u",
+			 s.heads, s.kvh);
+		return -EINVAL;
+	}
+	if (s.bs & (s.bs - 1)) {
+		snprintf(msg, cap, "paged_attention: block_size %u is not a power of two", s.bs);
+		return -EINVAL;
+	}
+	if ((uint64_t)s.ctx0 + s.tokens > DEV_MAX_CTX) {
+		snprintf(msg, cap, "paged_attention: context + tokens = %llu above %u",
+			 (unsigned long long)s.ctx0 + s.tokens, DEV_MAX_CTX);
+		return -EINVAL;
+	}
+	if ((uint64_t)s.heads * s.dim > 8192) {
+		snprintf(msg, cap, "paged_attention: heads * head_dim = %llu above 8192",
+			 (unsigned long long)s.heads * s.dim);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static uint32_t pa_steps(const int64_t *cfg)
+{
+	return (uint32_t)cfg[P_TOKENS];
+}
+
+/* Weight scale that keeps a product's variance that of its input. */
+static float weight_scale(uint32_t fan_in)
+{
+	return sqrtf(3.0f / (float)fan_in);
+}
+
+/* Uploads @layers tensors of @n seeded floats each (stream @rs | layer) into one new
+ * device buffer *@dst. */
+static int upload_rand(struct dev *d, float **dst, uint32_t layers, size_t n, uint64_t seed,
+		       uint64_t rs, float scale)
+{
+	float *h = malloc((size_t)layers * n * sizeof(*h));
+	int err;
+
+	if (!h)
+		return -ENOMEM;
+	for (uint32_t l = 0; l < layers; l++)
+		wl_rand_fill(h + l * n, n, seed, rs | l, 0, scale);
+	err = wl_upload(d, (void **)dst, h, (size_t)layers * n * sizeof(*h));
+	free(h);
+	return err;
+}
+
+/* Value of the prompt cache: K or V (@rs) of layer @l at contiguous index @i. */
+static float prompt_kv(const struct pa_shape *s, uint64_t rs, uint32_t l, uint64_t i)
+{
+	return wl_rand(s->seed, rs | l, i);
+}
+
+/* Writes the prompt's positions into the pool blocks of every table. */
+static int fill_prompt(struct wl_req *r, struct pa_state *st)
+{
+	const struct pa_shape *s = &st->s;
+	uint32_t row = s->kvh * s->dim, bf = wl_kvpool_block_floats(r->kv);
+	float *h = calloc(s->blk_floats, sizeof(*h)), *base = wl_kvpool_base(r->kv);
+	int err = 0;
+
+	if (!h)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < 2 * s->layers && !err; t++) {
+		uint64_t rs = t % 2 ? RS_V : RS_K;
+
+		for (uint32_t b = 0; b * s->bs < s->ctx0 && !err; b++) {
+			uint32_t n = s->ctx0 - b * s->bs < s->bs ? s->ctx0 - b * s->bs : s->bs;
+			int32_t id = st->ids[(size_t)t * s->nblk + b];
+
+			for (uint64_t i = 0; i < (uint64_t)n * row; i++)
+				h[i] = prompt_kv(s, rs, t / 2, (uint64_t)b * s->bs * row + i);
+			err = dev_copy(r->dev, NULL, base + (size_t)id * bf, h,
+				       (size_t)n * row * sizeof(*h), DEV_H2D);
+		}
+	}
+	free(h);
+	return err;
+}
+
+static void pa_free(struct wl_req *r, struct pa_state *st)
+{
+	dev_free(r->dev, st->emb);
+	dev_free(r->dev, st->wqkv);
+	dev_free(r->dev, st->wo);
+	dev_free(r->dev, st->wout);
+	dev_free(r->dev, st->tabs);
+	dev_free(r->dev, st->tok);
+	free(st->ids);
+	free(st);
+}
+
+static int reserve_blocks(struct wl_req *r, struct pa_state *st, char *msg, size_t cap)
+{
+	const struct pa_shape *s = &st->s;
+	uint32_t need = 2 * s->layers * s->nblk;
+	int err;
+
+	if (!r->kv) {
+		err = wl_kvpool_create(&r->kv, r->dev, need, s->blk_floats);
+		if (err) {
+			snprintf(msg, cap, "paged_attention: cannot allocate %u KV blocks", need);
+			return err;
+		}
+		r->own_kv = true;
+	}
+	if (wl_kvpool_block_floats(r->kv) < s->blk_floats) {
+		snprintf(msg, cap,
+			 "paged_attention: block_size * kv_heads * head_dim = %u floats exceeds "
+			 "the pool's blocks of %u",
+			 s->blk_floats, wl_kvpool_block_floats(r->kv));
+		return -EINVAL;
+	}
+	st->ids = malloc((size_t)need * sizeof(*st->ids));
+	if (!st->ids)
+		return -ENOMEM;
+	err = wl_kvpool_reserve(r->kv, need, st->ids);
+	if (err) {
+		snprintf(msg, cap, "paged_attention: %u KV blocks needed, %u free", need,
+			 wl_kvpool_free_blocks(r->kv));
+		free(st->ids);
+		st->ids = NULL;
+	}
+	return err;
+}
+
+static int pa_reserve(struct wl_req *r, char *msg, size_t cap)
+{
+	struct pa_state *st = calloc(1, sizeof(*st));
+	struct pa_shape *s;
+	int32_t tok;
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	s = &st->s;
+	shape_of(r->cfg, s);
+	err = reserve_blocks(r, st, msg, cap);
+	if (err)
+		goto err_free;
+	err = wl_upload(r->dev, (void **)&st->tabs, st->ids,
+			(size_t)2 * s->layers * s->nblk * sizeof(*st->ids));
+	if (!err)
+		err = fill_prompt(r, st);
+	if (!err)
+		err = upload_rand(r->dev, &st->emb, 1, (size_t)s->vocab * s->e, s->seed, RS_EMB,
+				  1.0f);
+	if (!err)
+		err = upload_rand(r->dev, &st->wqkv, s->layers, (size_t)s->e * s->f, s->seed,
+				  RS_WQKV, weight_scale(s->e));
+	if (!err)
+		err = upload_rand(r->dev, &st->wo, s->layers, (size_t)s->e * s->e, s->seed, RS_WO,
+				  weight_scale(s->e));
+	if (!err)
+		err = upload_rand(r->dev, &st->wout, 1, (size_t)s->e * s->vocab, s->seed, RS_WOUT,
+				  weight_scale(s->e));
+	tok = (int32_t)(s->seed % s->vocab);
+	if (!err)
+		err = wl_upload(r->dev, (void **)&st->tok, &tok, sizeof(tok));
+	if (err) {
+		snprintf(msg, cap, "paged_attention: cannot reserve device memory (%d)", err);
+		goto err_release;
+	}
+	r->state = st;
+	return 0;
+
+err_release:
+	wl_kvpool_release(r->kv, 2 * s->layers * s->nblk, st->ids);
+err_free:
+	if (r->own_kv)
+		wl_kvpool_destroy(r->kv);
+	pa_free(r, st);
+	return err;
+}
+
+static void pa_release(struct wl_req *r)
+{
+	struct pa_state *st = r->state;
+
+	wl_kvpool_release(r->kv, 2 * st->s.layers * st->s.nblk, st->ids);
+	if (r->own_kv)
+		wl_kvpool_destroy(r->kv);
+	pa_free(r, st);
+}
+
+static struct dev_k_cache cache_of(const struct wl_req *r, const struct pa_state *st, uint32_t l)
+{
+	struct dev_k_cache c = {
+	    .pool = wl_kvpool_base(r->kv),
+	    .ktab = st->tabs + (size_t)2 * l * st->s.nblk,
+	    .vtab = st->tabs + (size_t)(2 * l + 1) * st->s.nblk,
+	    .table_len = st->s.nblk,
+	    .pool_blocks = wl_kvpool_blocks(r->kv),
+	    .block_stride = wl_kvpool_block_floats(r->kv),
+	    .block_size = st->s.bs,
+	    .kv_heads = st->s.kvh,
+	    .head_dim = st->s.dim,
+	};
+	return c;
+}
+
+#define ADD(call)                                                                                  \
+	do {                                                                                       \
+		t = wl_add_launch(stp, lane, (call), t);                                           \
+		if (t < 0)                                                                         \
+			return t;                                                                  \
+	} while (0)
+
+static int pa_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_t *host_tok)
+{
+	const struct pa_state *st = r->state;
+	const struct pa_shape *s = &st->s;
+	uint32_t pos = s->ctx0 + r->built, ctx = pos + 1, np = dev_attn_nparts(ctx);
+	float *x = wl_scratch(stp, s->e), *qkv = wl_scratch(stp, s->f);
+	float *att = wl_scratch(stp, s->e), *logits = wl_scratch(stp, s->vocab);
+	float *sc = wl_scratch(stp, (size_t)s->heads * np * DEV_ATTN_PART);
+	float *m = wl_scratch(stp, (size_t)s->heads * np),
+	      *l = wl_scratch(stp, (size_t)s->heads * np);
+	float *po = wl_scratch(stp, (size_t)s->heads * np * s->dim);
+	struct dev_kcall c;
+	int t = -1;
+
+	if (!x || !qkv || !att || !logits || !sc || !m || !l || !po)
+		return -ENOBUFS;
+	c = (struct dev_kcall){DEV_K_EMBED, .u.embed = {st->emb, st->tok, x, s->vocab, s->e}};
+	ADD(&c);
+	for (uint32_t layer = 0; layer < s->layers; layer++) {
+		struct dev_k_cache cache = cache_of(r, st, layer);
+
+		c = (struct dev_kcall){
+		    DEV_K_GEMM,
+		    .u.gemm = {x, st->wqkv + (size_t)layer * s->e * s->f, qkv, 1, s->f, s->e, 0}};
+		ADD(&c);
+		c = (struct dev_kcall){DEV_K_KV_APPEND,
+				       .u.kv = {cache, qkv + (size_t)s->heads * s->dim,
+						qkv + (size_t)(s->heads + s->kvh) * s->dim, pos}};
+		ADD(&c);
+		c = (struct dev_kcall){DEV_K_ATTN_QK,
+				       .u.attn = {cache, qkv, sc, m, l, po, att, s->heads, ctx, np,
+						  1.0f / sqrtf((float)s->dim)}};
+		ADD(&c);
+		c.kernel = DEV_K_ATTN_SOFTMAX;
+		ADD(&c);
+		c.kernel = DEV_K_ATTN_PV;
+		ADD(&c);
+		c.kernel = DEV_K_ATTN_UPDATE;
+		ADD(&c);
+		c = (struct dev_kcall){
+		    DEV_K_GEMM,
+		    .u.gemm = {att, st->wo + (size_t)layer * s->e * s->e, x, 1, s->e, s->e, 1}};
+		ADD(&c);
+	}
+	c = (struct dev_kcall){DEV_K_GEMM, .u.gemm = {x, st->wout, logits, 1, s->vocab, s->e, 0}};
+	ADD(&c);
+	c = (struct dev_kcall){DEV_K_ARGMAX, .u.argmax = {logits, st->tok, s->vocab}};
+	ADD(&c);
+	t = wl_add_copy(stp, lane, host_tok, st->tok, sizeof(*host_tok), DEV_D2H, t);
+	return t < 0 ? t : 0;
+}
+
+/* The reference decode: the same model over contiguous caches, each operation by the
+ * double-precision references of ref.c. */
+struct pa_ref {
+	struct pa_shape s;
+	float *emb, *wqkv, *wo, *wout, *k, *v, *x, *qkv, *att, *logits;
+};
+
+static void ref_free(struct pa_ref *m)
+{
+	float **bufs[] = {&m->emb, &m->wqkv, &m->wo,  &m->wout, &m->k,
+			  &m->v,   &m->x,    &m->qkv, &m->att,	&m->logits};
+
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		free(*bufs[i]);
+}
+
+static int ref_init(struct pa_ref *m, const int64_t *cfg)
+{
+	struct pa_shape *s = &m->s;
+	size_t cache, row;
+
+	memset(m, 0, sizeof(*m));
+	shape_of(cfg, s);
+	row = (size_t)s->kvh * s->dim;
+	cache = (size_t)(s->ctx0 + s->tokens) * row;
+	m->emb = malloc((size_t)s->vocab * s->e * sizeof(float));
+	m->wqkv = malloc((size_t)s->layers * s->e * s->f * sizeof(float));
+	m->wo = malloc((size_t)s->layers * s->e * s->e * sizeof(float));
+	m->wout = malloc((size_t)s->e * s->vocab * sizeof(float));
+	m->k = malloc((size_t)s->layers * cache * sizeof(float));
+	m->v = malloc((size_t)s->layers * cache * sizeof(float));
+	m->x = malloc((size_t)s->e * sizeof(float));
+	m->qkv = malloc((size_t)s->f * sizeof(float));
+	m->att = malloc((size_t)s->e * sizeof(float));
+	m->logits = malloc((size_t)s->vocab * sizeof(float));
+	if (!m->emb || !m->wqkv || !m->wo || !m->wout || !m->k || !m->v || !m->x || !m->qkv ||
+	    !m->att || !m->logits) {
+		ref_free(m);
+		return -ENOMEM;
+	}
+	wl_rand_fill(m->emb, (size_t)s->vocab * s->e, s->seed, RS_EMB, 0, 1.0f);
+	for (uint32_t l = 0; l < s->layers; l++) {
+		wl_rand_fill(m->wqkv + (size_t)l * s->e * s->f, (size_t)s->e * s->f, s->seed,
+			     RS_WQKV | l, 0, weight_scale(s->e));
+		wl_rand_fill(m->wo + (size_t)l * s->e * s->e, (size_t)s->e * s->e, s->seed,
+			     RS_WO | l, 0, weight_scale(s->e));
+		for (size_t i = 0; i < (size_t)s->ctx0 * row; i++) {
+			m->k[l * cache + i] = prompt_kv(s, RS_K, l, i);
+			m->v[l * cache + i] = prompt_kv(s, RS_V, l, i);
+		}
+	}
+	wl_rand_fill(m->wout, (size_t)s->e * s->vocab, s->seed, RS_WOUT, 0, weight_scale(s->e));
+	return 0;
+}
+
+static int pa_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
+{
+	struct pa_ref m;
+	const struct pa_shape *s = &m.s;
+	uint32_t tok;
+	int err = ref_init(&m, cfg);
+
+	if (err)
+		return err;
+	tok = (uint32_t)(s->seed % s->vocab);
+	for (uint32_t step = 0; step < n; step++) {
+		uint32_t pos = s->ctx0 + step;
+		size_t row = (size_t)s->kvh * s->dim, cache = (size_t)(s->ctx0 + s->tokens) * row;
+
+		memcpy(m.x, m.emb + (size_t)tok * s->e, s->e * sizeof(float));
+		for (uint32_t l = 0; l < s->layers; l++) {
+			float *k = m.k + l * cache, *v = m.v + l * cache;
+
+			dev_ref_gemm(m.x, m.wqkv + (size_t)l * s->e * s->f, m.qkv, 1, s->f, s->e,
+				     false);
+			memcpy(k + pos * row, m.qkv + s->e, row * sizeof(float));
+			memcpy(v + pos * row, m.qkv + s->e + row, row * sizeof(float));
+			dev_ref_attention(m.qkv, k, v, pos + 1, s->heads, s->kvh, s->dim,
+					  1.0f / sqrtf((float)s->dim), m.att);
+			dev_ref_gemm(m.att, m.wo + (size_t)l * s->e * s->e, m.x, 1, s->e, s->e,
+				     true);
+		}
+		dev_ref_gemm(m.x, m.wout, m.logits, 1, s->vocab, s->e, false);
+		tok = dev_ref_argmax(m.logits, s->vocab);
+		tokens[step] = tok;
+	}
+	ref_free(&m);
+	return 0;
+}
+
+const struct wl_ops wl_paged_attention_ops = {
+    .name = "paged_attention",
+    .specs = specs,
+    .nspecs = sizeof(specs) / sizeof(specs[0]),
+    .check = pa_check,
+    .steps = pa_steps,
+    .reserve = pa_reserve,
+    .release = pa_release,
+    .build = pa_build,
+    .ref = pa_ref,
+};

@@ -1,0 +1,104 @@
+/* wl_synthetic.c - a configurable host cost (spent while building, as an
+ * orchestrator's work) and device cost (one spin kernel) per step, and tokens that
+ * depend only on the seed and the step: the O/S overlap benchmark's workload. */
+#include "wl_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { P_HOST_US, P_DEVICE_US, P_TOKENS, P_SEED };
+
+static const struct wl_pspec specs[] = {
+    [P_HOST_US] = {"host_us", 0, 0, 1000000},
+    [P_DEVICE_US] = {"device_us", 50, 0, 1000000},
+    [P_TOKENS] = {"tokens", 16, 1, 1 << 20},
+    [P_SEED] = {"seed", 1, 0, INT64_MAX},
+};
+
+struct sy_state {
+	int32_t *tok; /* device */
+};
+
+static uint32_t sy_steps(const int64_t *cfg)
+{
+	return (uint32_t)cfg[P_TOKENS];
+}
+
+static int32_t sy_token(const int64_t *cfg, uint32_t step)
+{
+	return (int32_t)(wl_mix((uint64_t)cfg[P_SEED] ^ wl_mix(step)) & 0x7fffffff);
+}
+
+static int sy_reserve(struct wl_req *r, char *msg, size_t cap)
+{
+	struct sy_state *st = calloc(1, sizeof(*st));
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	err = dev_alloc(r->dev, sizeof(*st->tok), (void **)&st->tok);
+	if (err) {
+		snprintf(msg, cap, "synthetic: cannot reserve device memory (%d)", err);
+		free(st);
+		return err;
+	}
+	r->state = st;
+	return 0;
+}
+
+static void sy_release(struct wl_req *r)
+{
+	struct sy_state *st = r->state;
+
+	dev_free(r->dev, st->tok);
+	free(st);
+}
+
+/* Busy, not asleep: host cost stands for real orchestration work on a core. */
+static void burn_us(int64_t us)
+{
+	struct timespec t0, t;
+	int64_t ns;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		ns = (int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec);
+	} while (ns < us * 1000);
+}
+
+static int sy_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_t *host_tok)
+{
+	const struct sy_state *st = r->state;
+	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {st->tok, (uint64_t)r->cfg[P_DEVICE_US] * 1000u,
+						     sy_token(r->cfg, r->built)}};
+	int t;
+
+	if (stp->n + 2 > stp->cap)
+		return -ENOBUFS; /* before burning the host cost for nothing */
+	burn_us(r->cfg[P_HOST_US]);
+	t = wl_add_launch(stp, lane, &c, -1);
+	if (t >= 0)
+		t = wl_add_copy(stp, lane, host_tok, st->tok, sizeof(*host_tok), DEV_D2H, t);
+	return t < 0 ? t : 0;
+}
+
+static int sy_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		tokens[i] = (uint64_t)sy_token(cfg, i);
+	return 0;
+}
+
+const struct wl_ops wl_synthetic_ops = {
+    .name = "synthetic",
+    .specs = specs,
+    .nspecs = sizeof(specs) / sizeof(specs[0]),
+    .steps = sy_steps,
+    .reserve = sy_reserve,
+    .release = sy_release,
+    .build = sy_build,
+    .ref = sy_ref,
+};

@@ -1,0 +1,366 @@
+/* check_workloads.c - pins the workload interface on the sim backend: parameters and
+ * their messages, arenas, tokens equal to the CPU reference decode, builds ahead of
+ * tokens, batching across streams, KV pool capacity, and the roll-back of a full step. */
+#include "device.h"
+#include "kernel_cases.h"
+#include "testutil.h"
+#include "wl.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HOST_ARENA (1u << 20)
+#define DEV_ARENA  (8u << 20)
+#define MAX_TASKS  512u
+#define MAX_TOKENS 64u
+
+#define table  kc_wl_cases
+#define NTABLE KC_WL_NCASES
+
+/* A device, an executor and one bank (host and device arena). */
+struct fx {
+	struct dev *d;
+	struct wl_exec *x;
+	void *host_mem, *dev_mem;
+	struct wl_arena host, dev;
+};
+
+static void fx_init(struct fx *f, unsigned streams)
+{
+	ck_assert_int_eq(dev_open(&f->d, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_exec_create(&f->x, f->d, streams), 0);
+	f->host_mem = malloc(HOST_ARENA);
+	ck_assert_ptr_nonnull(f->host_mem);
+	ck_assert_int_eq(dev_alloc(f->d, DEV_ARENA, &f->dev_mem), 0);
+	wl_arena_init(&f->host, f->host_mem, HOST_ARENA);
+	wl_arena_init(&f->dev, f->dev_mem, DEV_ARENA);
+}
+
+static void fx_fini(struct fx *f)
+{
+	wl_exec_destroy(f->x);
+	dev_free(f->d, f->dev_mem);
+	free(f->host_mem);
+	ck_assert_uint_eq(dev_live(f->d), 0);
+	dev_close(f->d);
+}
+
+static void params_of(struct wl_params *p, const char *text)
+{
+	char msg[WL_MSG_MAX];
+
+	wl_params_init(p);
+	ck_assert_msg(wl_params_parse(p, text, msg, sizeof(msg)) == 0, "%s", msg);
+}
+
+static struct wl_req *req_new(struct fx *f, struct wl_kvpool *kv, const char *wl,
+			      const struct wl_params *p)
+{
+	struct wl_env env = {f->d, kv};
+	struct wl_req *r;
+	char msg[WL_MSG_MAX];
+
+	ck_assert_msg(wl_req_create(&r, &env, wl, p, msg, sizeof(msg)) == 0, "%s", msg);
+	return r;
+}
+
+/* Runs @r to the end, one step per bank, into @tokens. */
+static void run_all(struct fx *f, struct wl_req *r, uint64_t *tokens)
+{
+	struct wl_step st;
+	struct wl_out out;
+
+	for (uint32_t i = 0; i < wl_req_steps(r); i++) {
+		wl_arena_reset(&f->host);
+		wl_arena_reset(&f->dev);
+		ck_assert_int_eq(wl_step_init(&st, &f->host, &f->dev, MAX_TASKS), 0);
+		ck_assert_int_eq(wl_req_build(r, &st, 0, &out), 0);
+		ck_assert_int_eq(wl_exec_run(f->x, &st), 0);
+		ck_assert_int_eq(wl_req_token(r, &out, &tokens[i]), 0);
+	}
+}
+
+static void expect_ref(const char *wl, const struct wl_params *p, const uint64_t *got, uint32_t n)
+{
+	uint64_t want[MAX_TOKENS];
+	char msg[WL_MSG_MAX];
+
+	ck_assert_msg(wl_ref_tokens(wl, p, want, n, msg, sizeof(msg)) == 0, "%s", msg);
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_msg(got[i] == want[i], "%s step %u: token %llu, reference %llu", wl, i,
+			      (unsigned long long)got[i], (unsigned long long)want[i]);
+}
+
+START_TEST(params_parse_set_and_replace)
+{
+	struct wl_params p;
+	char msg[WL_MSG_MAX];
+	int64_t v;
+
+	params_of(&p, "a=1,b=-2,a=3");
+	ck_assert_uint_eq(p.n, 2);
+	ck_assert(wl_params_get(&p, "a", &v));
+	ck_assert_int_eq(v, 3);
+	ck_assert(!wl_params_get(&p, "c", &v));
+	ck_assert_int_eq(wl_params_parse(&p, "x=1y", msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "not an integer"));
+	ck_assert_int_eq(wl_params_parse(&p, "=1", msg, sizeof(msg)), -EINVAL);
+	ck_assert_int_eq(wl_params_parse(&p, "a=1,,b=2", msg, sizeof(msg)), -EINVAL);
+	ck_assert_int_eq(wl_params_set(&p, "", 1), -EINVAL);
+	ck_assert_int_eq(wl_params_set(&p, "a_key_that_is_far_too_long", 1), -EINVAL);
+	for (int i = 0; p.n < WL_PARAMS_MAX; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_int_eq(wl_params_set(&p, key, i), 0);
+	}
+	ck_assert_int_eq(wl_params_set(&p, "one_more", 1), -ENOSPC);
+}
+END_TEST
+
+START_TEST(validate_names_the_parameter)
+{
+	static const struct {
+		const char *wl, *params, *want;
+	} bad[] = {
+	    {"nope", "", "unknown workload 'nope'"},
+	    {"paged_attention", "colour=3", "unknown parameter 'colour'"},
+	    {"paged_attention", "heads=0", "heads 0 outside"},
+	    {"paged_attention", "heads=6,kv_heads=4", "heads 6 is not a multiple of kv_heads 4"},
+	    {"paged_attention", "block_size=12", "block_size 12 is not a power of two"},
+	    {"paged_attention", "head_dim=257", "head_dim 257 outside"},
+	    {"paged_attention", "context=1048575,tokens=2", "context + tokens"},
+	    {"gemm", "chain=0", "chain 0 outside"},
+	    {"synthetic", "device_us=-1", "device_us -1 outside"},
+	};
+	struct wl_params p;
+	char msg[WL_MSG_MAX], desc[512];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		params_of(&p, bad[i].params);
+		ck_assert_int_eq(wl_validate(bad[i].wl, &p, msg, sizeof(msg)), -EINVAL);
+		ck_assert_msg(strstr(msg, bad[i].want), "'%s' lacks '%s'", msg, bad[i].want);
+	}
+	for (size_t i = 0; i < NTABLE; i++) {
+		params_of(&p, table[i].params);
+		ck_assert_int_eq(wl_validate(table[i].workload, &p, msg, sizeof(msg)), 0);
+	}
+	ck_assert_int_eq(wl_describe("paged_attention", desc, sizeof(desc)), 0);
+	ck_assert_ptr_nonnull(strstr(desc, "kv_heads=2 [1..256]"));
+	ck_assert_int_eq(wl_describe("nope", desc, sizeof(desc)), -ENOENT);
+}
+END_TEST
+
+START_TEST(arena_bumps_aligns_and_fills)
+{
+	char mem[256];
+	struct wl_arena a;
+
+	wl_arena_init(&a, mem, sizeof(mem));
+	ck_assert_ptr_eq(wl_arena_alloc(&a, 10, 1), mem);
+	ck_assert_uint_eq((uintptr_t)wl_arena_alloc(&a, 8, 64) % 64, 0);
+	ck_assert_ptr_null(wl_arena_alloc(&a, 256, 1));
+	wl_arena_reset(&a);
+	ck_assert_ptr_eq(wl_arena_alloc(&a, 256, 1), mem);
+	ck_assert_ptr_null(wl_arena_alloc(&a, 1, 1));
+}
+END_TEST
+
+START_TEST(tokens_match_reference_decode)
+{
+	struct dev *d;
+
+	ck_assert_int_eq(dev_open(&d, DEV_SIM, 0, NULL, 0), 0);
+	for (size_t i = 0; i < NTABLE; i++) {
+		struct wl_params p;
+		uint64_t got[MAX_TOKENS];
+		char msg[WL_MSG_MAX] = "";
+		uint32_t n;
+
+		ck_assert_msg(kc_wl_tokens(d, &table[i], got, MAX_TOKENS, &n, msg, sizeof(msg)) ==
+				  0,
+			      "%s", msg);
+		params_of(&p, table[i].params);
+		expect_ref(table[i].workload, &p, got, n);
+	}
+	ck_assert_uint_eq(dev_live(d), 0);
+	dev_close(d);
+}
+END_TEST
+
+/* Two banks: step i+1 is built before step i ran, as an orchestrator does while the
+ * scheduler runs the previous step. The previous token stays on the device. */
+START_TEST(build_ahead_of_token)
+{
+	struct fx f;
+	struct wl_arena host2, dev2;
+	void *hm = malloc(HOST_ARENA), *dm;
+	struct wl_params p;
+	struct wl_step st[2];
+	struct wl_out out[2];
+	uint64_t got[MAX_TOKENS];
+	struct wl_req *r;
+
+	fx_init(&f, 1);
+	ck_assert_int_eq(dev_alloc(f.d, DEV_ARENA, &dm), 0);
+	wl_arena_init(&host2, hm, HOST_ARENA);
+	wl_arena_init(&dev2, dm, DEV_ARENA);
+	params_of(&p, table[0].params);
+	r = req_new(&f, NULL, table[0].workload, &p);
+	ck_assert_int_eq(wl_step_init(&st[0], &f.host, &f.dev, MAX_TASKS), 0);
+	ck_assert_int_eq(wl_req_build(r, &st[0], 0, &out[0]), 0);
+	for (uint32_t i = 0; i < wl_req_steps(r); i++) {
+		struct wl_step *next = &st[(i + 1) % 2];
+
+		if (i + 1 < wl_req_steps(r)) {
+			struct wl_arena *h = i % 2 ? &f.host : &host2, *dv = i % 2 ? &f.dev : &dev2;
+
+			wl_arena_reset(h);
+			wl_arena_reset(dv);
+			ck_assert_int_eq(wl_step_init(next, h, dv, MAX_TASKS), 0);
+			ck_assert_int_eq(wl_req_build(r, next, 0, &out[(i + 1) % 2]), 0);
+		}
+		ck_assert_int_eq(wl_exec_run(f.x, &st[i % 2]), 0);
+		ck_assert_int_eq(wl_req_token(r, &out[i % 2], &got[i]), 0);
+	}
+	ck_assert_int_eq(wl_req_build(r, &st[0], 0, &out[0]), -ENODATA);
+	expect_ref(table[0].workload, &p, got, wl_req_steps(r));
+	wl_req_destroy(r);
+	dev_free(f.d, dm);
+	free(hm);
+	fx_fini(&f);
+}
+END_TEST
+
+/* Every table entry in one step per round, each on its own lane and stream, the
+ * paged-attention ones sharing one KV pool. */
+START_TEST(batch_across_streams_matches_reference)
+{
+	struct fx f;
+	struct wl_kvpool *kv;
+	struct wl_req *r[NTABLE];
+	struct wl_params p[NTABLE];
+	struct wl_out out[NTABLE];
+	uint64_t got[NTABLE][MAX_TOKENS];
+	uint32_t left = 1;
+
+	fx_init(&f, 4);
+	/* blocks of 16 positions x 2 kv heads x 32 floats fit every table entry */
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, 256, 16 * 2 * 32), 0);
+	for (size_t i = 0; i < NTABLE; i++) {
+		params_of(&p[i], table[i].params);
+		r[i] = req_new(&f, kv, table[i].workload, &p[i]);
+	}
+	while (left) {
+		struct wl_step st;
+
+		wl_arena_reset(&f.host);
+		wl_arena_reset(&f.dev);
+		ck_assert_int_eq(wl_step_init(&st, &f.host, &f.dev, MAX_TASKS), 0);
+		left = 0;
+		for (size_t i = 0; i < NTABLE; i++) {
+			out[i].token = NULL;
+			if (wl_req_built(r[i]) < wl_req_steps(r[i]))
+				ck_assert_int_eq(wl_req_build(r[i], &st, (uint32_t)i, &out[i]), 0);
+		}
+		ck_assert_int_eq(wl_exec_run(f.x, &st), 0);
+		for (size_t i = 0; i < NTABLE; i++) {
+			if (!out[i].token)
+				continue;
+			ck_assert_int_eq(wl_req_token(r[i], &out[i], &got[i][out[i].step]), 0);
+			left += wl_req_built(r[i]) < wl_req_steps(r[i]);
+		}
+	}
+	for (size_t i = 0; i < NTABLE; i++) {
+		expect_ref(table[i].workload, &p[i], got[i], wl_req_steps(r[i]));
+		wl_req_destroy(r[i]);
+	}
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 256);
+	wl_kvpool_destroy(kv);
+	fx_fini(&f);
+}
+END_TEST
+
+START_TEST(kv_pool_capacity_is_enforced)
+{
+	struct fx f;
+	struct wl_kvpool *kv;
+	struct wl_params p;
+	struct wl_env env;
+	struct wl_req *a, *b;
+	char msg[WL_MSG_MAX];
+
+	fx_init(&f, 1);
+	/* 2 layers x (K, V) x ceil((10 + 8) / 4) = 20 blocks per request */
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, 30, 4 * 2 * 16), 0);
+	env = (struct wl_env){f.d, kv};
+	params_of(&p, table[0].params);
+	a = req_new(&f, kv, "paged_attention", &p);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 10);
+	ck_assert_int_eq(wl_req_create(&b, &env, "paged_attention", &p, msg, sizeof(msg)), -ENOSPC);
+	ck_assert_ptr_nonnull(strstr(msg, "20 KV blocks needed, 10 free"));
+	wl_req_destroy(a);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 30);
+	b = req_new(&f, kv, "paged_attention", &p);
+	wl_req_destroy(b);
+	/* a request whose blocks are larger than the pool's */
+	params_of(&p, "head_dim=32,block_size=16");
+	ck_assert_int_eq(wl_req_create(&b, &env, "paged_attention", &p, msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "exceeds the pool's blocks"));
+	wl_kvpool_destroy(kv);
+	fx_fini(&f);
+}
+END_TEST
+
+START_TEST(full_step_rolls_back)
+{
+	struct fx f;
+	struct wl_params p;
+	struct wl_step st;
+	struct wl_out out;
+	struct wl_req *r;
+	uint64_t got[MAX_TOKENS];
+
+	fx_init(&f, 1);
+	params_of(&p, table[0].params);
+	r = req_new(&f, NULL, table[0].workload, &p);
+	/* 2 layers need 7 * 2 + 4 tasks */
+	ck_assert_int_eq(wl_step_init(&st, &f.host, &f.dev, 10), 0);
+	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), -ENOBUFS);
+	ck_assert_uint_eq(st.n, 0);
+	ck_assert_uint_eq(wl_req_built(r), 0);
+	/* and the request still decodes from its first step */
+	run_all(&f, r, got);
+	expect_ref(table[0].workload, &p, got, wl_req_steps(r));
+	wl_req_destroy(r);
+	fx_fini(&f);
+}
+END_TEST
+
+Suite *workloads_suite(void);
+
+Suite *workloads_suite(void)
+{
+	Suite *s = suite_create("workloads");
+	const struct tu_case cases[] = {
+	    {"params_parse_set_and_replace", params_parse_set_and_replace},
+	    {"validate_names_the_parameter", validate_names_the_parameter},
+	    {"arena_bumps_aligns_and_fills", arena_bumps_aligns_and_fills},
+	    {"tokens_match_reference_decode", tokens_match_reference_decode},
+	    {"build_ahead_of_token", build_ahead_of_token},
+	    {"batch_across_streams_matches_reference", batch_across_streams_matches_reference},
+	    {"kv_pool_capacity_is_enforced", kv_pool_capacity_is_enforced},
+	    {"full_step_rolls_back", full_step_rolls_back},
+	};
+
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(workloads_suite());
+}
