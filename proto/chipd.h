@@ -1,0 +1,215 @@
+/* chipd.h - libchipd, the client library of chipd: connect to a node's supervisor,
+ * submit work, read its tokens as they are produced, cancel, ask for status and
+ * counters.
+ *
+ * A connection maps the node region "/chipd.<uid>.<instance>" that the supervisor
+ * created; requests travel through the region's client mailbox as msgpack
+ * (docs/protocol.md §8 is the wire contract), tokens come back through a token ring
+ * of the same region.
+ *
+ * Conventions:
+ * - Every call returns 0 or a negative errno. When @err is not NULL a failing call
+ *   fills it: the errno again, the protocol error code when there is one (the
+ *   server's error envelope, or the code a local failure maps to), whether retrying
+ *   may succeed, and a one-line message.
+ * - A server's error envelope is returned as -EREMOTEIO with @err filled from it.
+ * - Every call that waits for the supervisor has a timeout in milliseconds (0: do not
+ *   wait beyond a brief spin). A call that gives up resets its mailbox slot through
+ *   the acknowledged-reset path, so the slot is never lost.
+ * - A connection may be used by several threads at once. A stream is read by one
+ *   thread at a time (calls on one stream are serialized by a lock).
+ */
+#ifndef CHIPD_H
+#define CHIPD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The protocol's error codes: a closed set with stable numbers (they also travel in
+ * token ring records) and stable names (chipd_code_name). */
+enum chipd_code {
+	CHIPD_OK = 0,
+	CHIPD_E_BAD_REQUEST = 1,
+	CHIPD_E_UNSUPPORTED_VERSION = 2,
+	CHIPD_E_TOO_LARGE = 3,
+	CHIPD_E_QUEUE_FULL = 4,
+	CHIPD_E_NO_CAPACITY = 5,
+	CHIPD_E_DUPLICATE_ID = 6,
+	CHIPD_E_NOT_FOUND = 7,
+	CHIPD_E_CANCELLED = 8,
+	CHIPD_E_DRAINING = 9,
+	CHIPD_E_WORKER_LOST = 10,
+	CHIPD_E_DEVICE_ERROR = 11,
+	CHIPD_E_TIMEOUT = 12,
+	CHIPD_E_INTERNAL = 13,
+};
+#define CHIPD_NCODES 14
+
+#define CHIPD_MSG_MAX	   160 /* bytes of an error message, NUL included */
+#define CHIPD_NAME_MAX	   32  /* workload names, NUL included */
+#define CHIPD_KEY_MAX	   24  /* parameter names, NUL included */
+#define CHIPD_MAX_PARAMS   16
+#define CHIPD_MAX_CHIPS	   64
+#define CHIPD_TIMEOUT_MS   5000u /* a reasonable default for calls */
+#define CHIPD_INSTANCE_MAX 48
+
+/* A failure, local or from the server's error envelope. */
+struct chipd_error {
+	int errnum;	      /* the negative errno the call returned */
+	enum chipd_code code; /* CHIPD_OK when the failure has no protocol code */
+	bool retryable;
+	bool has_request, has_chip;
+	uint64_t request;
+	uint32_t chip;
+	char message[CHIPD_MSG_MAX];
+};
+
+/* The stable name of @code ("bad_request", ...), or "unknown". */
+const char *chipd_code_name(enum chipd_code code);
+
+/* Whether a request that failed with @code may succeed if sent again unchanged. */
+bool chipd_code_retryable(enum chipd_code code);
+
+typedef struct chipd_conn chipd_conn;
+typedef struct chipd_stream chipd_stream;
+
+/* Attaches to the node region of @instance (NULL: $CHIPD_INSTANCE, then
+ * $SLURM_JOB_ID, then "default") and validates it. Returns 0 and *@out, or
+ * -ENOENT no such instance, -EPERM / -EACCES the region belongs to another user or
+ * is readable by others, -EPROTONOSUPPORT a layout version this library does not
+ * speak, -ESTALE / -ESHUTDOWN the supervisor is not running, -EAGAIN it is still
+ * starting, -EBADMSG / -EMSGSIZE / -EPROTOTYPE not a valid node region, -EINVAL a
+ * bad instance name, -ENOMEM. */
+int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
+
+/* Unmaps the region and frees @c. Streams of @c must be closed first. NULL is
+ * allowed. */
+void chipd_close(chipd_conn *c);
+
+/* The instance name @c is attached to. */
+const char *chipd_instance(const chipd_conn *c);
+
+/* Asks the supervisor to answer; *@pid (may be NULL) receives its pid. */
+int chipd_ping(chipd_conn *c, uint32_t timeout_ms, uint32_t *pid, struct chipd_error *err);
+
+struct chipd_param {
+	const char *key; /* 1..23 characters of [a-z0-9_] */
+	int64_t value;
+};
+
+struct chipd_request {
+	const char *workload; /* 1..31 characters of [a-z0-9_] */
+	const struct chipd_param *params;
+	uint32_t nparams;     /* 0..CHIPD_MAX_PARAMS */
+	uint64_t id;	      /* 0: the supervisor chooses; else 1..2^63-1, unique while live */
+	int32_t chip;	      /* -1: any chip */
+	uint32_t max_tokens;  /* 0: the workload's default */
+	uint32_t deadline_ms; /* 0: none; else the request fails with timeout after this */
+};
+
+/* Submits @req. Returns 0 with the request id in *@id and an open stream in
+ * *@stream (close it with chipd_stream_close), or a failure: -EREMOTEIO with the
+ * server's error, -EAGAIN every mailbox slot busy (queue_full), -ETIMEDOUT, -EPIPE
+ * the supervisor died, -EINVAL a malformed @req (nothing was sent). */
+int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
+		 chipd_stream **stream, struct chipd_error *err);
+
+struct chipd_token {
+	uint64_t request;
+	uint32_t seq; /* 0, 1, 2, ... */
+	bool final;   /* the last token of a completed request */
+	uint64_t value;
+	uint64_t ts_ns; /* CLOCK_MONOTONIC when the worker published it */
+};
+
+/* The next token of @s, in order, waiting up to @timeout_ms. Returns 0 with *@tok
+ * (tok->final marks the last one), -EREMOTEIO when the stream ended with an error
+ * (@err holds its code and the request), -ENODATA once the stream has ended and
+ * everything was read, -ETIMEDOUT, -EPIPE when the producing worker died and nobody
+ * ended the stream before the timeout, -ESTALE when the ring was given to another
+ * stream (a bug in the server). */
+int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
+		      struct chipd_error *err);
+
+/* The request id of @s. */
+uint64_t chipd_stream_id(const chipd_stream *s);
+
+/* Closes @s. If it has not ended, cancels the request first (best effort, within
+ * @timeout_ms) and discards what the worker still writes until the end or the
+ * timeout, so that the ring can be given to another stream. NULL is allowed. */
+void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms);
+
+/* Cancels request @id. Returns 0 (the stream will end with "cancelled"),
+ * -EREMOTEIO (not_found, ...), or the call's failures. */
+int chipd_cancel(chipd_conn *c, uint64_t id, uint32_t timeout_ms, struct chipd_error *err);
+
+/* Supervisor and worker states, as in the node region and the status answer. */
+enum chipd_sup_state {
+	CHIPD_SUP_STARTING = 1,
+	CHIPD_SUP_READY = 2,
+	CHIPD_SUP_DRAINING = 3,
+	CHIPD_SUP_STOPPED = 4,
+};
+enum chipd_chip_state {
+	CHIPD_CHIP_EMPTY = 0,
+	CHIPD_CHIP_STARTING = 1,
+	CHIPD_CHIP_READY = 2,
+	CHIPD_CHIP_DRAINING = 3,
+	CHIPD_CHIP_BACKOFF = 4, /* died; waiting to be restarted */
+	CHIPD_CHIP_FAILED = 5,	/* died too often; not restarted */
+	CHIPD_CHIP_STOPPED = 6,
+};
+const char *chipd_sup_state_name(enum chipd_sup_state s);
+const char *chipd_chip_state_name(enum chipd_chip_state s);
+
+struct chipd_chip_status {
+	uint32_t chip;
+	enum chipd_chip_state state;
+	uint32_t pid;
+	int32_t gpu; /* -1: simulated */
+	uint32_t restarts;
+	uint32_t queued, active;
+};
+
+struct chipd_status {
+	enum chipd_sup_state state;
+	uint32_t pid;
+	uint64_t uptime_ms;
+	uint32_t nchips;
+	struct chipd_chip_status chips[CHIPD_MAX_CHIPS];
+};
+
+/* Asks the supervisor for its state and every worker's. */
+int chipd_status(chipd_conn *c, uint32_t timeout_ms, struct chipd_status *out,
+		 struct chipd_error *err);
+
+struct chipd_stat {
+	char block[16]; /* "supervisor", "chip0", ... */
+	char name[56];
+	bool gauge; /* false: a counter (only grows) */
+	uint64_t value;
+};
+
+/* Reads every counter of the node region directly from shared memory (no round trip,
+ * no lock: it works even while the supervisor is busy). Fills up to @cap entries of
+ * @out and sets *@n to how many exist. Returns 0, -ENOBUFS when @cap was too small
+ * (the first @cap are filled), -EBADMSG when a counter block is corrupt. */
+int chipd_stats(chipd_conn *c, struct chipd_stat *out, uint32_t cap, uint32_t *n,
+		struct chipd_error *err);
+
+/* Asks the supervisor to refuse new work and finish what it has (within @grace_ms;
+ * 0: its default). */
+int chipd_drain(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chipd_error *err);
+
+/* Asks the supervisor to stop (drain, then end the workers and exit). */
+int chipd_stop(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chipd_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,519 @@
+/* client.c - libchipd: the calls of chipd.h over the node region's client mailbox
+ * and token rings.
+ *
+ * A connection is immutable after chipd_connect (the mailbox handle's only mutable
+ * field, its claim cursor, is atomic), so any number of threads may call through it.
+ * A stream's state is guarded by its own lock. Messages are built in heap memory:
+ * a struct proto_msg is about 42 KiB, too much for the stack of an arbitrary caller's
+ * thread. */
+#include "node.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS_PER_MS 1000000ull
+/* While a dead worker's ring waits for the supervisor to end it, poll this often. */
+#define ORPHAN_POLL_NS (1000000ull)
+
+struct chipd_conn {
+	struct proto_node node;
+	char instance[CHIPD_INSTANCE_MAX];
+};
+
+struct chipd_stream {
+	chipd_conn *conn;
+	pthread_mutex_t lock;
+	struct ring ring;
+	uint64_t id;
+	uint32_t gen, chip;
+	bool ended; /* the terminal record was read */
+};
+
+/* A request and its answer. */
+struct call {
+	struct proto_msg req, ans;
+};
+
+__attribute__((format(printf, 4, 5))) static int fail(struct chipd_error *err, int errnum,
+						      enum chipd_code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return errnum;
+	memset(err, 0, sizeof(*err));
+	err->errnum = errnum;
+	err->code = code;
+	err->retryable = chipd_code_retryable(code) || errnum == -EAGAIN || errnum == -ECONNRESET;
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	return errnum;
+}
+
+/* A protocol error (the server's envelope, or our own encoder's) as a chipd_error. */
+static int from_proto(struct chipd_error *err, int errnum, const struct proto_error *pe)
+{
+	if (!err)
+		return errnum;
+	memset(err, 0, sizeof(*err));
+	err->errnum = errnum;
+	err->code = (enum chipd_code)pe->code;
+	err->retryable = pe->retryable;
+	err->has_request = pe->request > 0;
+	err->request = (uint64_t)(pe->request > 0 ? pe->request : 0);
+	err->has_chip = pe->chip >= 0;
+	err->chip = (uint32_t)(pe->chip >= 0 ? pe->chip : 0);
+	snprintf(err->message, sizeof(err->message), "%s", pe->message);
+	return errnum;
+}
+
+static uint64_t deadline_ms(uint32_t timeout_ms)
+{
+	return shm_deadline_in((uint64_t)timeout_ms * NS_PER_MS);
+}
+
+static struct call *call_new(enum proto_op op, struct chipd_error *err)
+{
+	struct call *k = malloc(sizeof(*k));
+
+	if (!k) {
+		fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+		return NULL;
+	}
+	proto_msg_init(&k->req, op);
+	return k;
+}
+
+/* One round trip through a mailbox slot: encode k->req straight into the slot, post,
+ * wait until @timeout_ms, decode the answer into k->ans. Every way out after the
+ * claim either releases the slot or gives it up (acknowledged reset). Returns 0,
+ * -EREMOTEIO for an error envelope, or a local failure; @err says which. */
+static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd_error *err)
+{
+	struct mbox *mb = &c->node.mbox;
+	uint64_t deadline = deadline_ms(timeout_ms);
+	const char *op = proto_op_name(k->req.op);
+	struct proto_error pe;
+	struct mbox_ticket t;
+	const void *resp;
+	uint32_t rlen;
+	size_t len;
+	int rc;
+
+	rc = mbox_claim(mb, &t);
+	if (rc)
+		return fail(err, rc, CHIPD_E_QUEUE_FULL,
+			    "%s: all %" PRIu32 " mailbox slots are busy", op, mb->nslots);
+	rc = proto_encode_request(&k->req, mbox_req_buf(mb, t), mbox_req_cap(mb), &len, &pe);
+	if (rc == 0)
+		rc = mbox_post(mb, t, (uint32_t)len);
+	else
+		rc = from_proto(err, rc, &pe);
+	if (rc)
+		goto err_give_up;
+	rc = mbox_wait(mb, t, deadline);
+	if (rc == -ECONNRESET) /* a new supervisor took the slot back: nothing to undo */
+		return fail(err, rc, CHIPD_OK, "%s: the supervisor restarted and dropped it", op);
+	if (rc == -ETIMEDOUT)
+		fail(err, rc, CHIPD_E_TIMEOUT, "%s: no answer within %" PRIu32 " ms", op,
+		     timeout_ms);
+	else if (rc)
+		fail(err, rc, CHIPD_OK, "%s: the supervisor died or left (%s)", op, strerror(-rc));
+	if (rc)
+		goto err_give_up;
+	rc = mbox_response(mb, t, &resp, &rlen);
+	/* Decoded in place: each pass of the decoder checks every bound itself, so
+	 * bytes changing underneath can only make it fail. */
+	if (rc)
+		fail(err, rc, CHIPD_E_INTERNAL, "%s: the mailbox refused it (%s)", op,
+		     strerror(-rc));
+	else if (proto_decode_answer(k->req.op, resp, rlen, &k->ans, &pe))
+		rc = fail(err, -EPROTO, CHIPD_E_INTERNAL, "%s: malformed answer: %s", op,
+			  pe.message);
+	else if (!k->ans.ok)
+		rc = from_proto(err, -EREMOTEIO, &k->ans.err);
+	mbox_release(mb, t);
+	return rc;
+err_give_up:
+	mbox_give_up(mb, t);
+	return rc;
+}
+
+/* Runs a call whose answer carries nothing the caller needs. */
+static int simple_call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd_error *err)
+{
+	int rc = call(c, k, timeout_ms, err);
+
+	free(k);
+	return rc;
+}
+
+int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err)
+{
+	char name[SHM_NAME_MAX];
+	struct shm_diag diag = {""};
+	chipd_conn *c;
+	int rc;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	rc = proto_node_instance(instance, c->instance, sizeof(c->instance));
+	if (rc == 0)
+		rc = shm_region_name(name, sizeof(name), (unsigned)geteuid(), c->instance);
+	if (rc) {
+		fail(err, -EINVAL, CHIPD_OK, "bad instance name (use 1..%d of [A-Za-z0-9._-])",
+		     CHIPD_INSTANCE_MAX - 1);
+		goto err_free;
+	}
+	rc = proto_node_attach(&c->node, name, &diag);
+	switch (rc) {
+	case 0:
+		*out = c;
+		return 0;
+	case -ENOENT:
+		fail(err, rc, CHIPD_OK, "no chipd instance \"%s\" (no region %s)", c->instance,
+		     name);
+		break;
+	case -EPERM:
+	case -EACCES:
+		fail(err, rc, CHIPD_OK, "instance \"%s\": wrong owner or mode: %s", c->instance,
+		     diag.msg);
+		break;
+	case -EPROTONOSUPPORT:
+		fail(err, rc, CHIPD_OK, "instance \"%s\": version mismatch: %s", c->instance,
+		     diag.msg);
+		break;
+	case -ESTALE:
+	case -ESHUTDOWN:
+		fail(err, rc, CHIPD_OK, "instance \"%s\" is not running: %s", c->instance,
+		     diag.msg);
+		break;
+	case -EAGAIN:
+		fail(err, rc, CHIPD_OK, "instance \"%s\" is still starting: %s", c->instance,
+		     diag.msg);
+		break;
+	default:
+		fail(err, rc, CHIPD_OK, "instance \"%s\": not a valid node region: %s", c->instance,
+		     diag.msg);
+		break;
+	}
+err_free:
+	free(c);
+	return rc;
+}
+
+void chipd_close(chipd_conn *c)
+{
+	if (!c)
+		return;
+	proto_node_detach(&c->node);
+	free(c);
+}
+
+const char *chipd_instance(const chipd_conn *c)
+{
+	return c->instance;
+}
+
+int chipd_ping(chipd_conn *c, uint32_t timeout_ms, uint32_t *pid, struct chipd_error *err)
+{
+	struct call *k = call_new(PROTO_OP_PING, err);
+	int rc;
+
+	if (!k)
+		return -ENOMEM;
+	rc = call(c, k, timeout_ms, err);
+	if (rc == 0 && pid)
+		*pid = (uint32_t)k->ans.pid;
+	free(k);
+	return rc;
+}
+
+/* Copies @s into @out (@cap bytes) or fails naming @what. */
+static int copy_name(char *out, size_t cap, const char *s, const char *what,
+		     struct chipd_error *err)
+{
+	if (!s || strlen(s) >= cap)
+		return fail(err, -EINVAL, CHIPD_E_BAD_REQUEST, "\"%s\": missing or longer than %zu",
+			    what, cap - 1);
+	strcpy(out, s);
+	return 0;
+}
+
+static int build_submit(struct proto_msg *m, const struct chipd_request *req,
+			struct chipd_error *err)
+{
+	if (copy_name(m->wl, sizeof(m->wl), req->workload, "wl", err))
+		return -EINVAL;
+	if (req->nparams > CHIPD_MAX_PARAMS || (req->nparams && !req->params))
+		return fail(err, -EINVAL, CHIPD_E_BAD_REQUEST, "\"params\": at most %d",
+			    CHIPD_MAX_PARAMS);
+	for (uint32_t i = 0; i < req->nparams; i++) {
+		if (copy_name(m->params[i].key, CHIPD_KEY_MAX, req->params[i].key, "params", err))
+			return -EINVAL;
+		m->params[i].value = req->params[i].value;
+	}
+	m->nparams = req->nparams;
+	if (req->id > INT64_MAX)
+		return fail(err, -EINVAL, CHIPD_E_BAD_REQUEST, "\"id\": above 2^63-1");
+	m->id = (int64_t)req->id;
+	m->chip = req->chip < 0 ? -1 : req->chip;
+	m->max_tokens = req->max_tokens;
+	m->deadline_ms = req->deadline_ms;
+	return 0;
+}
+
+static int stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
+		       struct chipd_error *err)
+{
+	chipd_stream *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	s->conn = c;
+	s->id = (uint64_t)ans->id;
+	s->gen = (uint32_t)ans->ring_gen;
+	s->chip = (uint32_t)ans->chip;
+	rc = proto_node_ring(&c->node, (uint32_t)ans->ring, &s->ring);
+	if (rc) {
+		fail(err, rc, CHIPD_E_INTERNAL,
+		     "request %" PRIu64 ": ring %" PRId64 " unusable (%d)", s->id, ans->ring, rc);
+		goto err_free;
+	}
+	if (atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen ||
+	    atomic_load_explicit(&s->ring.hdr->request_id, memory_order_relaxed) != s->id) {
+		rc = fail(err, -EPROTO, CHIPD_E_INTERNAL,
+			  "request %" PRIu64 ": ring %" PRId64 " belongs to another stream", s->id,
+			  ans->ring);
+		goto err_free;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	*out = s;
+	return 0;
+err_free:
+	free(s);
+	return rc;
+}
+
+int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
+		 chipd_stream **stream, struct chipd_error *err)
+{
+	struct call *k = call_new(PROTO_OP_SUBMIT, err);
+	int rc;
+
+	if (!k)
+		return -ENOMEM;
+	rc = build_submit(&k->req, req, err);
+	if (rc == 0)
+		rc = call(c, k, timeout_ms, err);
+	if (rc == 0)
+		rc = stream_open(c, &k->ans, stream, err);
+	if (rc == 0)
+		*id = (uint64_t)k->ans.id;
+	free(k);
+	return rc;
+}
+
+uint64_t chipd_stream_id(const chipd_stream *s)
+{
+	return s->id;
+}
+
+/* The record that ended a stream with an error, as the error envelope would say it. */
+static int stream_error(chipd_stream *s, uint32_t flags, struct chipd_error *err)
+{
+	uint32_t code = RING_CODE_OF(flags);
+
+	if (code == CHIPD_OK || code >= CHIPD_NCODES)
+		code = CHIPD_E_INTERNAL;
+	fail(err, -EREMOTEIO, (enum chipd_code)code, "request %" PRIu64 " on chip %" PRIu32 ": %s",
+	     s->id, s->chip, chipd_code_name((enum chipd_code)code));
+	if (err) {
+		err->has_request = err->has_chip = true;
+		err->request = s->id;
+		err->chip = s->chip;
+	}
+	return -EREMOTEIO;
+}
+
+static int stream_pop(chipd_stream *s, struct ring_rec *rec, uint64_t deadline)
+{
+	int rc = ring_pop(&s->ring, rec, deadline);
+
+	/* The producing worker died: the supervisor takes the ring over and ends the
+	 * stream (worker_lost); wait for that record until the deadline. */
+	while (rc == -EOWNERDEAD && shm_now_ns() < deadline) {
+		struct timespec ts = {0, ORPHAN_POLL_NS};
+
+		nanosleep(&ts, NULL);
+		rc = ring_pop(&s->ring, rec, deadline);
+	}
+	return rc;
+}
+
+int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
+		      struct chipd_error *err)
+{
+	uint64_t deadline = deadline_ms(timeout_ms);
+	struct ring_rec rec;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen) {
+		rc = fail(err, -ESTALE, CHIPD_E_INTERNAL,
+			  "request %" PRIu64 ": its ring was given to another stream", s->id);
+		goto out_unlock;
+	}
+	rc = s->ended ? -ENODATA : stream_pop(s, &rec, deadline);
+	if (rc == -ENODATA) {
+		s->ended = true;
+		fail(err, rc, CHIPD_OK, "request %" PRIu64 ": the stream has ended", s->id);
+	} else if (rc == -ETIMEDOUT) {
+		fail(err, rc, CHIPD_E_TIMEOUT,
+		     "request %" PRIu64 ": no token within %" PRIu32 " ms", s->id, timeout_ms);
+	} else if (rc == -EOWNERDEAD) {
+		rc =
+		    fail(err, -EPIPE, CHIPD_E_WORKER_LOST,
+			 "request %" PRIu64 ": its worker died and nobody ended the stream", s->id);
+	} else if (rc) {
+		fail(err, rc, CHIPD_E_INTERNAL, "request %" PRIu64 ": ring error (%d)", s->id, rc);
+	} else if (rec.flags & RING_F_ERROR) {
+		s->ended = true;
+		rc = stream_error(s, rec.flags, err);
+	} else {
+		tok->request = rec.request_id;
+		tok->seq = rec.seq;
+		tok->final = rec.flags & RING_F_FINAL;
+		tok->value = rec.value;
+		tok->ts_ns = rec.ts_ns;
+		s->ended = tok->final;
+	}
+out_unlock:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
+{
+	uint64_t deadline = deadline_ms(timeout_ms);
+	struct ring_rec rec;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (!s->ended)
+		chipd_cancel(s->conn, s->id, timeout_ms, NULL);
+	/* Read up to the terminal record, so the supervisor sees the ring drained and
+	 * can give it to another stream. */
+	while (!s->ended && stream_pop(s, &rec, deadline) == 0)
+		s->ended = rec.flags & RING_F_TERMINAL;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int chipd_cancel(chipd_conn *c, uint64_t id, uint32_t timeout_ms, struct chipd_error *err)
+{
+	struct call *k = call_new(PROTO_OP_CANCEL, err);
+
+	if (!k)
+		return -ENOMEM;
+	k->req.id = id > INT64_MAX ? -1 : (int64_t)id;
+	return simple_call(c, k, timeout_ms, err);
+}
+
+int chipd_status(chipd_conn *c, uint32_t timeout_ms, struct chipd_status *out,
+		 struct chipd_error *err)
+{
+	struct call *k = call_new(PROTO_OP_STATUS, err);
+	int rc;
+
+	if (!k)
+		return -ENOMEM;
+	rc = call(c, k, timeout_ms, err);
+	if (rc == 0) {
+		memset(out, 0, sizeof(*out));
+		out->state = (enum chipd_sup_state)k->ans.state;
+		out->pid = (uint32_t)k->ans.pid;
+		out->uptime_ms = (uint64_t)k->ans.uptime_ms;
+		out->nchips = k->ans.nchips;
+		for (uint32_t i = 0; i < k->ans.nchips; i++) {
+			const struct proto_chip *p = &k->ans.chips[i];
+
+			out->chips[i] = (struct chipd_chip_status){
+			    .chip = (uint32_t)p->chip,
+			    .state = (enum chipd_chip_state)p->state,
+			    .pid = (uint32_t)p->pid,
+			    .gpu = (int32_t)p->gpu,
+			    .restarts = (uint32_t)p->restarts,
+			    .queued = (uint32_t)p->queued,
+			    .active = (uint32_t)p->active,
+			};
+		}
+	}
+	free(k);
+	return rc;
+}
+
+/* Appends the counters of block @b named @block to @out; counts past @cap too. */
+static void stats_block(const struct ctr_block *b, const char *block, struct chipd_stat *out,
+			uint32_t cap, uint32_t *n)
+{
+	for (uint32_t i = 0; i < b->count; i++, (*n)++) {
+		if (*n >= cap)
+			continue;
+		snprintf(out[*n].block, sizeof(out[*n].block), "%s", block);
+		snprintf(out[*n].name, sizeof(out[*n].name), "%s", ctr_name(b, i));
+		out[*n].gauge = ctr_kind_of(b, i) == CTR_GAUGE;
+		out[*n].value = ctr_get(b, i);
+	}
+}
+
+int chipd_stats(chipd_conn *c, struct chipd_stat *out, uint32_t cap, uint32_t *n,
+		struct chipd_error *err)
+{
+	char block[16];
+
+	*n = 0;
+	stats_block(&c->node.sup_ctr, "supervisor", out, cap, n);
+	for (uint32_t w = 0; w < c->node.desc->nworkers; w++) {
+		snprintf(block, sizeof(block), "chip%" PRIu32, w);
+		stats_block(&c->node.wrk_ctr[w], block, out, cap, n);
+	}
+	if (*n > cap)
+		return fail(err, -ENOBUFS, CHIPD_OK, "%" PRIu32 " counters, room for %" PRIu32, *n,
+			    cap);
+	return 0;
+}
+
+static int grace_call(chipd_conn *c, enum proto_op op, uint32_t grace_ms, uint32_t timeout_ms,
+		      struct chipd_error *err)
+{
+	struct call *k = call_new(op, err);
+
+	if (!k)
+		return -ENOMEM;
+	k->req.grace_ms = grace_ms;
+	return simple_call(c, k, timeout_ms, err);
+}
+
+int chipd_drain(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chipd_error *err)
+{
+	return grace_call(c, PROTO_OP_DRAIN, grace_ms, timeout_ms, err);
+}
+
+int chipd_stop(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chipd_error *err)
+{
+	return grace_call(c, PROTO_OP_STOP, grace_ms, timeout_ms, err);
+}

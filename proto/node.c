@@ -1,0 +1,255 @@
+/* node.c - the node region: layout, creation, validated attach (see node.h). */
+#include "node.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
+#define PAGE	   4096u
+
+#define PROTO_CTR_DESC(name, kind) {#name, kind},
+static const struct ctr_desc sup_ctrs[] = {PROTO_SUP_COUNTERS(PROTO_CTR_DESC)};
+static const struct ctr_desc wrk_ctrs[] = {PROTO_WRK_COUNTERS(PROTO_CTR_DESC)};
+
+__attribute__((format(printf, 3, 4))) static int say(struct shm_diag *diag, int err,
+						     const char *fmt, ...)
+{
+	va_list ap;
+
+	if (diag) {
+		va_start(ap, fmt);
+		vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
+{
+	cfg->nworkers = nworkers;
+	cfg->nrings = PROTO_NODE_RINGS;
+	cfg->ring_capacity = PROTO_NODE_RING_CAPACITY;
+	cfg->mbox_slots = PROTO_NODE_SLOTS;
+	cfg->req_cap = PROTO_REQ_MAX;
+	cfg->resp_cap = PROTO_RESP_MAX;
+}
+
+int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *d)
+{
+	size_t sup = ctr_size(PROTO_NSUP_CTRS), wrk = ctr_size(PROTO_NWRK_CTRS);
+	size_t mb = mbox_size(cfg->mbox_slots, cfg->req_cap, cfg->resp_cap);
+	size_t ring = ring_size(cfg->ring_capacity);
+	uint64_t off;
+
+	if (cfg->nworkers < 1 || cfg->nworkers > CHIPD_MAX_CHIPS || cfg->nrings < 1 ||
+	    cfg->nrings > PROTO_NODE_MAX_RINGS || !mb || !ring || !sup || !wrk)
+		return -EINVAL;
+	memset(d, 0, sizeof(*d));
+	d->magic = PROTO_NODE_MAGIC;
+	d->version = PROTO_NODE_VERSION;
+	d->desc_size = sizeof(*d);
+	d->wire_version = PROTO_VERSION;
+	d->nworkers = cfg->nworkers;
+	d->nrings = cfg->nrings;
+	d->ring_capacity = cfg->ring_capacity;
+	off = PROTO_NODE_DESC_OFFSET + sizeof(*d);
+	d->dir_offset = (uint32_t)off;
+	d->dir_stride = sizeof(struct proto_node_worker);
+	off += (uint64_t)cfg->nworkers * d->dir_stride;
+	d->sup_ctr_offset = (uint32_t)off;
+	d->sup_ctr_size = (uint32_t)ALIGN64(sup);
+	off += d->sup_ctr_size;
+	d->wrk_ctr_offset = (uint32_t)off;
+	d->wrk_ctr_stride = (uint32_t)ALIGN64(wrk);
+	off += (uint64_t)cfg->nworkers * d->wrk_ctr_stride;
+	d->mbox_offset = (uint32_t)(off = ALIGN64(off));
+	d->mbox_size = (uint32_t)ALIGN64(mb);
+	off += d->mbox_size;
+	/* Rings start on a page: the hot producer/consumer lines of the first ring do
+	 * not share a page with the mailbox. */
+	d->rings_offset = (uint32_t)(off = (off + PAGE - 1) / PAGE * PAGE);
+	d->ring_stride = (uint32_t)ALIGN64(ring);
+	off += (uint64_t)cfg->nrings * d->ring_stride;
+	d->total_size = (off + PAGE - 1) / PAGE * PAGE;
+	if (d->total_size > SHM_REGION_MAX_SIZE)
+		return -EMSGSIZE;
+	return 0;
+}
+
+static char *at(const struct proto_node *n, uint64_t off)
+{
+	return (char *)n->region.hdr + off;
+}
+
+/* Points @n's handles at the parts of its (validated or fresh) descriptor. */
+static void map_parts(struct proto_node *n)
+{
+	n->dir = (struct proto_node_worker *)(void *)at(n, n->desc->dir_offset);
+}
+
+int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
+		      unsigned flags, struct shm_diag *diag)
+{
+	struct proto_node_desc d;
+	int rc = proto_node_layout(cfg, &d);
+
+	memset(n, 0, sizeof(*n));
+	if (rc)
+		return say(diag, rc, "node region %s: shape out of range", name);
+	rc = shm_region_create(&n->region, name, SHM_KIND_NODE, d.total_size, flags, diag);
+	if (rc)
+		return rc;
+	n->desc = (struct proto_node_desc *)shm_region_body(&n->region);
+	memcpy(n->desc, &d, sizeof(d));
+	map_parts(n);
+	for (uint32_t i = 0; i < d.nworkers; i++) {
+		n->dir[i].chip = i;
+		n->dir[i].gpu = -1;
+	}
+	rc = ctr_init(&n->sup_ctr, at(n, d.sup_ctr_offset), d.sup_ctr_size, sup_ctrs,
+		      PROTO_NSUP_CTRS);
+	for (uint32_t i = 0; rc == 0 && i < d.nworkers; i++)
+		rc = ctr_init(&n->wrk_ctr[i],
+			      at(n, d.wrk_ctr_offset + (uint64_t)i * d.wrk_ctr_stride),
+			      d.wrk_ctr_stride, wrk_ctrs, PROTO_NWRK_CTRS);
+	if (rc == 0)
+		rc = mbox_init(&n->mbox, at(n, d.mbox_offset), d.mbox_size, cfg->mbox_slots,
+			       cfg->req_cap, cfg->resp_cap);
+	for (uint32_t i = 0; rc == 0 && i < d.nrings; i++) {
+		struct ring r;
+
+		rc = ring_init(&r, at(n, d.rings_offset + (uint64_t)i * d.ring_stride),
+			       d.ring_stride, d.ring_capacity);
+	}
+	if (rc) {
+		say(diag, rc, "node region %s: laying out its parts failed (%d)", name, rc);
+		goto err_unlink;
+	}
+	return 0;
+err_unlink:
+	shm_region_unlink(name);
+	shm_region_detach(&n->region);
+	return rc;
+}
+
+/* Checks that the part [@off, @off + @size) is aligned, lies after @*end (the end of
+ * the previous part) and inside the region; advances @*end. */
+static int check_part(const struct proto_node *n, const char *what, uint64_t off, uint64_t size,
+		      uint64_t *end, struct shm_diag *diag)
+{
+	if (off % 64 || off < *end || size == 0 || size > n->region.size ||
+	    off > n->region.size - size)
+		return say(diag, -EMSGSIZE,
+			   "node region %s: %s at %" PRIu64 " (+%" PRIu64 ") is misaligned, "
+			   "overlaps the part before it or ends past the region (%zu bytes)",
+			   n->region.name, what, off, size, n->region.size);
+	*end = off + size;
+	return 0;
+}
+
+static int validate(struct proto_node *n, struct shm_diag *diag)
+{
+	const struct proto_node_desc *d = n->desc;
+	const char *name = n->region.name;
+	uint64_t end = PROTO_NODE_DESC_OFFSET + sizeof(*d);
+	size_t ring = ring_size(d->ring_capacity);
+	int rc;
+
+	if (n->region.size < end)
+		return say(diag, -EMSGSIZE, "node region %s: %zu bytes cannot hold a descriptor",
+			   name, n->region.size);
+	if (d->magic != PROTO_NODE_MAGIC)
+		return say(diag, -EBADMSG, "node region %s: bad descriptor magic %#" PRIx64, name,
+			   d->magic);
+	if (d->version != PROTO_NODE_VERSION || d->wire_version != PROTO_VERSION)
+		return say(diag, -EPROTONOSUPPORT,
+			   "node region %s: node layout %" PRIu32 " / wire version %" PRIu32
+			   ", this library speaks %u / %d",
+			   name, d->version, d->wire_version, PROTO_NODE_VERSION, PROTO_VERSION);
+	if (d->desc_size != sizeof(*d) || d->total_size != n->region.size || d->nworkers < 1 ||
+	    d->nworkers > CHIPD_MAX_CHIPS || d->nrings < 1 || d->nrings > PROTO_NODE_MAX_RINGS ||
+	    d->dir_stride != sizeof(struct proto_node_worker) || !ring || d->ring_stride < ring)
+		return say(diag, -EMSGSIZE,
+			   "node region %s: descriptor shape out of range (workers %" PRIu32
+			   ", rings %" PRIu32 " x %" PRIu32 ", total %" PRIu64 ")",
+			   name, d->nworkers, d->nrings, d->ring_capacity, d->total_size);
+	if ((rc = check_part(n, "worker directory", d->dir_offset,
+			     (uint64_t)d->nworkers * d->dir_stride, &end, diag)) ||
+	    (rc = check_part(n, "supervisor counters", d->sup_ctr_offset, d->sup_ctr_size, &end,
+			     diag)) ||
+	    (rc = check_part(n, "worker counters", d->wrk_ctr_offset,
+			     (uint64_t)d->nworkers * d->wrk_ctr_stride, &end, diag)) ||
+	    (rc = check_part(n, "client mailbox", d->mbox_offset, d->mbox_size, &end, diag)) ||
+	    (rc = check_part(n, "token rings", d->rings_offset,
+			     (uint64_t)d->nrings * d->ring_stride, &end, diag)))
+		return rc;
+	map_parts(n);
+	rc = ctr_attach(&n->sup_ctr, at(n, d->sup_ctr_offset), d->sup_ctr_size);
+	for (uint32_t i = 0; rc == 0 && i < d->nworkers; i++)
+		rc = ctr_attach(&n->wrk_ctr[i],
+				at(n, d->wrk_ctr_offset + (uint64_t)i * d->wrk_ctr_stride),
+				d->wrk_ctr_stride);
+	if (rc)
+		return say(diag, rc, "node region %s: a counter block is invalid (%d)", name, rc);
+	rc = mbox_attach(&n->mbox, at(n, d->mbox_offset), d->mbox_size);
+	if (rc)
+		return say(diag, rc, "node region %s: the client mailbox is invalid (%d)", name,
+			   rc);
+	return 0;
+}
+
+int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *diag)
+{
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	rc = shm_region_attach(&n->region, name, SHM_KIND_NODE, 0, diag);
+	if (rc)
+		return rc;
+	n->desc = (struct proto_node_desc *)shm_region_body(&n->region);
+	rc = validate(n, diag);
+	if (rc)
+		goto err_detach;
+	return 0;
+err_detach:
+	shm_region_detach(&n->region);
+	memset(n, 0, sizeof(*n));
+	return rc;
+}
+
+void proto_node_detach(struct proto_node *n)
+{
+	shm_region_detach(&n->region);
+	memset(n, 0, sizeof(*n));
+}
+
+int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r)
+{
+	const struct proto_node_desc *d = n->desc;
+
+	if (idx >= d->nrings)
+		return -ERANGE;
+	return ring_attach(r, at(n, d->rings_offset + (uint64_t)idx * d->ring_stride),
+			   d->ring_stride);
+}
+
+int proto_node_instance(const char *instance, char *out, size_t cap)
+{
+	const char *v = instance;
+
+	if (!v || !*v)
+		v = getenv("CHIPD_INSTANCE");
+	if (!v || !*v)
+		v = getenv("SLURM_JOB_ID");
+	if (!v || !*v)
+		v = "default";
+	if (strlen(v) >= cap)
+		return -ENAMETOOLONG;
+	strcpy(out, v);
+	return 0;
+}

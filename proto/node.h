@@ -1,0 +1,188 @@
+/* node.h - the node region "/chipd.<uid>.<instance>": what the supervisor creates and
+ * every client attaches to.
+ *
+ * After the 64-byte region header (shm/region.h) the body holds, each part at a
+ * 64-aligned offset recorded in the node descriptor (offsets from the region start):
+ *
+ *   64   node descriptor (128 bytes): magic, version, the offset and size of each part
+ *        worker directory: nworkers records of 64 bytes (chip, state, pid, gpu, ...)
+ *        supervisor counters (shm/ctr.h block)
+ *        worker counters: nworkers blocks, one every wrk_ctr_stride bytes
+ *        client mailbox (shm/mbox.h): requests to the supervisor's router
+ *        token rings (shm/ring.h): nrings rings, one every ring_stride bytes
+ *
+ * Attach trusts nothing: every offset and size is bound-checked against the region
+ * before use, and the parts must not overlap. docs/protocol.md §8.1 is normative.
+ *
+ * Single writer: the supervisor writes the descriptor before READY and the directory
+ * afterwards (atomics; readers see each field, not a snapshot of a record).
+ */
+#ifndef CHIPD_PROTO_NODE_H
+#define CHIPD_PROTO_NODE_H
+
+#include "chipd.h"
+#include "ctr.h"
+#include "mbox.h"
+#include "region.h"
+#include "ring.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_NODE_MAGIC       0x45444f4e44504843ull /* "CHPDNODE" in little-endian bytes */
+#define PROTO_NODE_VERSION     1u
+#define PROTO_NODE_DESC_OFFSET SHM_BODY_OFFSET
+#define PROTO_NODE_MAX_RINGS   4096u
+
+/* Client mailbox: 64 slots let 64 requests be in flight at once (one per thread of
+ * a busy client, or many chipctl calls); a request is at most PROTO_REQ_MAX (4 KiB),
+ * an answer at most PROTO_RESP_MAX (64 KiB, the stats answer). About 4.3 MiB. */
+#define PROTO_NODE_SLOTS 64u
+/* 256 streams at once, 1024 tokens of buffer each (32 KiB): a reader can fall 1023
+ * tokens behind before its request pauses. About 8.1 MiB. */
+#define PROTO_NODE_RINGS	 256u
+#define PROTO_NODE_RING_CAPACITY 1024u
+
+struct proto_node_config {
+	uint32_t nworkers;	/* 1..CHIPD_MAX_CHIPS */
+	uint32_t nrings;	/* 1..PROTO_NODE_MAX_RINGS */
+	uint32_t ring_capacity; /* a power of two, see ring.h */
+	uint32_t mbox_slots, req_cap, resp_cap;
+};
+
+/* The descriptor at region offset 64. Written once by the creator before READY. */
+struct proto_node_desc {
+	uint64_t magic;	       /* PROTO_NODE_MAGIC */
+	uint32_t version;      /* PROTO_NODE_VERSION */
+	uint32_t desc_size;    /* sizeof(struct proto_node_desc) */
+	uint32_t wire_version; /* PROTO_VERSION of the messages in the mailbox */
+	uint32_t nworkers;
+	uint32_t dir_offset; /* worker directory */
+	uint32_t dir_stride; /* sizeof(struct proto_node_worker) */
+	uint32_t sup_ctr_offset, sup_ctr_size;
+	uint32_t wrk_ctr_offset, wrk_ctr_stride;
+	uint32_t mbox_offset, mbox_size;
+	uint32_t rings_offset, ring_stride;
+	uint32_t nrings, ring_capacity;
+	uint64_t total_size;	     /* == the region's size */
+	_Atomic uint64_t started_ns; /* CLOCK_MONOTONIC when the supervisor became ready */
+	uint8_t reserved[40];
+};
+_Static_assert(sizeof(struct proto_node_desc) == 128, "node descriptor is two lines");
+_Static_assert(offsetof(struct proto_node_desc, dir_offset) == 24, "desc.dir_offset");
+_Static_assert(offsetof(struct proto_node_desc, mbox_offset) == 48, "desc.mbox_offset");
+_Static_assert(offsetof(struct proto_node_desc, nrings) == 64, "desc.nrings");
+_Static_assert(offsetof(struct proto_node_desc, total_size) == 72, "desc.total_size");
+_Static_assert(offsetof(struct proto_node_desc, started_ns) == 80, "desc.started_ns");
+
+/* One worker's record in the directory; written by the supervisor only. */
+struct proto_node_worker {
+	uint32_t chip;		       /* its index, fixed */
+	_Atomic uint32_t state;	       /* enum chipd_chip_state; release store */
+	_Atomic uint32_t pid;	       /* 0 while none runs */
+	int32_t gpu;		       /* device ordinal, -1 for the sim backend; fixed */
+	_Atomic uint32_t restarts;     /* times the worker was restarted */
+	_Atomic uint32_t incarnation;  /* +1 on each start */
+	_Atomic uint64_t pid_start;    /* the worker's start time (shm/proc.h) */
+	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of its last heartbeat answer */
+	_Atomic uint64_t started_ns;   /* CLOCK_MONOTONIC of its last start */
+	uint8_t reserved[16];
+};
+_Static_assert(sizeof(struct proto_node_worker) == 64, "worker record is one line");
+_Static_assert(offsetof(struct proto_node_worker, pid_start) == 24, "worker.pid_start");
+_Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.started_ns");
+
+/* The counters of the supervisor block (X(name, kind)); err_<code> counts the
+ * requests refused or failed with each error code. */
+#define PROTO_SUP_COUNTERS(X)                                                                      \
+	X(requests, CTR_COUNTER)                                                                   \
+	X(answered, CTR_COUNTER)                                                                   \
+	X(err_bad_request, CTR_COUNTER)                                                            \
+	X(err_unsupported_version, CTR_COUNTER)                                                    \
+	X(err_too_large, CTR_COUNTER)                                                              \
+	X(err_queue_full, CTR_COUNTER)                                                             \
+	X(err_no_capacity, CTR_COUNTER)                                                            \
+	X(err_duplicate_id, CTR_COUNTER)                                                           \
+	X(err_not_found, CTR_COUNTER)                                                              \
+	X(err_cancelled, CTR_COUNTER)                                                              \
+	X(err_draining, CTR_COUNTER)                                                               \
+	X(err_worker_lost, CTR_COUNTER)                                                            \
+	X(err_device_error, CTR_COUNTER)                                                           \
+	X(err_timeout, CTR_COUNTER)                                                                \
+	X(err_internal, CTR_COUNTER)                                                               \
+	X(mbox_resets, CTR_COUNTER)                                                                \
+	X(worker_starts, CTR_COUNTER)                                                              \
+	X(worker_deaths, CTR_COUNTER)                                                              \
+	X(queue_depth, CTR_GAUGE)                                                                  \
+	X(rings_in_use, CTR_GAUGE)
+
+/* The counters of each worker block. */
+#define PROTO_WRK_COUNTERS(X)                                                                      \
+	X(admitted, CTR_COUNTER)                                                                   \
+	X(rejected, CTR_COUNTER)                                                                   \
+	X(completed, CTR_COUNTER)                                                                  \
+	X(failed, CTR_COUNTER)                                                                     \
+	X(cancelled, CTR_COUNTER)                                                                  \
+	X(tokens, CTR_COUNTER)                                                                     \
+	X(steps, CTR_COUNTER)                                                                      \
+	X(o_busy_ns, CTR_COUNTER)                                                                  \
+	X(s_busy_ns, CTR_COUNTER)                                                                  \
+	X(overlap_ns, CTR_COUNTER)                                                                 \
+	X(device_errors, CTR_COUNTER)                                                              \
+	X(mbox_resets, CTR_COUNTER)                                                                \
+	X(queue_depth, CTR_GAUGE)                                                                  \
+	X(active, CTR_GAUGE)                                                                       \
+	X(kv_blocks_used, CTR_GAUGE)
+
+#define PROTO_CTR_ENUM_SUP(name, kind) PROTO_SUP_##name,
+#define PROTO_CTR_ENUM_WRK(name, kind) PROTO_WRK_##name,
+enum proto_sup_ctr { PROTO_SUP_COUNTERS(PROTO_CTR_ENUM_SUP) PROTO_NSUP_CTRS };
+enum proto_wrk_ctr { PROTO_WRK_COUNTERS(PROTO_CTR_ENUM_WRK) PROTO_NWRK_CTRS };
+
+/* One process's mapping of a node region. */
+struct proto_node {
+	struct shm_region region;
+	struct proto_node_desc *desc;
+	struct proto_node_worker *dir; /* desc->nworkers records */
+	struct ctr_block sup_ctr;
+	struct ctr_block wrk_ctr[CHIPD_MAX_CHIPS];
+	struct mbox mbox;
+};
+
+/* The default shape for @nworkers chips (the PROTO_NODE_* constants). */
+void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers);
+
+/* Computes the layout of @cfg into @desc (offsets, sizes, total). Returns 0, or
+ * -EINVAL for a shape out of range, -EMSGSIZE when the region would exceed
+ * SHM_REGION_MAX_SIZE. */
+int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *desc);
+
+/* Creates the node region @name with the shape @cfg (flags as shm_region_create)
+ * and lays out every part: directory records (state EMPTY, gpu -1), counters (zero),
+ * the mailbox, the rings. The region stays CREATING: fill in the directory, then
+ * call shm_region_ready(&n->region). Returns 0 or -errno, with @diag (may be NULL)
+ * saying why. */
+int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
+		      unsigned flags, struct shm_diag *diag);
+
+/* Attaches the node region @name: shm_region_attach (kind NODE) and then the node
+ * descriptor, checked field by field: -EBADMSG bad magic, -EPROTONOSUPPORT another
+ * node layout or wire version, -EMSGSIZE a part out of bounds, misaligned or
+ * overlapping another, or what the attach of the counters and the mailbox return.
+ * On error nothing stays mapped and @diag says which check failed. */
+int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *diag);
+
+/* Unmaps @n (does not unlink). Safe on a zeroed struct. */
+void proto_node_detach(struct proto_node *n);
+
+/* Attaches @r to ring @idx of the node. Returns 0, -ERANGE for a bad index, or what
+ * ring_attach returns. */
+int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r);
+
+/* The instance name to use: @instance when not NULL, else $CHIPD_INSTANCE, else
+ * $SLURM_JOB_ID, else "default" (OPS.md). Copies it into @out. Returns 0, or
+ * -ENAMETOOLONG. */
+int proto_node_instance(const char *instance, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,222 @@
+/* schema.c - every message of the protocol, as tables (docs/protocol.md §8.4 is the
+ * same catalogue in prose). Changing a row here changes the wire contract: update
+ * the document and the round-trip tests with it. */
+#include "schema.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define MSG(f)	     offsetof(struct proto_msg, f)
+#define CHIP(f)	     offsetof(struct proto_chip, f)
+#define ERR(f)	     offsetof(struct proto_error, f)
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#define ID_MAX	   INT64_MAX
+#define U32_MAX	   4294967295ll
+#define PID_MAX	   4194304ll /* Linux PID_MAX_LIMIT */
+#define CHIP_MAX   (CHIPD_MAX_CHIPS - 1)
+#define GPU_MAX	   1023	      /* device ordinals */
+#define TOKENS_MAX 1048576ll  /* 2^20 tokens per request */
+#define DAY_MS	   86400000ll /* request deadlines up to a day */
+#define HOUR_MS	   3600000ll  /* grace periods up to an hour */
+#define RING_MAX   4095	      /* ring indices: node regions hold at most 4096 rings */
+
+/* Field constructors: key, required, range, default, storage. */
+#define F_INT(k, req, lo, hi, d, o)                                                                \
+	{                                                                                          \
+		.key = k, .type = FT_INT, .required = req, .min = lo, .max = hi, .def = d,         \
+		.off = o                                                                           \
+	}
+#define F_BOOL(k, o)                                                                               \
+	{                                                                                          \
+		.key = k, .type = FT_BOOL, .required = true, .off = o                              \
+	}
+#define F_STR(k, req, cs, lo, hi, o)                                                               \
+	{                                                                                          \
+		.key = k, .type = FT_STR, .required = req, .charset = cs, .min = lo, .max = hi,    \
+		.off = o                                                                           \
+	}
+#define F_ENUM(k, req, tbl, lo, hi, d, o)                                                          \
+	{                                                                                          \
+		.key = k, .type = FT_ENUM, .required = req, .names = tbl, .min = lo, .max = hi,    \
+		.def = d, .off = o                                                                 \
+	}
+#define F_LIST(k, t, req, hi, o, c, s)                                                             \
+	{                                                                                          \
+		.key = k, .type = t, .required = req, .min = 0, .max = hi, .off = o,               \
+		.count_off = c, .sub = s                                                           \
+	}
+
+#define SCHEMA(name, what_, chk)                                                                   \
+	static const struct schema name = {                                                        \
+	    .what = what_, .fields = name##_f, .nfields = ARRAY_LEN(name##_f), .check = chk}
+#define EMPTY_SCHEMA(name, what_)                                                                  \
+	static const struct schema name = {.what = what_, .fields = NULL, .nfields = 0}
+
+const char *const proto_sup_state_names[] = {"", "starting", "ready", "draining", "stopped", NULL};
+const char *const proto_chip_state_names[] = {"empty",	 "starting", "ready",	"draining",
+					      "backoff", "failed",   "stopped", NULL};
+static const char *const trace_acts[] = {"", "start", "stop", "collect", NULL};
+
+const char *const proto_code_names[CHIPD_NCODES + 1] = {
+    "ok",	    "bad_request", "unsupported_version",
+    "too_large",    "queue_full",  "no_capacity",
+    "duplicate_id", "not_found",   "cancelled",
+    "draining",	    "worker_lost", "device_error",
+    "timeout",	    "internal",	   NULL,
+};
+
+/* Fields several ops share, with the same meaning and range everywhere. */
+#define ID_REQ	  F_INT("id", true, 1, ID_MAX, 0, MSG(id))
+#define ID_OPT	  F_INT("id", false, 1, ID_MAX, 0, MSG(id))
+#define CHIP_OPT  F_INT("chip", false, 0, CHIP_MAX, -1, MSG(chip))
+#define GRACE_OPT F_INT("grace_ms", false, 1, HOUR_MS, 0, MSG(grace_ms))
+#define WL_REQ	  F_STR("wl", true, CS_IDENT, 1, CHIPD_NAME_MAX - 1, MSG(wl))
+#define PARAMS_OPT                                                                                 \
+	F_LIST("params", FT_PARAMS, false, CHIPD_MAX_PARAMS, MSG(params), MSG(nparams), NULL)
+#define TOKENS_OPT   F_INT("max_tokens", false, 1, TOKENS_MAX, 0, MSG(max_tokens))
+#define RING_REQ     F_INT("ring", true, 0, RING_MAX, 0, MSG(ring))
+#define RGEN_REQ     F_INT("ring_gen", true, 0, U32_MAX, 0, MSG(ring_gen))
+#define UPTIME_REQ   F_INT("uptime_ms", true, 0, INT64_MAX, 0, MSG(uptime_ms))
+#define COUNT_REQ(k) F_INT(#k, true, 0, U32_MAX, 0, MSG(k))
+
+EMPTY_SCHEMA(no_fields_req, "request");
+EMPTY_SCHEMA(no_fields_ans, "answer");
+
+static const struct field ping_ans_f[] = {
+    F_INT("pid", true, 1, PID_MAX, 0, MSG(pid)),
+    F_ENUM("state", true, proto_sup_state_names, 1, 4, 0, MSG(state)),
+    UPTIME_REQ,
+};
+SCHEMA(ping_ans, "ping answer", NULL);
+
+static const struct field submit_req_f[] = {
+    WL_REQ,   PARAMS_OPT, ID_OPT,
+    CHIP_OPT, TOKENS_OPT, F_INT("deadline_ms", false, 1, DAY_MS, 0, MSG(deadline_ms)),
+};
+SCHEMA(submit_req, "submit request", NULL);
+
+static const struct field submit_ans_f[] = {
+    ID_REQ,
+    F_INT("chip", true, 0, CHIP_MAX, -1, MSG(chip)),
+    RING_REQ,
+    RGEN_REQ,
+};
+SCHEMA(submit_ans, "submit answer", NULL);
+
+static const struct field id_only_f[] = {ID_REQ};
+static const struct schema cancel_req = {"cancel request", id_only_f, 1, 0, NULL};
+static const struct schema id_ans = {"answer", id_only_f, 1, 0, NULL};
+
+static const struct field chip_rec_f[] = {
+    F_INT("chip", true, 0, CHIP_MAX, 0, CHIP(chip)),
+    F_ENUM("state", true, proto_chip_state_names, 0, 6, 0, CHIP(state)),
+    F_INT("pid", true, 0, PID_MAX, 0, CHIP(pid)),
+    F_INT("gpu", true, -1, GPU_MAX, 0, CHIP(gpu)),
+    F_INT("restarts", true, 0, U32_MAX, 0, CHIP(restarts)),
+    F_INT("queued", true, 0, U32_MAX, 0, CHIP(queued)),
+    F_INT("active", true, 0, U32_MAX, 0, CHIP(active)),
+};
+static const struct schema chip_rec = {"chip", chip_rec_f, ARRAY_LEN(chip_rec_f),
+				       sizeof(struct proto_chip), NULL};
+
+static const struct field status_ans_f[] = {
+    F_ENUM("state", true, proto_sup_state_names, 1, 4, 0, MSG(state)),
+    F_INT("pid", true, 1, PID_MAX, 0, MSG(pid)),
+    UPTIME_REQ,
+    F_LIST("chips", FT_RECS, true, CHIPD_MAX_CHIPS, MSG(chips), MSG(nchips), &chip_rec),
+};
+SCHEMA(status_ans, "status answer", NULL);
+
+static const struct field stats_req_f[] = {CHIP_OPT};
+SCHEMA(stats_req, "stats request", NULL);
+
+static const struct field stats_ans_f[] = {
+    F_LIST("ctr", FT_STATS, true, PROTO_MAX_STATS, MSG(stats), MSG(nstats), NULL),
+};
+SCHEMA(stats_ans, "stats answer", NULL);
+
+static const struct field grace_f[] = {GRACE_OPT};
+static const struct schema grace_req = {"request", grace_f, 1, 0, NULL};
+
+/* "path" goes with "collect" and only with it, and must be absolute. */
+static enum chipd_code trace_check(const void *obj, struct proto_error *err)
+{
+	const struct proto_msg *m = obj;
+	bool collect = m->act == PROTO_TRACE_COLLECT;
+
+	if (collect && m->path[0] != '/')
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  m->path[0] ? "\"path\": must be absolute"
+					     : "\"path\": required with \"act\": \"collect\"");
+	if (!collect && m->path[0])
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "\"path\": only allowed with \"act\": \"collect\"");
+	return CHIPD_OK;
+}
+
+static const struct field trace_req_f[] = {
+    F_ENUM("act", true, trace_acts, 1, 3, 0, MSG(act)),
+    CHIP_OPT,
+    F_STR("path", false, CS_ANY, 1, PROTO_PATH_MAX - 1, MSG(path)),
+};
+SCHEMA(trace_req, "trace request", trace_check);
+
+static const struct field trace_ans_f[] = {
+    F_INT("events", false, 0, INT64_MAX, 0, MSG(events)),
+    F_INT("dropped", false, 0, INT64_MAX, 0, MSG(dropped)),
+};
+SCHEMA(trace_ans, "trace answer", NULL);
+
+static const struct field assign_req_f[] = {
+    ID_REQ,
+    WL_REQ,
+    PARAMS_OPT,
+    TOKENS_OPT,
+    F_INT("deadline_ns", false, 1, INT64_MAX, 0, MSG(deadline_ns)),
+    RING_REQ,
+    RGEN_REQ,
+    F_INT("client", true, 1, PID_MAX, 0, MSG(client)),
+};
+SCHEMA(assign_req, "assign request", NULL);
+
+static const struct field heartbeat_req_f[] = {
+    F_INT("seq", true, 0, INT64_MAX, 0, MSG(seq)),
+};
+SCHEMA(heartbeat_req, "heartbeat request", NULL);
+
+static const struct field heartbeat_ans_f[] = {
+    F_INT("seq", true, 0, INT64_MAX, 0, MSG(seq)),
+    COUNT_REQ(queued),
+    COUNT_REQ(active),
+};
+SCHEMA(heartbeat_ans, "heartbeat answer", NULL);
+
+const struct op_desc proto_op_table[PROTO_NOPS] = {
+    [PROTO_OP_NONE] = {NULL, NULL, NULL},
+    [PROTO_OP_PING] = {"ping", &no_fields_req, &ping_ans},
+    [PROTO_OP_SUBMIT] = {"submit", &submit_req, &submit_ans},
+    [PROTO_OP_CANCEL] = {"cancel", &cancel_req, &id_ans},
+    [PROTO_OP_STATUS] = {"status", &no_fields_req, &status_ans},
+    [PROTO_OP_STATS] = {"stats", &stats_req, &stats_ans},
+    [PROTO_OP_DRAIN] = {"drain", &grace_req, &no_fields_ans},
+    [PROTO_OP_STOP] = {"stop", &grace_req, &no_fields_ans},
+    [PROTO_OP_TRACE] = {"trace", &trace_req, &trace_ans},
+    [PROTO_OP_ASSIGN] = {"assign", &assign_req, &id_ans},
+    [PROTO_OP_HEARTBEAT] = {"heartbeat", &heartbeat_req, &heartbeat_ans},
+    [PROTO_OP_SHUTDOWN] = {"shutdown", &grace_req, &no_fields_ans},
+};
+
+static const struct field error_f[] = {
+    F_ENUM("code", true, proto_code_names, 1, CHIPD_NCODES - 1, 0, ERR(code)),
+    F_STR("message", true, CS_ANY, 0, CHIPD_MSG_MAX - 1, ERR(message)),
+    F_BOOL("retryable", ERR(retryable)),
+    F_INT("request", false, 1, ID_MAX, 0, ERR(request)),
+    F_INT("chip", false, 0, CHIP_MAX, -1, ERR(chip)),
+};
+const struct schema proto_error_schema = {"error", error_f, ARRAY_LEN(error_f), 0, NULL};
+
+static const struct field envelope_f[] = {
+    {.key = "error", .type = FT_MAP, .required = true, .off = MSG(err), .sub = &proto_error_schema},
+};
+const struct schema proto_envelope_schema = {"error envelope", envelope_f, 1, 0, NULL};

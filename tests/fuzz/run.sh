@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# run.sh SECONDS [BUILD_DIR] - builds the decoder's libFuzzer target with clang
+# (-fsanitize=fuzzer,address,undefined) if needed, then fuzzes it for SECONDS on the
+# committed seed corpus (tests/fuzz/corpus/decode), growing a scratch copy of it in
+# BUILD_DIR (default build/fuzz). Exit 0: no finding; 1: a finding (the crashing
+# input is saved in BUILD_DIR and named in the output); 77: clang or its fuzzer
+# runtime (Debian: clang, libclang-rt-14-dev) is missing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+secs=${1:?usage: run.sh SECONDS [BUILD_DIR]}
+out=${2:-$root/build/fuzz}
+mkdir -p "$out"
+
+cc=""
+for c in clang clang-16 clang-15 clang-14; do
+	if command -v "$c" >/dev/null; then
+		cc=$c
+		break
+	fi
+done
+if [ -z "$cc" ]; then
+	echo "fuzz: skipped: clang not found (Debian: apt-get install clang libclang-rt-14-dev)"
+	exit 77
+fi
+if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;return 0;}' |
+	"$cc" -x c -fsanitize=fuzzer -o "$out/probe" - 2>/dev/null; then
+	echo "fuzz: skipped: $cc has no libFuzzer runtime (Debian: apt-get install libclang-rt-14-dev)"
+	exit 77
+fi
+
+bin=$out/fuzz_decode
+srcs=("$here/fuzz_decode.c" "$root/proto/mpread.c" "$root/proto/codec.c" "$root/proto/schema.c"
+	"$root/proto/errors.c")
+stale=0
+[ -x "$bin" ] || stale=1
+for s in "${srcs[@]}" "$root"/proto/*.h; do
+	[ "$s" -nt "$bin" ] && stale=1
+done
+if [ "$stale" = 1 ]; then
+	echo "fuzz: building $bin with $cc"
+	# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+	"$cc" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=undefined -I"$root/proto" -I"$root/shm" \
+		$(pkg-config --cflags msgpack) "${srcs[@]}" $(pkg-config --libs msgpack) -o "$bin"
+fi
+
+corpus=$out/corpus
+mkdir -p "$corpus"
+cp -n "$here"/corpus/decode/* "$corpus"/ 2>/dev/null || true
+echo "fuzz: running $secs s on $(find "$corpus" -type f | wc -l) inputs"
+cd "$out"
+# -rss_limit_mb and -malloc_limit_mb make an unbounded allocation a finding.
+"$bin" -max_total_time="$secs" -max_len=8192 -rss_limit_mb=512 -malloc_limit_mb=64 \
+	-timeout=5 -print_final_stats=1 "$corpus" 2>&1 | tail -25
+status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ]; then
+	echo "fuzz: FINDING (exit $status); reproducer in $out (crash-*, leak-*, timeout-*, oom-*)"
+	exit 1
+fi
+echo "fuzz: no finding in $secs s"

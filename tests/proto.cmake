@@ -1,0 +1,14 @@
+# proto/ suites: the codec and the handler table (check_proto), libchipd against an
+# in-process server on a real node region (check_client), and the decoder's fuzz run.
+chipd_check(check_proto check_proto_bad.c proto_fixture.c)
+target_link_libraries(check_proto PRIVATE chipd_proto)
+chipd_check(check_client client_fixture.c check_client_errors.c)
+target_link_libraries(check_client PRIVATE chipd_proto)
+
+# 60 seconds of libFuzzer on the decoder; skipped (77) without clang's fuzzer runtime.
+# The fuzz build carries its own ASan+UBSan, so it runs once, from the plain build.
+if(CHIPD_SANITIZE STREQUAL "")
+  add_test(NAME fuzz_decode COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh 60
+           ${CMAKE_BINARY_DIR}/fuzz)
+  set_tests_properties(fuzz_decode PROPERTIES LABELS fuzz TIMEOUT 400 SKIP_RETURN_CODE 77)
+endif()

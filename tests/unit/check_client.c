@@ -1,0 +1,331 @@
+/* check_client.c - libchipd against a server thread on a real node region: calls,
+ * token streams in order with their final, cancel, error envelopes as structs,
+ * stats from shared memory, one connection shared by threads. Connect errors and
+ * timeouts are in check_client_errors.c. */
+#include "client_fixture.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T_MS 2000u
+
+static chipd_conn *connect_to(struct cx *x)
+{
+	struct chipd_error err;
+	chipd_conn *c = NULL;
+
+	ck_assert_msg(chipd_connect(x->instance, &c, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(chipd_instance(c), x->instance);
+	return c;
+}
+
+/* Submits @wl with token count @n; returns the stream. */
+static chipd_stream *submit(chipd_conn *c, const char *wl, int64_t n, uint64_t want_id,
+			    uint64_t *id)
+{
+	struct chipd_param p = {"n", n};
+	struct chipd_request req = {
+	    .workload = wl, .params = &p, .nparams = 1, .id = want_id, .chip = -1};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+
+	ck_assert_msg(chipd_submit(c, &req, T_MS, id, &s, &err) == 0, "%s", err.message);
+	ck_assert_uint_eq(chipd_stream_id(s), *id);
+	return s;
+}
+
+START_TEST(ping_answers_with_server_pid)
+{
+	struct cx x;
+	chipd_conn *c;
+	uint32_t pid = 0;
+	struct chipd_error err;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	ck_assert_int_eq(chipd_ping(c, T_MS, &pid, &err), 0);
+	ck_assert_uint_eq(pid, (uint32_t)getpid());
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(submit_streams_tokens_in_order_then_final)
+{
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	/* 40 tokens through a 16-record ring: the reader must keep up, in order. */
+	s = submit(c, "synthetic", 40, 77, &id);
+	ck_assert_uint_eq(id, 77);
+	for (uint32_t i = 0; i < 40; i++) {
+		ck_assert_msg(chipd_stream_next(s, &tok, T_MS, &err) == 0, "%u: %s", i,
+			      err.message);
+		ck_assert_uint_eq(tok.request, 77);
+		ck_assert_uint_eq(tok.seq, i);
+		ck_assert_uint_eq(tok.value, 100 + i);
+		ck_assert_int_eq(tok.final, i == 39);
+	}
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -ENODATA);
+	ck_assert_int_eq(err.errnum, -ENODATA);
+	chipd_stream_close(s, T_MS);
+	/* The server chooses the id when the client does not. */
+	s = submit(c, "synthetic", 1, 0, &id);
+	ck_assert_uint_ne(id, 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert(tok.final);
+	chipd_stream_close(s, T_MS);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(cancel_ends_stream_with_cancelled)
+{
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	s = submit(c, "hold", 0, 0, &id);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, 20, &err), -ETIMEDOUT);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert_int_eq(chipd_cancel(c, id, T_MS, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_CANCELLED);
+	ck_assert(err.has_request);
+	ck_assert_uint_eq(err.request, id);
+	ck_assert(!err.retryable);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -ENODATA);
+	chipd_stream_close(s, T_MS);
+	/* A second cancel finds nothing: the envelope arrives as a struct. */
+	ck_assert_int_eq(chipd_cancel(c, id, T_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_NOT_FOUND);
+	ck_assert_uint_eq(err.request, id);
+	ck_assert_ptr_nonnull(strstr(err.message, "no live request"));
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(close_of_open_stream_cancels_it)
+{
+	struct cx x;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	for (int i = 0; i < 3 * CX_RINGS; i++) { /* rings come back, or this runs out */
+		s = submit(c, "hold", 0, 0, &id);
+		chipd_stream_close(s, T_MS);
+	}
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(error_envelope_arrives_as_struct)
+{
+	struct cx x;
+	struct chipd_request req = {.workload = "refuse", .chip = -1, .id = 5};
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *s = NULL;
+	uint64_t id = 0;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EREMOTEIO);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(err.errnum, -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_NO_CAPACITY);
+	ck_assert(err.retryable);
+	ck_assert_str_eq(err.message, "KV pool full");
+	ck_assert(err.has_chip);
+	ck_assert_uint_eq(err.chip, 1);
+	ck_assert(err.has_request); /* the dispatcher attaches the request id */
+	ck_assert_uint_eq(err.request, 5);
+	/* An op the server does not serve is a bad_request envelope too. */
+	ck_assert_int_eq(chipd_drain(c, 0, T_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(err.message, "not served by the test server"));
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(stream_error_record_arrives_as_struct)
+{
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	s = submit(c, "fail", 5, 0, &id);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert(!tok.final);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_DEVICE_ERROR);
+	ck_assert_uint_eq(err.request, id);
+	ck_assert_ptr_nonnull(strstr(err.message, "device_error"));
+	chipd_stream_close(s, T_MS);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(status_lists_every_chip)
+{
+	struct cx x;
+	struct chipd_status st;
+	struct chipd_error err;
+	chipd_conn *c;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	ck_assert_int_eq(chipd_status(c, T_MS, &st, &err), 0);
+	ck_assert_int_eq(st.state, CHIPD_SUP_READY);
+	ck_assert_uint_eq(st.nchips, 2);
+	ck_assert_int_eq(st.chips[1].state, CHIPD_CHIP_READY);
+	ck_assert_int_eq(st.chips[1].gpu, -1);
+	ck_assert_uint_eq(st.chips[1].restarts, 1);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(stats_read_from_shared_memory)
+{
+	struct cx x;
+	struct chipd_stat st[64];
+	struct chipd_error err;
+	chipd_conn *c;
+	uint32_t n;
+	bool seen = false;
+
+	cx_region(&x); /* no server needed */
+	ctr_add(&x.node.wrk_ctr[1], PROTO_WRK_tokens, 42);
+	ctr_set(&x.node.sup_ctr, PROTO_SUP_queue_depth, 3);
+	c = connect_to(&x);
+	ck_assert_int_eq(chipd_stats(c, st, 64, &n, &err), 0);
+	ck_assert_uint_eq(n, PROTO_NSUP_CTRS + 2 * PROTO_NWRK_CTRS);
+	for (uint32_t i = 0; i < n; i++) {
+		if (strcmp(st[i].block, "chip1") == 0 && strcmp(st[i].name, "tokens") == 0)
+			seen = st[i].value == 42 && !st[i].gauge;
+		if (strcmp(st[i].name, "queue_depth") == 0 &&
+		    strcmp(st[i].block, "supervisor") == 0)
+			ck_assert(st[i].gauge && st[i].value == 3);
+	}
+	ck_assert(seen);
+	ck_assert_int_eq(chipd_stats(c, st, 3, &n, &err), -ENOBUFS);
+	ck_assert_uint_eq(n, PROTO_NSUP_CTRS + 2 * PROTO_NWRK_CTRS);
+	chipd_close(c);
+	cx_region_remove(&x);
+}
+END_TEST
+
+struct worker_arg {
+	chipd_conn *c;
+	int failures;
+};
+
+static void *hammer(void *arg)
+{
+	struct worker_arg *w = arg;
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct chipd_request req = {.workload = "synthetic", .chip = -1};
+
+	for (int i = 0; i < 20; i++) {
+		chipd_stream *s;
+		uint64_t id;
+		uint32_t n = 0;
+
+		if (chipd_ping(w->c, T_MS, NULL, &err) != 0)
+			w->failures++;
+		/* Rings are few: a refusal is fine, anything else is not. */
+		int rc = chipd_submit(w->c, &req, T_MS, &id, &s, &err);
+
+		if (rc == -EREMOTEIO && err.code == CHIPD_E_QUEUE_FULL)
+			continue;
+		if (rc) {
+			w->failures++;
+			continue;
+		}
+		while (chipd_stream_next(s, &tok, T_MS, &err) == 0 && tok.seq == n)
+			n++;
+		w->failures += n != 5;
+		chipd_stream_close(s, T_MS);
+	}
+	return NULL;
+}
+
+START_TEST(threads_share_one_connection)
+{
+	struct cx x;
+	pthread_t t[4];
+	struct worker_arg w[4];
+	chipd_conn *c;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker_arg){c, 0};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, hammer, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(w[i].failures, 0);
+	}
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+	Suite *s = suite_create("client");
+	TCase *tc = tcase_create("calls");
+
+	tcase_add_test(tc, ping_answers_with_server_pid);
+	tcase_add_test(tc, status_lists_every_chip);
+	tcase_add_test(tc, stats_read_from_shared_memory);
+	tcase_add_test(tc, error_envelope_arrives_as_struct);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("streams");
+	tcase_add_test(tc, submit_streams_tokens_in_order_then_final);
+	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
+	tcase_add_test(tc, close_of_open_stream_cancels_it);
+	tcase_add_test(tc, stream_error_record_arrives_as_struct);
+	tcase_add_test(tc, threads_share_one_connection);
+	suite_add_tcase(s, tc);
+	client_add_error_tcases(s);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(client_suite());
+}

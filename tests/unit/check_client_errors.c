@@ -1,0 +1,265 @@
+/* check_client_errors.c - libchipd's failures: every connect error distinct and
+ * explained, instance discovery order, a server that never answers (timeout, then
+ * the acknowledged reset frees the slot for the next call), a full mailbox, requests
+ * refused before they are sent. */
+#include "client_fixture.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define T_MS	    2000u
+#define FOREIGN_UID 12345
+
+/* Asserts that connecting to @instance fails with @rc and a message holding @needle. */
+static void expect_connect_fails(const char *instance, int rc, const char *needle)
+{
+	struct chipd_error err;
+	chipd_conn *c = NULL;
+
+	ck_assert_int_eq(chipd_connect(instance, &c, &err), rc);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(err.errnum, rc);
+	ck_assert_msg(strstr(err.message, needle), "\"%s\" lacks \"%s\"", err.message, needle);
+}
+
+static void shm_file(char *out, size_t cap, const struct cx *x)
+{
+	snprintf(out, cap, "/dev/shm%s", x->name);
+}
+
+START_TEST(connect_missing_instance_is_enoent)
+{
+	expect_connect_fails("chipd-test-nobody-here", -ENOENT, "no chipd instance");
+	expect_connect_fails("bad/name", -EINVAL, "bad instance name");
+}
+END_TEST
+
+START_TEST(connect_wrong_mode_or_owner_refused)
+{
+	char path[96];
+	struct cx x;
+
+	cx_region(&x);
+	shm_file(path, sizeof(path), &x);
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	expect_connect_fails(x.instance, -EACCES, "wrong owner or mode");
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	if (geteuid() == 0) { /* only root can give a file away */
+		ck_assert_int_eq(chown(path, FOREIGN_UID, FOREIGN_UID), 0);
+		expect_connect_fails(x.instance, -EPERM, "wrong owner or mode");
+	}
+	cx_region_remove(&x);
+}
+END_TEST
+
+START_TEST(connect_version_mismatch_refused)
+{
+	struct cx x;
+
+	cx_region(&x);
+	x.node.desc->version = PROTO_NODE_VERSION + 1;
+	expect_connect_fails(x.instance, -EPROTONOSUPPORT, "version mismatch");
+	x.node.desc->version = PROTO_NODE_VERSION;
+	x.node.desc->wire_version = 2;
+	expect_connect_fails(x.instance, -EPROTONOSUPPORT, "wire version 2");
+	x.node.desc->wire_version = 1;
+	x.node.region.hdr->layout_version = SHM_LAYOUT_VERSION + 1;
+	expect_connect_fails(x.instance, -EPROTONOSUPPORT, "version mismatch");
+	cx_region_remove(&x);
+}
+END_TEST
+
+START_TEST(connect_corrupt_descriptor_refused)
+{
+	struct cx x;
+	uint32_t saved;
+
+	cx_region(&x);
+	x.node.desc->magic ^= 1;
+	expect_connect_fails(x.instance, -EBADMSG, "bad descriptor magic");
+	x.node.desc->magic ^= 1;
+	saved = x.node.desc->mbox_offset;
+	x.node.desc->mbox_offset = (uint32_t)x.node.region.size; /* past the end */
+	expect_connect_fails(x.instance, -EMSGSIZE, "client mailbox");
+	x.node.desc->mbox_offset = x.node.desc->wrk_ctr_offset; /* overlaps */
+	expect_connect_fails(x.instance, -EMSGSIZE, "overlaps");
+	x.node.desc->mbox_offset = saved + 8; /* misaligned */
+	expect_connect_fails(x.instance, -EMSGSIZE, "misaligned");
+	x.node.desc->mbox_offset = saved;
+	x.node.desc->nrings = 100000;
+	expect_connect_fails(x.instance, -EMSGSIZE, "shape out of range");
+	cx_region_remove(&x);
+}
+END_TEST
+
+struct child_arg {
+	struct cx *x;
+};
+
+static int create_and_exit(void *arg)
+{
+	struct cx *x = arg;
+	struct proto_node n;
+	struct proto_node_config cfg;
+
+	proto_node_config_default(&cfg, 1);
+	cfg.nrings = 1;
+	if (proto_node_create(&n, x->name, &cfg, 0, NULL))
+		return 1;
+	shm_region_ready(&n.region);
+	return 0; /* dies without unlinking: the region is stale */
+}
+
+START_TEST(connect_stale_region_is_not_running)
+{
+	struct cx x;
+
+	memset(&x, 0, sizeof(x));
+	snprintf(x.instance, sizeof(x.instance), "chipd-test-stale-%d", (int)getpid());
+	ck_assert_int_eq(shm_region_name(x.name, sizeof(x.name), (unsigned)geteuid(), x.instance),
+			 0);
+	ck_assert_int_eq(tu_wait(tu_fork(create_and_exit, &x), 5000), 0);
+	expect_connect_fails(x.instance, -ESTALE, "is not running");
+	shm_region_unlink(x.name);
+}
+END_TEST
+
+START_TEST(instance_discovery_order)
+{
+	struct chipd_error err;
+	struct cx x;
+	chipd_conn *c = NULL;
+	char out[CHIPD_INSTANCE_MAX];
+
+	cx_region(&x);
+	unsetenv("CHIPD_INSTANCE");
+	unsetenv("SLURM_JOB_ID");
+	ck_assert_int_eq(proto_node_instance(NULL, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "default");
+	setenv("SLURM_JOB_ID", x.instance, 1);
+	ck_assert_int_eq(chipd_connect(NULL, &c, &err), 0);
+	ck_assert_str_eq(chipd_instance(c), x.instance);
+	chipd_close(c);
+	setenv("CHIPD_INSTANCE", "chipd-test-nobody-here", 1);
+	expect_connect_fails(NULL, -ENOENT, "chipd-test-nobody-here");
+	setenv("CHIPD_INSTANCE", x.instance, 1);
+	setenv("SLURM_JOB_ID", "chipd-test-nobody-here", 1);
+	ck_assert_int_eq(chipd_connect(NULL, &c, &err), 0);
+	chipd_close(c);
+	/* An explicit name beats both. */
+	expect_connect_fails("chipd-test-explicit", -ENOENT, "chipd-test-explicit");
+	cx_region_remove(&x);
+}
+END_TEST
+
+static bool one_reset_acked(void *arg)
+{
+	return atomic_load(&((struct cx *)arg)->resets_acked) == 1;
+}
+
+START_TEST(silent_server_times_out_then_slot_is_reused)
+{
+	struct chipd_error err;
+	struct cx x;
+	chipd_conn *c = NULL;
+	uint64_t before;
+
+	cx_start(&x, 1); /* one slot: the next call must get the same one back */
+	atomic_store(&x.mode, CX_SILENT);
+	ck_assert_int_eq(chipd_connect(x.instance, &c, &err), 0);
+	before = mbox_ctl(&x.node.mbox, 0);
+	uint64_t t0 = shm_now_ns();
+
+	ck_assert_int_eq(chipd_ping(c, 50, NULL, &err), -ETIMEDOUT);
+	ck_assert_uint_lt(shm_now_ns() - t0, 1000ull * 1000 * 1000);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert(err.retryable);
+	ck_assert_ptr_nonnull(strstr(err.message, "no answer within 50 ms"));
+	/* The server held the slot: the client reset it and walked away; the server
+	 * acknowledges, and the slot is FREE in the next generation. */
+	ck_assert(tu_eventually(one_reset_acked, &x, 2000));
+	ck_assert_int_eq(MBOX_CTL_STATE(mbox_ctl(&x.node.mbox, 0)), MBOX_FREE);
+	ck_assert_uint_eq(MBOX_CTL_GEN(mbox_ctl(&x.node.mbox, 0)), MBOX_CTL_GEN(before) + 1);
+	atomic_store(&x.mode, CX_ANSWER);
+	ck_assert_int_eq(chipd_ping(c, T_MS, NULL, &err), 0);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(busy_mailbox_is_queue_full)
+{
+	struct chipd_error err;
+	struct mbox_ticket t;
+	struct cx x;
+	chipd_conn *c = NULL;
+
+	cx_start(&x, 1);
+	ck_assert_int_eq(chipd_connect(x.instance, &c, &err), 0);
+	ck_assert_int_eq(mbox_claim(&x.node.mbox, &t), 0); /* someone else's call */
+	ck_assert_int_eq(chipd_ping(c, T_MS, NULL, &err), -EAGAIN);
+	ck_assert_int_eq(err.code, CHIPD_E_QUEUE_FULL);
+	ck_assert(err.retryable);
+	ck_assert_int_eq(mbox_give_up(&x.node.mbox, t), 0);
+	ck_assert_int_eq(chipd_ping(c, T_MS, NULL, &err), 0);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+START_TEST(bad_request_refused_before_sending)
+{
+	struct chipd_param bad_key = {"Layers", 1};
+	struct chipd_request req = {.workload = "a_workload_name_far_longer_than_31", .chip = -1};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	chipd_conn *c = NULL;
+	struct cx x;
+	uint64_t id;
+
+	cx_start(&x, 1);
+	atomic_store(&x.mode, CX_SILENT); /* anything sent would time out instead */
+	ck_assert_int_eq(chipd_connect(x.instance, &c, &err), 0);
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(err.message, "\"wl\""));
+	req.workload = "gemm";
+	req.params = &bad_key;
+	req.nparams = 1;
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.message, "\"params\": byte 0x4c"));
+	req.nparams = 0;
+	req.chip = CHIPD_MAX_CHIPS;
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.message, "\"chip\": 64 out of range"));
+	ck_assert_ptr_null(s);
+	/* Nothing was posted: the only slot is free. */
+	ck_assert_int_eq(MBOX_CTL_STATE(mbox_ctl(&x.node.mbox, 0)), MBOX_FREE);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+void client_add_error_tcases(Suite *s)
+{
+	TCase *tc = tcase_create("connect_errors");
+
+	tcase_add_test(tc, connect_missing_instance_is_enoent);
+	tcase_add_test(tc, connect_wrong_mode_or_owner_refused);
+	tcase_add_test(tc, connect_version_mismatch_refused);
+	tcase_add_test(tc, connect_corrupt_descriptor_refused);
+	tcase_add_test(tc, connect_stale_region_is_not_running);
+	tcase_add_test(tc, instance_discovery_order);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("giving_up");
+	tcase_add_test(tc, silent_server_times_out_then_slot_is_reused);
+	tcase_add_test(tc, busy_mailbox_is_queue_full);
+	tcase_add_test(tc, bad_request_refused_before_sending);
+	suite_add_tcase(s, tc);
+}

@@ -1,0 +1,518 @@
+/* check_proto.c - the wire format: every message survives a round trip, absent
+ * optional fields are their defaults, the encoder refuses what the decoder would,
+ * the one error envelope, and the handler table. Malformed input is in
+ * check_proto_bad.c. */
+#include "proto_fixture.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct proto_msg *new_msg(enum proto_op op)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+
+	ck_assert_ptr_nonnull(m);
+	proto_msg_init(m, op);
+	return m;
+}
+
+static void fill_params(struct proto_msg *m)
+{
+	static const struct proto_param p[] = {
+	    {"layers", 4}, {"neg", -5}, {"big", INT64_MAX}, {"small", INT64_MIN}};
+
+	memcpy(m->params, p, sizeof(p));
+	m->nparams = 4;
+}
+
+/* Every field of @op's request set to a value other than its default. */
+static void fill_request(struct proto_msg *m)
+{
+	switch (m->op) {
+	case PROTO_OP_SUBMIT:
+		strcpy(m->wl, "paged_attention");
+		fill_params(m);
+		m->id = 42;
+		m->chip = 3;
+		m->max_tokens = 128;
+		m->deadline_ms = 1500;
+		break;
+	case PROTO_OP_CANCEL:
+		m->id = INT64_MAX;
+		break;
+	case PROTO_OP_STATS:
+		m->chip = 0;
+		break;
+	case PROTO_OP_DRAIN:
+	case PROTO_OP_STOP:
+	case PROTO_OP_SHUTDOWN:
+		m->grace_ms = 2500;
+		break;
+	case PROTO_OP_TRACE:
+		m->act = PROTO_TRACE_COLLECT;
+		m->chip = 63;
+		strcpy(m->path, "/tmp/chipd trace.json");
+		break;
+	case PROTO_OP_ASSIGN:
+		m->id = 7;
+		strcpy(m->wl, "gemm");
+		fill_params(m);
+		m->max_tokens = 1;
+		m->deadline_ns = 123456789;
+		m->ring = 4095;
+		m->ring_gen = 4294967295ll;
+		m->client = 4194304;
+		break;
+	case PROTO_OP_HEARTBEAT:
+		m->seq = 99;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Every field of @op's answer set; lists filled to their maximum. */
+static void fill_answer(struct proto_msg *m)
+{
+	m->ok = true;
+	switch (m->op) {
+	case PROTO_OP_PING:
+		m->pid = 1234;
+		m->state = CHIPD_SUP_DRAINING;
+		m->uptime_ms = 0;
+		break;
+	case PROTO_OP_SUBMIT:
+		m->id = 1;
+		m->chip = 0;
+		m->ring = 17;
+		m->ring_gen = 0;
+		break;
+	case PROTO_OP_CANCEL:
+	case PROTO_OP_ASSIGN:
+		m->id = 9;
+		break;
+	case PROTO_OP_STATUS:
+		m->state = CHIPD_SUP_READY;
+		m->pid = 1;
+		m->uptime_ms = INT64_MAX;
+		m->nchips = CHIPD_MAX_CHIPS;
+		for (int i = 0; i < CHIPD_MAX_CHIPS; i++)
+			m->chips[i] = (struct proto_chip){
+			    i, i % 7, 4194304 - i, i - 1, 4294967295ll, i, 2 * i};
+		break;
+	case PROTO_OP_STATS:
+		m->nstats = PROTO_MAX_STATS;
+		for (int i = 0; i < PROTO_MAX_STATS; i++) {
+			snprintf(m->stats[i].key, PROTO_STAT_KEY,
+				 "chip%d.counter_with_a_long_name_%d", i % 64, i);
+			m->stats[i].value = i ? (uint64_t)i * 1000003u : UINT64_MAX;
+		}
+		break;
+	case PROTO_OP_TRACE:
+		m->events = 1ll << 40;
+		m->dropped = 3;
+		break;
+	case PROTO_OP_HEARTBEAT:
+		m->seq = 5;
+		m->queued = 2;
+		m->active = 4294967295ll;
+		break;
+	default:
+		break;
+	}
+}
+
+/* msgpack-c's own unpacker agrees that @buf is one map whose first pair is "v": 1. */
+static void msgpack_c_agrees(const void *buf, size_t len)
+{
+	msgpack_unpacked u;
+	size_t off = 0;
+
+	msgpack_unpacked_init(&u);
+	ck_assert_int_eq(msgpack_unpack_next(&u, buf, len, &off), MSGPACK_UNPACK_SUCCESS);
+	ck_assert_uint_eq(off, len);
+	ck_assert_int_eq(u.data.type, MSGPACK_OBJECT_MAP);
+	ck_assert_uint_ge(u.data.via.map.size, 2);
+	ck_assert_int_eq(u.data.via.map.ptr[0].key.type, MSGPACK_OBJECT_STR);
+	ck_assert_int_eq(u.data.via.map.ptr[0].key.via.str.ptr[0], 'v');
+	ck_assert_uint_eq(u.data.via.map.ptr[0].val.via.u64, 1);
+	msgpack_unpacked_destroy(&u);
+}
+
+START_TEST(every_request_round_trips)
+{
+	static unsigned char buf[PROTO_REQ_MAX];
+	struct proto_msg *m = new_msg((enum proto_op)_i), *d = new_msg(PROTO_OP_NONE);
+	struct proto_error err;
+	size_t len;
+
+	fill_request(m);
+	ck_assert_msg(proto_encode_request(m, buf, sizeof(buf), &len, &err) == 0, "%s",
+		      err.message);
+	msgpack_c_agrees(buf, len);
+	ck_assert_msg(proto_decode_request(buf, len, d, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(d->op, _i);
+	ck_assert_msg(memcmp(m, d, sizeof(*m)) == 0, "%s request differs after a round trip",
+		      proto_op_name(m->op));
+	free(m);
+	free(d);
+}
+END_TEST
+
+START_TEST(every_answer_round_trips)
+{
+	static unsigned char buf[PROTO_RESP_MAX];
+	struct proto_msg *m = new_msg((enum proto_op)_i), *d = new_msg(PROTO_OP_NONE);
+	struct proto_error err;
+	size_t len;
+
+	fill_answer(m);
+	ck_assert_msg(proto_encode_answer(m, buf, sizeof(buf), &len, &err) == 0, "%s", err.message);
+	msgpack_c_agrees(buf, len);
+	ck_assert_msg(proto_decode_answer(m->op, buf, len, d, &err) == 0, "%s", err.message);
+	ck_assert(d->ok);
+	ck_assert_msg(memcmp(m, d, sizeof(*m)) == 0, "%s answer differs after a round trip",
+		      proto_op_name(m->op));
+	free(m);
+	free(d);
+}
+END_TEST
+
+START_TEST(absent_optional_fields_are_defaults)
+{
+	unsigned char buf[256];
+	struct proto_msg *m = new_msg(PROTO_OP_SUBMIT), *d = new_msg(PROTO_OP_NONE);
+	struct proto_error err;
+	size_t len;
+
+	strcpy(m->wl, "synthetic");
+	ck_assert_int_eq(proto_encode_request(m, buf, sizeof(buf), &len, &err), 0);
+	/* {"v":1,"op":"submit","wl":"synthetic"}: nothing else on the wire. */
+	ck_assert_uint_eq(len, 1 + 2 + 1 + 3 + 7 + 3 + 10);
+	ck_assert_int_eq(proto_decode_request(buf, len, d, &err), 0);
+	ck_assert_int_eq(d->chip, -1);
+	ck_assert_int_eq(d->id, 0);
+	ck_assert_int_eq(d->max_tokens, 0);
+	ck_assert_int_eq(d->deadline_ms, 0);
+	ck_assert_uint_eq(d->nparams, 0);
+	ck_assert_int_eq(d->err.chip, -1);
+	free(m);
+	free(d);
+}
+END_TEST
+
+START_TEST(largest_answers_fit_the_response_slot)
+{
+	static unsigned char buf[PROTO_RESP_MAX];
+	struct proto_msg *m = new_msg(PROTO_OP_STATS);
+	struct proto_error err;
+	size_t len;
+
+	fill_answer(m);
+	ck_assert_int_eq(proto_encode_answer(m, buf, sizeof(buf), &len, &err), 0);
+	ck_assert_uint_lt(len, PROTO_RESP_MAX);
+	proto_msg_init(m, PROTO_OP_SUBMIT);
+	strcpy(m->wl, "abcdefghijklmnopqrstuvwxyz01234");
+	for (int i = 0; i < CHIPD_MAX_PARAMS; i++) {
+		snprintf(m->params[i].key, CHIPD_KEY_MAX, "param_with_long_name_%02d", i);
+		m->params[i].value = INT64_MIN;
+	}
+	m->nparams = CHIPD_MAX_PARAMS;
+	m->id = m->max_tokens = 1;
+	ck_assert_int_eq(proto_encode_request(m, buf, PROTO_REQ_MAX, &len, &err), 0);
+	ck_assert_uint_lt(len, 1024);
+	free(m);
+}
+END_TEST
+
+/* Asserts that encoding @m fails with bad_request naming @field. */
+static void expect_encode_refused(struct proto_msg *m, bool answer, const char *field)
+{
+	unsigned char buf[PROTO_RESP_MAX];
+	struct proto_error err;
+	size_t len;
+	int rc = answer ? proto_encode_answer(m, buf, sizeof(buf), &len, &err)
+			: proto_encode_request(m, buf, sizeof(buf), &len, &err);
+
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(err.message, field), "\"%s\" lacks %s", err.message, field);
+}
+
+START_TEST(encoder_refuses_what_decoder_would)
+{
+	struct proto_msg *m = new_msg(PROTO_OP_SUBMIT);
+
+	strcpy(m->wl, "Bad Name");
+	expect_encode_refused(m, false, "\"wl\": byte 0x42");
+	strcpy(m->wl, "ok");
+	m->chip = CHIPD_MAX_CHIPS;
+	expect_encode_refused(m, false, "\"chip\": 64 out of range 0..63");
+	m->chip = -1;
+	fill_params(m);
+	strcpy(m->params[1].key, "layers");
+	expect_encode_refused(m, false, "duplicate key \"layers\"");
+	proto_msg_init(m, PROTO_OP_CANCEL);
+	expect_encode_refused(m, false, "\"id\": 0 out of range");
+	proto_msg_init(m, PROTO_OP_STATUS);
+	fill_answer(m);
+	m->chips[3].state = 9;
+	expect_encode_refused(m, true, "\"chips[3].state\"");
+	proto_msg_init(m, PROTO_OP_TRACE);
+	m->act = PROTO_TRACE_START;
+	strcpy(m->path, "/x");
+	expect_encode_refused(m, false, "\"path\": only allowed with");
+	m->op = PROTO_NOPS;
+	expect_encode_refused(m, false, "\"op\"");
+	free(m);
+}
+END_TEST
+
+START_TEST(encoder_reports_too_large_at_every_short_cap)
+{
+	unsigned char buf[PROTO_REQ_MAX];
+	struct proto_msg *m = new_msg(PROTO_OP_SUBMIT);
+	struct proto_error err;
+	size_t len, full;
+
+	fill_request(m);
+	ck_assert_int_eq(proto_encode_request(m, buf, sizeof(buf), &full, &err), 0);
+	for (size_t cap = 0; cap < full; cap++) {
+		ck_assert_int_eq(proto_encode_request(m, buf, cap, &len, &err), -EMSGSIZE);
+		ck_assert_int_eq(err.code, CHIPD_E_TOO_LARGE);
+	}
+	ck_assert_int_eq(proto_encode_request(m, buf, full, &len, &err), 0);
+	ck_assert_uint_eq(len, full);
+	free(m);
+}
+END_TEST
+
+START_TEST(code_names_and_retryability_are_stable)
+{
+	static const char *const names[CHIPD_NCODES] = {
+	    "ok",	  "bad_request", "unsupported_version", "too_large",
+	    "queue_full", "no_capacity", "duplicate_id",	"not_found",
+	    "cancelled",  "draining",	 "worker_lost",		"device_error",
+	    "timeout",	  "internal"};
+
+	for (int c = 0; c < CHIPD_NCODES; c++) {
+		bool retry = c == CHIPD_E_QUEUE_FULL || c == CHIPD_E_NO_CAPACITY ||
+			     c == CHIPD_E_WORKER_LOST || c == CHIPD_E_TIMEOUT;
+
+		ck_assert_str_eq(chipd_code_name((enum chipd_code)c), names[c]);
+		ck_assert_int_eq(chipd_code_retryable((enum chipd_code)c), retry);
+		ck_assert_int_eq(proto_code_parse(names[c], strlen(names[c])), c);
+	}
+	ck_assert_str_eq(chipd_code_name(CHIPD_NCODES), "unknown");
+	ck_assert_int_eq(proto_code_parse("nope", 4), -1);
+	ck_assert_str_eq(chipd_sup_state_name(CHIPD_SUP_READY), "ready");
+	ck_assert_str_eq(chipd_sup_state_name(0), "unknown");
+	ck_assert_str_eq(chipd_chip_state_name(CHIPD_CHIP_BACKOFF), "backoff");
+	ck_assert_str_eq(chipd_chip_state_name(99), "unknown");
+}
+END_TEST
+
+START_TEST(error_envelope_round_trips_every_code)
+{
+	unsigned char buf[512];
+	struct proto_msg *d = new_msg(PROTO_OP_NONE);
+	struct proto_error e, err;
+	size_t len;
+
+	for (int c = 1; c < CHIPD_NCODES; c++) {
+		proto_fail(&e, (enum chipd_code)c, "request %d: it went \"wrong\"\n", c);
+		e.retryable = !chipd_code_retryable((enum chipd_code)c); /* ignored */
+		e.request = c == 3 ? 0 : 1000 + c;
+		e.chip = c == 4 ? -1 : c;
+		ck_assert_int_eq(proto_encode_error(&e, buf, sizeof(buf), &len), 0);
+		msgpack_c_agrees(buf, len);
+		ck_assert_int_eq(proto_decode_answer(PROTO_OP_SUBMIT, buf, len, d, &err), 0);
+		ck_assert(!d->ok);
+		ck_assert_int_eq(d->err.code, c);
+		ck_assert_int_eq(d->err.retryable, chipd_code_retryable((enum chipd_code)c));
+		ck_assert_int_eq(d->err.request, e.request);
+		ck_assert_int_eq(d->err.chip, e.chip);
+		/* Control characters never reach the wire. */
+		ck_assert_ptr_nonnull(strstr(d->err.message, "\"wrong\"?"));
+	}
+	e.code = CHIPD_OK;
+	ck_assert_int_eq(proto_encode_error(&e, buf, sizeof(buf), &len), -EINVAL);
+	free(d);
+}
+END_TEST
+
+START_TEST(error_envelope_shortens_message_to_fit)
+{
+	unsigned char buf[PROTO_REQ_MAX];
+	struct proto_msg *d = new_msg(PROTO_OP_NONE);
+	struct proto_error e, err;
+	size_t len, cap;
+
+	proto_fail(&e, CHIPD_E_INTERNAL, "%0159d", 7);
+	ck_assert_uint_eq(strlen(e.message), CHIPD_MSG_MAX - 1);
+	for (cap = 200; cap > 0; cap--) {
+		int rc = proto_encode_error(&e, buf, cap, &len);
+
+		if (rc == -EMSGSIZE)
+			break;
+		ck_assert_int_eq(rc, 0);
+		ck_assert_uint_le(len, cap);
+		ck_assert_int_eq(proto_decode_answer(PROTO_OP_PING, buf, len, d, &err), 0);
+		ck_assert_int_eq(d->err.code, CHIPD_E_INTERNAL);
+		ck_assert_uint_le(strlen(d->err.message), CHIPD_MSG_MAX - 1);
+	}
+	/* Only a buffer too small for an envelope with an empty message is refused. */
+	ck_assert_uint_lt(cap, 64);
+	free(d);
+}
+END_TEST
+
+/* ---- the handler table ---- */
+
+struct srv_ctx {
+	int runs;
+};
+
+static enum chipd_code cancel_validate(void *ctx, const struct proto_msg *req,
+				       struct proto_error *err)
+{
+	(void)ctx;
+	if (req->id == 5)
+		return proto_fail(err, CHIPD_E_NOT_FOUND, "no request 5");
+	return CHIPD_OK;
+}
+
+static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		      struct proto_error *err)
+{
+	struct srv_ctx *c = ctx;
+
+	(void)err;
+	c->runs++;
+	if (req->id == 6)
+		return PROTO_DEFERRED;
+	if (req->id == 7)
+		return CHIPD_E_DRAINING;      /* without setting @err */
+	ans->id = req->id == 8 ? 0 : req->id; /* 8: an invalid answer */
+	return CHIPD_OK;
+}
+
+static int ping_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		    struct proto_error *err)
+{
+	(void)ctx, (void)req, (void)err;
+	ans->pid = 1;
+	ans->state = CHIPD_SUP_READY;
+	return CHIPD_OK;
+}
+
+static const struct proto_handler handlers[] = {
+    {PROTO_OP_PING, NULL, ping_run},
+    {PROTO_OP_CANCEL, cancel_validate, cancel_run},
+};
+static const struct proto_server server = {"supervisor", handlers, 2};
+
+/* Dispatches a cancel of @id (0: a ping; -1: an assign) and decodes the answer. */
+static int dispatch(struct srv_ctx *ctx, int64_t id, struct proto_msg *ans)
+{
+	unsigned char req[PROTO_REQ_MAX], out[PROTO_RESP_MAX];
+	struct proto_msg *m = new_msg(id == 0 ? PROTO_OP_PING : PROTO_OP_CANCEL);
+	struct proto_error err;
+	size_t len, olen;
+	int rc;
+
+	if (id == -1) {
+		m->op = PROTO_OP_ASSIGN;
+		fill_request(m);
+	}
+	m->id = id > 0 ? id : m->id;
+	ck_assert_int_eq(proto_encode_request(m, req, sizeof(req), &len, &err), 0);
+	rc = proto_dispatch(&server, ctx, req, len, out, sizeof(out), &olen);
+	if (rc == 0)
+		ck_assert_int_eq(proto_decode_answer(m->op, out, olen, ans, &err), 0);
+	free(m);
+	return rc;
+}
+
+START_TEST(dispatch_answers_through_one_shape)
+{
+	struct srv_ctx ctx = {0};
+	struct proto_msg *ans = new_msg(PROTO_OP_NONE);
+	unsigned char out[PROTO_RESP_MAX];
+	struct proto_error err;
+	size_t olen;
+
+	ck_assert_int_eq(dispatch(&ctx, 0, ans), 0);
+	ck_assert(ans->ok);
+	ck_assert_int_eq(ans->pid, 1);
+	ck_assert_int_eq(dispatch(&ctx, 9, ans), 0);
+	ck_assert(ans->ok);
+	ck_assert_int_eq(ans->id, 9);
+	ck_assert_int_eq(ctx.runs, 1);
+
+	/* validate refuses: the run step never happens; the request id is attached. */
+	ck_assert_int_eq(dispatch(&ctx, 5, ans), 0);
+	ck_assert(!ans->ok);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_NOT_FOUND);
+	ck_assert_int_eq(ans->err.request, 5);
+	ck_assert_int_eq(ctx.runs, 1);
+
+	ck_assert_int_eq(dispatch(&ctx, 6, ans), PROTO_DEFERRED);
+	ck_assert_int_eq(dispatch(&ctx, 7, ans), 0);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_DRAINING);
+	ck_assert_str_eq(ans->err.message, "cancel failed");
+	ck_assert_int_eq(dispatch(&ctx, 8, ans), 0);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_INTERNAL);
+	ck_assert_ptr_nonnull(strstr(ans->err.message, "invalid cancel answer"));
+
+	ck_assert_int_eq(dispatch(&ctx, -1, ans), 0);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(ans->err.message, "not served by the supervisor"));
+
+	/* Malformed and oversized requests get the envelope too. */
+	ck_assert_int_eq(proto_dispatch(&server, &ctx, "\x81", 1, out, sizeof(out), &olen), 0);
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_PING, out, olen, ans, &err), 0);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_int_eq(
+	    proto_dispatch(&server, &ctx, out, PROTO_REQ_MAX + 1, out, sizeof(out), &olen), 0);
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_PING, out, olen, ans, &err), 0);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_TOO_LARGE);
+	ck_assert_int_eq(proto_dispatch(&server, &ctx, "\x80", 1, out, 8, &olen), -EMSGSIZE);
+	free(ans);
+}
+END_TEST
+
+static Suite *proto_suite(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc = tcase_create("round_trip");
+
+	tcase_add_loop_test(tc, every_request_round_trips, 1, PROTO_NOPS);
+	tcase_add_loop_test(tc, every_answer_round_trips, 1, PROTO_NOPS);
+	tcase_add_test(tc, absent_optional_fields_are_defaults);
+	tcase_add_test(tc, largest_answers_fit_the_response_slot);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("encoder");
+	tcase_add_test(tc, encoder_refuses_what_decoder_would);
+	tcase_add_test(tc, encoder_reports_too_large_at_every_short_cap);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("error_envelope");
+	tcase_add_test(tc, code_names_and_retryability_are_stable);
+	tcase_add_test(tc, error_envelope_round_trips_every_code);
+	tcase_add_test(tc, error_envelope_shortens_message_to_fit);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("handler_table");
+	tcase_add_test(tc, dispatch_answers_through_one_shape);
+	suite_add_tcase(s, tc);
+	proto_add_bad_tcases(s);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(proto_suite());
+}
