@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=deploy/lib/packages.sh
 . deploy/lib/packages.sh
 
-chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}"
+chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}" "${CHIPD_TEST_PACKAGES[@]}"
 
 jobs=$(nproc)
 # run_suite DIR LAUNCHER CMAKE-ARGS...: configure, build, run ctest under LAUNCHER.
@@ -27,3 +27,6 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1
 # (vm.mmap_rnd_bits above 28 on newer kernels): run its tests without ASLR.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	run_suite build-tsan "setarch $(uname -m) -R" -DCHIPD_SANITIZE=thread
+# The GPU variants of the kernels (hipcc for AMD, nvcc for NVIDIA): compiled, and
+# their suites run (the GPU checks skip without a GPU), so the kernels never rot.
+deploy/check_gpu_build.sh

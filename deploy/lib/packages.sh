@@ -28,3 +28,7 @@ chipd_need_packages() {
 # shellcheck disable=SC2034 # used by the scripts that source this file
 CHIPD_BUILD_PACKAGES=(build-essential cmake pkg-config check libsubunit-dev libbsd-dev
 	liburing-dev libmsgpack-dev)
+# What the test command needs beyond the build: clang's libFuzzer for the decoder's
+# fuzz run.
+# shellcheck disable=SC2034
+CHIPD_TEST_PACKAGES=(clang libclang-rt-14-dev)
