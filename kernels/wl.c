@@ -437,7 +437,7 @@ uint32_t wl_req_steps(const struct wl_req *r)
 
 uint32_t wl_req_built(const struct wl_req *r)
 {
-	return r->built;
+	return atomic_load_explicit(&((struct wl_req *)r)->built, memory_order_acquire);
 }
 
 int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_out *out)
@@ -447,7 +447,9 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 	int32_t *tok;
 	int err;
 
-	if (r->built == r->steps)
+	uint32_t built = atomic_load_explicit(&r->built, memory_order_relaxed);
+
+	if (built == r->steps)
 		return -ENODATA;
 	tok = wl_arena_alloc(st->host, sizeof(*tok), sizeof(*tok));
 	err = tok ? r->ops->build(r, st, lane, tok) : -ENOBUFS;
@@ -458,13 +460,14 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 		return err;
 	}
 	out->token = tok;
-	out->step = r->built++;
+	out->step = built;
+	atomic_store_explicit(&r->built, built + 1, memory_order_release);
 	return 0;
 }
 
 int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token)
 {
-	if (out->step != r->read || out->step >= r->built)
+	if (out->step != r->read || out->step >= wl_req_built(r))
 		return -EPROTO;
 	*token = (uint64_t)(uint32_t)*out->token;
 	r->read++;

@@ -170,7 +170,7 @@ uint32_t wl_req_built(const struct wl_req *r);
 int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_out *out);
 
 /* After the step of @out completed: its token. Steps' tokens must be read in order
- * (-EPROTO otherwise). */
+ * (-EPROTO otherwise). One thread may build while another reads tokens. */
 int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token);
 
 /* CPU reference of a whole request: the tokens of its first @n steps, computed

@@ -4,6 +4,8 @@
 
 #include "wl.h"
 
+#include <stdatomic.h>
+
 /* One parameter: its key, default and inclusive range. A workload's configuration is
  * an int64_t array in the order of its specs. */
 struct wl_pspec {
@@ -33,7 +35,11 @@ struct wl_req {
 	struct wl_kvpool *kv;
 	bool own_kv; /* a private pool, destroyed with the request */
 	int64_t cfg[WL_PARAMS_MAX];
-	uint32_t steps, built, read;
+	uint32_t steps;
+	/* Steps built so far: written by the one thread that builds (release), read by
+	 * the thread that reads tokens (acquire), which may be another one. */
+	_Atomic uint32_t built;
+	uint32_t read; /* tokens read; the token reader's own */
 	void *state;
 };
 
