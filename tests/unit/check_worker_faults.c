@@ -1,0 +1,223 @@
+/* check_worker_faults.c - the worker under trouble: a reader that never reads, an
+ * injected device error, shutdown with streams in flight, the same id submitted from
+ * many threads at once. */
+#include "testutil.h"
+#include "worker_fixture.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define READ_MS 5000u
+
+void wrk_add_fault_tcases(Suite *s);
+
+START_TEST(stalled_reader_does_not_stop_another_request)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[64];
+	struct wf f;
+	uint32_t n;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 8);
+	/* ring 0 is never read: request 1 fills it and pauses */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=100,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=50,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	n = 0;
+	while (n < 50) {
+		uint32_t got = wf_read(&f, 1, rec, 1, READ_MS);
+
+		ck_assert_uint_eq(got, 1);
+		ck_assert_uint_eq(rec[0].seq, n);
+		n++;
+		if (rec[0].flags & RING_F_TERMINAL)
+			break;
+	}
+	ck_assert_uint_eq(n, 50);
+	ck_assert_uint_eq(rec[0].flags, RING_F_FINAL);
+	/* shutdown still ends the paused stream: its terminal record was held back */
+	ck_assert_int_eq(wf_shutdown(&f), 0);
+	n = wf_read(&f, 0, rec, 64, READ_MS);
+	ck_assert_uint_eq(n, 8); /* 7 tokens (one record kept for the end) + ERROR */
+	for (uint32_t i = 0; i + 1 < n; i++)
+		ck_assert_uint_eq(rec[i].seq, i);
+	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED));
+	wf_stop(&f);
+}
+END_TEST
+
+static bool fail_7_at_3(void *arg, uint64_t id, uint32_t step)
+{
+	(void)arg;
+	return id == 7 && step == 3;
+}
+
+START_TEST(device_error_ends_request_and_worker_keeps_serving)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[32];
+	struct wf f;
+	uint32_t n;
+
+	wf_config(&cfg);
+	cfg.fault = fail_7_at_3;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=10,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	n = wf_read(&f, 0, rec, 32, READ_MS);
+	ck_assert_uint_eq(n, 4);
+	for (uint32_t i = 0; i < 3; i++)
+		ck_assert_uint_eq(rec[i].flags, 0);
+	ck_assert_uint_eq(rec[3].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+	ck_assert_uint_eq(rec[3].seq, 3);
+	ck_assert_int_eq(wf_assign(&f, 8, 1, "synthetic", "tokens=5,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 1, rec, 32, READ_MS), 5);
+	ck_assert_uint_eq(rec[4].flags, RING_F_FINAL);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_ge(wf_ctr(&f, "device_errors"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 1);
+}
+END_TEST
+
+START_TEST(shutdown_ends_every_stream_exactly_once)
+{
+	enum { NREQ = 6 };
+	struct wrk_config cfg;
+	static struct ring_rec rec[1024];
+	struct wf f;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 1024);
+	for (uint32_t i = 0; i < NREQ; i++)
+		ck_assert_int_eq(
+		    wf_assign(&f, 100 + i, i, "synthetic", "tokens=1000,device_us=500", 0, NULL),
+		    CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 2, READ_MS), 2);
+	ck_assert_int_eq(wf_shutdown(&f), 0); /* both threads joined */
+	for (uint32_t i = 0; i < NREQ; i++) {
+		uint32_t n = wf_read(&f, i, rec, 1024, READ_MS), terminals = 0;
+
+		ck_assert_uint_gt(n, 0);
+		for (uint32_t k = 0; k < n; k++)
+			terminals += (rec[k].flags & RING_F_TERMINAL) != 0;
+		ck_assert_uint_eq(terminals, 1);
+		ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED));
+		ck_assert_uint_eq(wf_read(&f, i, rec, 1, 10), 0); /* nothing after it */
+	}
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), NREQ);
+	ck_assert_uint_eq(wf_ctr(&f, "active"), 0);
+}
+END_TEST
+
+START_TEST(request_that_never_fits_a_bank_fails_alone)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.bank_tasks = 1; /* a synthetic step needs 2 tasks */
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 5, 0, "synthetic", "tokens=3", 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 8, READ_MS), 1);
+	ck_assert_uint_eq(rec[0].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+}
+END_TEST
+
+START_TEST(deadline_ends_stream_with_timeout)
+{
+	struct wrk_config cfg;
+	static struct ring_rec rec[1024];
+	struct wf f;
+	uint32_t n;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 1024);
+	f.next_deadline_ns = shm_deadline_in(30u * 1000u * 1000u);
+	ck_assert_int_eq(wf_assign(&f, 9, 0, "synthetic", "tokens=1000,device_us=1000", 0, NULL),
+			 CHIPD_OK);
+	n = wf_read(&f, 0, rec, 1024, READ_MS);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_uint_lt(n, 1000);
+	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_TIMEOUT));
+	ck_assert_uint_eq(rec[n - 1].seq, n - 1);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+}
+END_TEST
+
+struct racer {
+	struct wf *f;
+	pthread_barrier_t *bar;
+	int code;
+};
+
+static void *race_assign(void *arg)
+{
+	struct racer *r = arg;
+
+	pthread_barrier_wait(r->bar);
+	r->code =
+	    wf_assign_noreset(r->f, 77, 0, "synthetic", "tokens=1000,device_us=1000", 0, NULL);
+	return NULL;
+}
+
+START_TEST(concurrent_assigns_of_one_id_admit_exactly_one)
+{
+	enum { NRACE = 6 };
+	struct wrk_config cfg;
+	struct racer r[NRACE];
+	pthread_t th[NRACE];
+	pthread_barrier_t bar;
+	struct ring ring;
+	struct wf f;
+	int ok = 0, dup = 0;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(proto_node_ring(&f.node, 0, &ring), 0);
+	ring_reset(&ring, 77, getpid(), getpid());
+	pthread_barrier_init(&bar, NULL, NRACE);
+	for (int i = 0; i < NRACE; i++) {
+		r[i] = (struct racer){&f, &bar, -1};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race_assign, &r[i]), 0);
+	}
+	for (int i = 0; i < NRACE; i++) {
+		pthread_join(th[i], NULL);
+		ok += r[i].code == CHIPD_OK;
+		dup += r[i].code == CHIPD_E_DUPLICATE_ID;
+	}
+	pthread_barrier_destroy(&bar);
+	ck_assert_int_eq(ok, 1);
+	ck_assert_int_eq(dup, NRACE - 1);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 1);
+}
+END_TEST
+
+void wrk_add_fault_tcases(Suite *s)
+{
+	const struct tu_case cases[] = {
+	    {"stalled_reader_does_not_stop_another_request",
+	     stalled_reader_does_not_stop_another_request},
+	    {"device_error_ends_request_and_worker_keeps_serving",
+	     device_error_ends_request_and_worker_keeps_serving},
+	    {"shutdown_ends_every_stream_exactly_once", shutdown_ends_every_stream_exactly_once},
+	    {"request_that_never_fits_a_bank_fails_alone",
+	     request_that_never_fits_a_bank_fails_alone},
+	    {"deadline_ends_stream_with_timeout", deadline_ends_stream_with_timeout},
+	    {"concurrent_assigns_of_one_id_admit_exactly_one",
+	     concurrent_assigns_of_one_id_admit_exactly_one},
+	};
+
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+}

@@ -1,0 +1,54 @@
+/* worker_fixture.h - a worker run in-process for the check_worker suites: a node
+ * region, an anonymous control region with the worker mailbox, wrk_main on a thread,
+ * and the client side (assign, cancel, shutdown through the mailbox; rings read
+ * directly). */
+#ifndef CHIPD_WORKER_FIXTURE_H
+#define CHIPD_WORKER_FIXTURE_H
+
+#include "node.h"
+#include "proto.h"
+#include "wrk.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define WF_CALL_MS 5000u /* bound of every mailbox call */
+
+struct wf {
+	char name[64];
+	struct proto_node node;
+	struct shm_region ctl;
+	struct mbox mb; /* the client's handle */
+	struct wrk_config cfg;
+	pthread_t th;
+	int rc;
+	bool running;
+	uint64_t next_deadline_ns; /* sent with the next assign ("deadline_ns"), then 0 */
+};
+
+/* Default worker config with a short spin (tests share 2 cores). */
+void wf_config(struct wrk_config *cfg);
+/* Creates the regions (rings of @ring_cap records) and starts wrk_main(@cfg). */
+void wf_start(struct wf *f, const struct wrk_config *cfg, uint32_t ring_cap);
+/* Shuts the worker down (if still running), joins it, asserts it returned 0 and
+ * unlinks the node region; the regions stay mapped so counters can still be read
+ * (each tcase is its own process). */
+void wf_stop(struct wf *f);
+/* Sends a shutdown and waits for wrk_main to return; its code. */
+int wf_shutdown(struct wf *f);
+/* Resets ring @ring for request @id and assigns it: @wl with @params
+ * ("k=v,k=v" or NULL), @max_tokens (0: none). Returns CHIPD_OK or the error code;
+ * @msg (may be NULL, CHIPD_MSG_MAX bytes) gets the error message. */
+int wf_assign(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
+	      int64_t max_tokens, char *msg);
+/* The same without resetting the ring (several assigns of one id at once). */
+int wf_assign_noreset(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
+		      int64_t max_tokens, char *msg);
+int wf_cancel(struct wf *f, uint64_t id);
+/* Reads ring @ring into @out until a terminal record, @max records or @ms pass.
+ * Returns the number read. */
+uint32_t wf_read(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t max, unsigned ms);
+/* Worker counter @name. */
+uint64_t wf_ctr(struct wf *f, const char *name);
+
+#endif

@@ -1,0 +1,72 @@
+/* wrk.h - the chip worker: admission, the orchestrator (O) and scheduler (S)
+ * threads, arena banks and epochs, token publishing (DESIGN.md, "Inside a worker").
+ *
+ * wrk_main serves the worker's control mailbox (assign, cancel, heartbeat, shutdown)
+ * on the calling thread and runs two threads beside it:
+ *
+ *   O  takes admitted requests and cancels, picks the requests that may advance (not
+ *      cancelled, room in their token ring for every token in flight), builds one
+ *      step for all of them together into a free arena bank and publishes the bank
+ *      with the next epoch number;
+ *   S  waits for that epoch, runs the bank's tasks on the device, publishes each
+ *      request's token into its ring (FINAL with the last one) and releases the bank.
+ *
+ * While S runs step N, O builds step N+1 in another bank: host work hides behind
+ * device work. With no_overlap there is one bank, so O waits for S (the baseline).
+ *
+ * The worker writes its counters into its block of the node region
+ * (PROTO_WRK_COUNTERS) and its tokens into the rings named by each assign.
+ */
+#ifndef CHIPD_WORKER_WRK_H
+#define CHIPD_WORKER_WRK_H
+
+#include "device.h"
+#include "node.h"
+#include "region.h"
+#include "wrk_trace.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define WRK_MAX_BANKS 8
+
+/* Called by S before it runs a step, once per request in the step (fault injection
+ * for tests): a nonzero return makes the step fail as a device error would. */
+typedef bool (*wrk_fault_fn)(void *arg, uint64_t request_id, uint32_t step);
+
+struct wrk_config {
+	uint32_t chip;		  /* index of this worker's counter block in the node */
+	enum dev_kind dev_kind;	  /* DEV_SIM for tests and the benchmark */
+	int dev_index;		  /* device ordinal */
+	uint32_t nbanks;	  /* 1..WRK_MAX_BANKS (2: overlap); 1 with no_overlap */
+	bool no_overlap;	  /* baseline: one bank, O waits for S */
+	uint32_t queue_cap;	  /* admitted but not yet taken by O: beyond, queue_full */
+	uint32_t max_requests;	  /* live requests (queued + active) */
+	uint32_t max_batch;	  /* requests in one step */
+	uint32_t bank_tasks;	  /* task descriptors per bank */
+	size_t bank_host_bytes;	  /* host arena per bank */
+	size_t bank_dev_bytes;	  /* device arena per bank */
+	uint32_t kv_blocks;	  /* the worker's shared KV block pool */
+	uint32_t kv_block_floats; /* floats per KV block */
+	uint64_t spin_ns;	  /* spin budget of every wait before sleeping */
+	wrk_fault_fn fault;	  /* NULL in production */
+	void *fault_arg;
+	struct wrk_trace *trace; /* NULL: no spans recorded; see wrk_trace.h */
+};
+
+/* Fills @cfg with the defaults: sim device 0, 2 banks, queue 64, 256 live requests,
+ * 64 per step, 1024 tasks and 1 MiB host + 1 MiB device per bank, 4096 KV blocks of
+ * 2048 floats, the shm/ default spin. */
+void wrk_config_default(struct wrk_config *cfg);
+
+/* Runs a worker until a shutdown request (or a fatal error). @control is the worker's
+ * control region: its body holds the worker mailbox (laid out by the creator with
+ * mbox_init); the worker becomes its server. @node is the node region (rings and
+ * counters). Opens the device, starts O and S, serves the mailbox on the calling
+ * thread; on shutdown every live stream ends exactly once (FINAL or ERROR), both
+ * threads are joined and everything is released. Returns 0 after a shutdown,
+ * -EINVAL for a bad configuration, -EBUSY when another server holds the mailbox, or
+ * -errno when the device, the pool or the threads cannot be set up. */
+int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct proto_node *node);
+
+#endif

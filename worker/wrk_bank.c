@@ -1,0 +1,200 @@
+/* wrk_bank.c - arena banks and the epoch words that move them between O and S. */
+#include "wrk_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int wrk_banks_init(struct wrk *w)
+{
+	const struct wrk_config *c = &w->cfg;
+
+	for (uint32_t i = 0; i < w->nbanks; i++) {
+		struct wrk_bank *b = &w->banks[i];
+		int err;
+
+		b->index = i;
+		atomic_init(&b->owner, WRK_OWNER_FREE);
+		b->host_mem = aligned_alloc(64, (c->bank_host_bytes + 63) & ~(size_t)63);
+		b->ents = calloc(c->max_batch, sizeof(*b->ents));
+		if (!b->host_mem || !b->ents)
+			return -ENOMEM;
+		err = dev_alloc(w->dev, c->bank_dev_bytes, &b->dev_mem);
+		if (err) {
+			b->dev_mem = NULL;
+			return err;
+		}
+		wl_arena_init(&b->host, b->host_mem, c->bank_host_bytes);
+		wl_arena_init(&b->dev, b->dev_mem, c->bank_dev_bytes);
+	}
+	return 0;
+}
+
+void wrk_banks_destroy(struct wrk *w)
+{
+	for (uint32_t i = 0; i < w->nbanks; i++) {
+		struct wrk_bank *b = &w->banks[i];
+
+		if (b->dev_mem)
+			dev_free(w->dev, b->dev_mem);
+		free(b->host_mem);
+		free(b->ents);
+		b->dev_mem = b->host_mem = NULL;
+		b->ents = NULL;
+	}
+}
+
+void wrk_bank_check(struct wrk_bank *b, enum wrk_owner who, const char *fn)
+{
+	int owner = atomic_load_explicit(&b->owner, memory_order_relaxed);
+
+	if (owner != (int)who) {
+		fprintf(stderr, "chipd worker: %s touched bank %u owned by %d, not %d\n", fn,
+			b->index, owner, (int)who);
+		abort();
+	}
+}
+
+struct o_wait_arg {
+	struct wrk *w;
+	uint64_t need; /* released must reach this */
+};
+
+static bool bank_free(void *arg)
+{
+	struct o_wait_arg *a = arg;
+
+	return atomic_load_explicit(&a->w->sync.released, memory_order_seq_cst) >= a->need;
+}
+
+static bool s_lost(void *arg)
+{
+	struct o_wait_arg *a = arg;
+
+	return atomic_load_explicit(&a->w->sync.s_err, memory_order_seq_cst) != 0;
+}
+
+static bool bank_free_or_s_lost(void *arg)
+{
+	return bank_free(arg) || s_lost(arg);
+}
+
+struct wrk_bank *wrk_bank_acquire(struct wrk *w, uint64_t deadline_ns, int *err)
+{
+	uint64_t e = atomic_load_explicit(&w->sync.published, memory_order_relaxed) + 1;
+	struct o_wait_arg a = {w, e > w->nbanks ? e - w->nbanks : 0};
+	/* S's failure must end the wait at once, not at the next sleep slice */
+	struct shm_waiter how = {bank_free_or_s_lost, s_lost, &a, w->cfg.spin_ns};
+	struct wrk_bank *b;
+	int owner = WRK_OWNER_FREE;
+
+	*err = shm_wait(&w->sync.o_wake, &how, deadline_ns);
+	if (*err)
+		return NULL;
+	if (!bank_free(&a)) {
+		*err = -EPIPE;
+		return NULL;
+	}
+	b = &w->banks[(e - 1) % w->nbanks];
+	/* the release of epoch e - nbanks gave the bank back: it must be FREE */
+	if (!atomic_compare_exchange_strong_explicit(&b->owner, &owner, WRK_OWNER_O,
+						     memory_order_relaxed, memory_order_relaxed))
+		wrk_bank_check(b, WRK_OWNER_FREE, __func__);
+	b->epoch = e;
+	b->nents = 0;
+	wl_arena_reset(&b->host);
+	wl_arena_reset(&b->dev);
+	return b;
+}
+
+void wrk_bank_publish(struct wrk *w, struct wrk_bank *b)
+{
+	WRK_OWNED(b, WRK_OWNER_O);
+	atomic_store_explicit(&b->owner, WRK_OWNER_S, memory_order_relaxed);
+	/* seq_cst store: publishes the bank's contents and pairs with S's wait */
+	atomic_store_explicit(&w->sync.published, b->epoch, memory_order_seq_cst);
+	shm_wake_all(&w->sync.s_wake);
+}
+
+struct s_wait_arg {
+	struct wrk *w;
+	uint64_t e;
+};
+
+static bool epoch_ready(void *arg)
+{
+	struct s_wait_arg *a = arg;
+
+	return atomic_load_explicit(&a->w->sync.published, memory_order_seq_cst) >= a->e;
+}
+
+static bool o_lost(void *arg)
+{
+	struct s_wait_arg *a = arg;
+
+	return atomic_load_explicit(&a->w->sync.o_err, memory_order_seq_cst) != 0 ||
+	       atomic_load_explicit(&a->w->sync.o_done, memory_order_seq_cst) != 0;
+}
+
+static bool epoch_or_o_lost(void *arg)
+{
+	return epoch_ready(arg) || o_lost(arg);
+}
+
+struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, int *err)
+{
+	struct s_wait_arg a = {w, e};
+	/* O's exit must end the wait at once, not at the next sleep slice */
+	struct shm_waiter how = {epoch_or_o_lost, o_lost, &a, w->cfg.spin_ns};
+	struct wrk_bank *b;
+
+	*err = shm_wait(&w->sync.s_wake, &how, deadline_ns);
+	if (*err)
+		return NULL;
+	if (!epoch_ready(&a)) {
+		*err = -EPIPE;
+		return NULL;
+	}
+	b = &w->banks[(e - 1) % w->nbanks];
+	WRK_OWNED(b, WRK_OWNER_S);
+	return b;
+}
+
+void wrk_bank_release(struct wrk *w, struct wrk_bank *b)
+{
+	WRK_OWNED(b, WRK_OWNER_S);
+	atomic_store_explicit(&b->owner, WRK_OWNER_FREE, memory_order_relaxed);
+	atomic_store_explicit(&w->sync.released, b->epoch, memory_order_seq_cst);
+	shm_wake_all(&w->sync.o_wake);
+}
+
+uint64_t wrk_o_busy_at(struct wrk_sync *s, uint64_t now)
+{
+	uint64_t seq, acc, since;
+
+	do {
+		seq = atomic_load_explicit(&s->o_seq, memory_order_seq_cst);
+		acc = atomic_load_explicit(&s->o_busy_acc, memory_order_seq_cst);
+		since = atomic_load_explicit(&s->o_busy_since, memory_order_seq_cst);
+	} while ((seq & 1) || seq != atomic_load_explicit(&s->o_seq, memory_order_seq_cst));
+	return acc + (since && now > since ? now - since : 0);
+}
+
+void wrk_o_busy_begin(struct wrk_sync *s, uint64_t now)
+{
+	atomic_fetch_add_explicit(&s->o_seq, 1, memory_order_seq_cst);
+	atomic_store_explicit(&s->o_busy_since, now, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&s->o_seq, 1, memory_order_seq_cst);
+}
+
+void wrk_o_busy_end(struct wrk_sync *s, uint64_t now)
+{
+	uint64_t since = atomic_load_explicit(&s->o_busy_since, memory_order_relaxed);
+	uint64_t acc = atomic_load_explicit(&s->o_busy_acc, memory_order_relaxed);
+
+	atomic_fetch_add_explicit(&s->o_seq, 1, memory_order_seq_cst);
+	atomic_store_explicit(&s->o_busy_acc, acc + (now > since ? now - since : 0),
+			      memory_order_seq_cst);
+	atomic_store_explicit(&s->o_busy_since, 0, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&s->o_seq, 1, memory_order_seq_cst);
+}

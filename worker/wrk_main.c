@@ -1,0 +1,176 @@
+/* wrk_main.c - the worker's entry: set-up, the control mailbox loop, tear-down. */
+#include "wrk_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* How long one mailbox wait lasts before the loop re-checks its threads. */
+#define WRK_MBOX_WAIT_NS (100u * 1000u * 1000u)
+/* Streams S spreads a step's lanes over (S||S): independent requests run side by
+ * side, as many as a step usually holds without making each stream's queue tiny. */
+#define WRK_STREAMS 4
+
+void wrk_config_default(struct wrk_config *cfg)
+{
+	*cfg = (struct wrk_config){
+	    .chip = 0,
+	    .dev_kind = DEV_SIM,
+	    .dev_index = 0,
+	    .nbanks = 2,
+	    .queue_cap = 64,
+	    .max_requests = 256,
+	    .max_batch = 64,
+	    .bank_tasks = 1024,
+	    .bank_host_bytes = 1u << 20,
+	    .bank_dev_bytes = 1u << 20,
+	    .kv_blocks = 4096,
+	    .kv_block_floats = 2048,
+	    .spin_ns = SHM_SPIN_NS_DEFAULT,
+	};
+}
+
+static bool config_ok(const struct wrk_config *c, const struct proto_node *node)
+{
+	return c->chip < node->desc->nworkers && c->queue_cap >= 1 && c->max_requests >= 1 &&
+	       c->max_batch >= 1 && c->bank_tasks >= 1 &&
+	       /* the task array plus room for the tokens' slots */
+	       c->bank_host_bytes >= (size_t)c->bank_tasks * sizeof(struct wl_task) + 4096 &&
+	       c->kv_blocks >= 1 && c->kv_block_floats >= 1 &&
+	       (c->no_overlap || (c->nbanks >= 1 && c->nbanks <= WRK_MAX_BANKS));
+}
+
+void wrk_stop_and_join(struct wrk *w)
+{
+	if (w->joined)
+		return;
+	atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
+	wrk_kick_o(w);
+	if (w->o_started)
+		pthread_join(w->o_thread, NULL);
+	/* O's exit (o_done) ends S's wait once every published epoch has run */
+	atomic_store_explicit(&w->sync.o_done, 1, memory_order_seq_cst);
+	shm_wake_all(&w->sync.s_wake);
+	if (w->s_started)
+		pthread_join(w->s_thread, NULL);
+	w->joined = true;
+}
+
+static int setup(struct wrk *w)
+{
+	const struct wrk_config *c = &w->cfg;
+	char msg[128];
+	int err;
+
+	err = dev_open(&w->dev, c->dev_kind, c->dev_index, msg, sizeof(msg));
+	if (err) {
+		fprintf(stderr, "chipd worker %u: %s\n", c->chip, msg);
+		w->dev = NULL;
+		return err;
+	}
+	err = wl_kvpool_create(&w->kv, w->dev, c->kv_blocks, c->kv_block_floats);
+	if (err)
+		return err;
+	err = wl_exec_create(&w->exec, w->dev, WRK_STREAMS);
+	if (err)
+		return err;
+	w->reqs = calloc(c->max_requests, sizeof(*w->reqs));
+	w->queue = calloc(c->queue_cap, sizeof(*w->queue));
+	if (!w->reqs || !w->queue)
+		return -ENOMEM;
+	for (uint32_t i = c->max_requests; i-- > 0;) {
+		w->reqs[i].next_free = w->free_list;
+		w->free_list = &w->reqs[i];
+	}
+	err = wrk_banks_init(w);
+	if (err)
+		return err;
+	shm_wake_init(&w->sync.o_wake);
+	shm_wake_init(&w->sync.s_wake);
+	err = -pthread_create(&w->s_thread, NULL, wrk_sched_main, w);
+	if (err)
+		return err;
+	w->s_started = true;
+	err = -pthread_create(&w->o_thread, NULL, wrk_orch_main, w);
+	if (err)
+		return err;
+	w->o_started = true;
+	return 0;
+}
+
+static void teardown(struct wrk *w)
+{
+	wrk_stop_and_join(w);
+	wrk_banks_destroy(w);
+	free(w->reqs);
+	free(w->queue);
+	if (w->exec)
+		wl_exec_destroy(w->exec);
+	wl_kvpool_destroy(w->kv);
+	if (w->dev)
+		dev_close(w->dev);
+	pthread_mutex_destroy(&w->lock);
+	pthread_mutex_destroy(&w->kv_lock);
+}
+
+/* Serves the control mailbox until a shutdown has joined O and S. */
+static void serve(struct wrk *w)
+{
+	while (!w->joined) {
+		struct mbox_event ev;
+		uint64_t t0;
+		size_t len;
+		int rc = mbox_server_next(&w->mb, &ev, shm_deadline_in(WRK_MBOX_WAIT_NS));
+
+		if (rc)
+			continue; /* -ETIMEDOUT: nothing came */
+		if (ev.kind == MBOX_EV_RESET) {
+			(void)mbox_ack_reset(&w->mb, ev.t);
+			ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_mbox_resets), 1);
+			continue;
+		}
+		t0 = shm_now_ns();
+		rc = proto_dispatch(&wrk_server, w, ev.req, ev.len, mbox_resp_buf(&w->mb, ev.t),
+				    mbox_resp_cap(&w->mb), &len);
+		if (rc == 0)
+			(void)mbox_answer(&w->mb, ev.t, (uint32_t)len); /* -ECANCELED: gave up */
+		wrk_trace_span(w->cfg.trace, WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
+	}
+}
+
+int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct proto_node *node)
+{
+	struct wrk *w;
+	int err;
+
+	if (!cfg || !control || !node || !config_ok(cfg, node))
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->cfg = *cfg;
+	w->nbanks = cfg->no_overlap ? 1 : cfg->nbanks;
+	w->node = node;
+	w->ctr = &node->wrk_ctr[cfg->chip];
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_mutex_init(&w->kv_lock, NULL);
+	err = mbox_attach(&w->mb, shm_region_body(control), shm_region_body_size(control));
+	if (err)
+		goto out_free;
+	mbox_set_spin(&w->mb, cfg->spin_ns);
+	err = mbox_server_attach(&w->mb);
+	if (err < 0)
+		goto out_free;
+	err = setup(w);
+	if (!err)
+		serve(w);
+	teardown(w);
+	mbox_server_detach(&w->mb);
+	free(w);
+	return err;
+out_free:
+	pthread_mutex_destroy(&w->lock);
+	pthread_mutex_destroy(&w->kv_lock);
+	free(w);
+	return err;
+}

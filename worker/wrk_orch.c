@@ -1,0 +1,250 @@
+/* wrk_orch.c - the orchestrator thread (O): takes admitted requests and cancels,
+ * retires requests whose streams ended, builds one step for every request that may
+ * advance into a free bank and publishes it with the next epoch. */
+#include "wrk_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* How long O sleeps when nothing can advance. A request paused on a full ring is
+ * woken by nobody (the reader does not ring the producer), so O re-checks ring
+ * space this often; any other change (new work, cancel, stop, a released bank)
+ * wakes it at once. */
+#define ORCH_PAUSED_POLL_NS (500u * 1000u)
+#define ORCH_IDLE_WAIT_NS   (100u * 1000u * 1000u)
+/* Bound of one wait for a free bank; O re-checks stop and S's error between waits. */
+#define ORCH_BANK_WAIT_NS (100u * 1000u * 1000u)
+
+struct orch {
+	struct wrk *w;
+	struct wrk_req **act; /* requests O took, max_requests of them */
+	uint32_t nact;
+	uint32_t seen_kicks;
+	uint64_t seen_released;
+	uint32_t rot; /* where the last step started in the pick list */
+};
+
+static void ctr_o(struct wrk *w, enum proto_wrk_ctr c, uint64_t d)
+{
+	ctr_add(w->ctr, wrk_ctr_index(c), d);
+}
+
+static void ctr_o_set(struct wrk *w, enum proto_wrk_ctr c, uint64_t v)
+{
+	ctr_set(w->ctr, wrk_ctr_index(c), v);
+}
+
+/* Moves every admitted request from the admission queue to O's active list. */
+static void take_new(struct orch *o)
+{
+	struct wrk *w = o->w;
+
+	pthread_mutex_lock(&w->lock);
+	while (w->q_len) {
+		struct wrk_req *rq = w->queue[w->q_head];
+
+		w->q_head = (w->q_head + 1) % w->cfg.queue_cap;
+		w->q_len--;
+		rq->state = WRK_RQ_ACTIVE;
+		o->act[o->nact++] = rq;
+	}
+	pthread_mutex_unlock(&w->lock);
+	ctr_o_set(w, PROTO_WRK_queue_depth, 0);
+}
+
+static void drop(struct orch *o, uint32_t i)
+{
+	o->act[i] = o->act[--o->nact];
+}
+
+/* Ends the requests whose streams can end now: completed (S wrote FINAL), failed,
+ * cancelled, or every one when @abort_all. A request with a step in S waits, unless
+ * S is gone (@s_dead: it will never touch the rings again). */
+static void retire(struct orch *o, bool abort_all, bool s_dead)
+{
+	struct wrk *w = o->w;
+	uint64_t now = shm_now_ns();
+
+	for (uint32_t i = 0; i < o->nact;) {
+		struct wrk_req *rq = o->act[i];
+		uint32_t done = atomic_load_explicit(&rq->s_done, memory_order_acquire);
+		int32_t fail = atomic_load_explicit(&rq->s_fail, memory_order_acquire);
+		bool cancel = atomic_load_explicit(&rq->cancel, memory_order_acquire) != 0;
+
+		if (s_dead && !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
+			wrk_req_end_error(w, rq, CHIPD_E_INTERNAL);
+			drop(o, i);
+			continue;
+		}
+		if (done != rq->built) {
+			i++; /* S still owns a step of it */
+			continue;
+		}
+		if (atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
+			wrk_req_free(w, rq);
+		} else if (fail) {
+			wrk_req_end_error(w, rq, (enum chipd_code)fail);
+		} else if (cancel || abort_all) {
+			wrk_req_end_error(w, rq, CHIPD_E_CANCELLED);
+		} else if (rq->deadline_ns && now >= rq->deadline_ns) {
+			wrk_req_end_error(w, rq, CHIPD_E_TIMEOUT);
+		} else {
+			i++;
+			continue;
+		}
+		drop(o, i);
+	}
+}
+
+/* May @rq get another step now? Counts the tokens already in flight against the
+ * ring's free records, so a push by S can never find the ring full. */
+static bool may_advance(struct wrk_req *rq, uint64_t now)
+{
+	uint32_t done = atomic_load_explicit(&rq->s_done, memory_order_acquire);
+
+	if (rq->built >= rq->limit || atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
+	    atomic_load_explicit(&rq->cancel, memory_order_relaxed) ||
+	    (rq->deadline_ns && now >= rq->deadline_ns))
+		return false;
+	/* read s_done before the space: a push in between only makes us pessimistic */
+	return ring_space(&rq->o_ring) > rq->built - done;
+}
+
+/* Builds one step for every request that may advance. Returns how many requests
+ * were built, or -errno when no bank could be had. */
+static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
+{
+	struct wrk *w = o->w;
+	struct wrk_bank *b;
+	uint64_t t0, t1;
+	int err;
+
+	t0 = shm_now_ns();
+	b = wrk_bank_acquire(w, shm_deadline_in(ORCH_BANK_WAIT_NS), &err);
+	t1 = shm_now_ns();
+	wrk_trace_span(w->cfg.trace, WRK_TR_O, WRK_SPAN_O_WAIT, t0, t1, b ? (uint32_t)b->epoch : 0);
+	if (!b)
+		return err;
+	t0 = t1;
+	wrk_o_busy_begin(&w->sync, t0);
+	err = wl_step_init(&b->step, &b->host, &b->dev, w->cfg.bank_tasks);
+	/* start one further each step, so a full step does not always leave out the
+	 * same requests */
+	o->rot = npick ? (o->rot + 1) % npick : 0;
+	for (uint32_t k = 0; !err && k < npick && b->nents < w->cfg.max_batch; k++) {
+		struct wrk_req *rq = pick[(o->rot + k) % npick];
+		struct wrk_entry *e = &b->ents[b->nents];
+		int rc = wl_req_build(rq->wl, &b->step, b->nents, &e->out);
+
+		if (rc == -ENOBUFS && b->nents > 0)
+			break; /* the step is full: the rest go into the next one */
+		if (rc) {
+			/* cannot build it (not even alone in an empty bank: it never would):
+			 * end it once S has what is in flight */
+			atomic_store_explicit(&rq->s_fail, CHIPD_E_INTERNAL, memory_order_relaxed);
+			continue;
+		}
+		e->rq = rq;
+		e->step = rq->built++;
+		b->nents++;
+	}
+	t1 = shm_now_ns();
+	wrk_o_busy_end(&w->sync, t1);
+	ctr_o(w, PROTO_WRK_o_busy_ns, t1 - t0);
+	wrk_trace_span(w->cfg.trace, WRK_TR_O, WRK_SPAN_O_BUILD, t0, t1, (uint32_t)b->epoch);
+	ctr_o(w, PROTO_WRK_steps, 1);
+	/* published even when empty: the epoch sequence has no holes */
+	wrk_bank_publish(w, b);
+	return (int)b->nents;
+}
+
+struct idle_arg {
+	struct wrk *w;
+	uint32_t kicks;
+	uint64_t released;
+};
+
+static bool something_changed(void *arg)
+{
+	struct idle_arg *a = arg;
+
+	return atomic_load_explicit(&a->w->sync.kicks, memory_order_seq_cst) != a->kicks ||
+	       atomic_load_explicit(&a->w->sync.released, memory_order_seq_cst) != a->released ||
+	       atomic_load_explicit(&a->w->stop, memory_order_seq_cst) != 0;
+}
+
+static void idle_wait(struct orch *o, uint64_t ns)
+{
+	struct wrk *w = o->w;
+	struct idle_arg a = {w, o->seen_kicks, o->seen_released};
+	struct shm_waiter how = {something_changed, NULL, &a, w->cfg.spin_ns};
+
+	(void)shm_wait(&w->sync.o_wake, &how, shm_deadline_in(ns));
+}
+
+static void update_gauges(struct orch *o)
+{
+	struct wrk *w = o->w;
+	uint32_t used;
+
+	pthread_mutex_lock(&w->kv_lock);
+	used = w->cfg.kv_blocks - wl_kvpool_free_blocks(w->kv);
+	pthread_mutex_unlock(&w->kv_lock);
+	ctr_o_set(w, PROTO_WRK_active, o->nact);
+	ctr_o_set(w, PROTO_WRK_kv_blocks_used, used);
+	atomic_store_explicit(&w->o_active, o->nact, memory_order_relaxed);
+}
+
+void *wrk_orch_main(void *arg)
+{
+	struct orch o = {.w = arg};
+	struct wrk *w = o.w;
+	struct wrk_req **pick;
+
+	o.act = calloc(w->cfg.max_requests, sizeof(*o.act));
+	pick = calloc(w->cfg.max_requests, sizeof(*pick));
+	if (!o.act || !pick) {
+		atomic_store_explicit(&w->sync.o_err, -ENOMEM, memory_order_seq_cst);
+		goto out;
+	}
+	for (;;) {
+		bool stopping = atomic_load_explicit(&w->stop, memory_order_seq_cst) != 0;
+		bool abort_all =
+		    stopping &&
+		    shm_now_ns() >= atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
+		bool s_dead = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst) != 0;
+		uint32_t npick = 0;
+		bool paused = false;
+		uint64_t now;
+
+		o.seen_kicks = atomic_load_explicit(&w->sync.kicks, memory_order_seq_cst);
+		o.seen_released = atomic_load_explicit(&w->sync.released, memory_order_seq_cst);
+		take_new(&o);
+		retire(&o, abort_all, s_dead);
+		update_gauges(&o);
+		if (stopping && o.nact == 0)
+			break;
+		now = shm_now_ns();
+		for (uint32_t i = 0; !abort_all && !s_dead && i < o.nact; i++) {
+			if (may_advance(o.act[i], now))
+				pick[npick++] = o.act[i];
+			else if (o.act[i]->built < o.act[i]->limit)
+				paused = true;
+		}
+		if (npick) {
+			int rc = build_step(&o, pick, npick);
+
+			if (rc == -EPIPE)
+				continue; /* S failed: the next round ends everything */
+			if (rc >= 0)
+				continue;
+		}
+		idle_wait(&o, paused || stopping ? ORCH_PAUSED_POLL_NS : ORCH_IDLE_WAIT_NS);
+	}
+out:
+	free(o.act);
+	free(pick);
+	atomic_store_explicit(&w->sync.o_done, 1, memory_order_seq_cst);
+	shm_wake_all(&w->sync.s_wake);
+	return NULL;
+}
