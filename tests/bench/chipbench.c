@@ -13,6 +13,7 @@ struct mode {
 
 static const struct mode modes[] = {
     {"mailbox", "mailbox round trip vs raw spin, futex, unix socket, iceoryx", mode_mailbox},
+    {"overlap", "worker tokens/s with O/S overlap vs --no-overlap (synthetic)", mode_overlap},
 };
 
 static void usage(FILE *f)

@@ -4,5 +4,6 @@
 #define CHIPD_BENCH_MODES_H
 
 int mode_mailbox(int argc, char **argv);
+int mode_overlap(int argc, char **argv);
 
 #endif
