@@ -232,7 +232,7 @@ static int decode_value(struct mp_reader *r, const struct field *f, const struct
 {
 	char epath[PATH_LEN];
 	struct mp_item e;
-	int64_t v;
+	int64_t v = 0; /* set by get_int; gcc -O3 cannot see it */
 
 	switch (f->type) {
 	case FT_INT:
