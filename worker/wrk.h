@@ -30,8 +30,11 @@
 
 #define WRK_MAX_BANKS 8
 
-/* Called by S before it runs a step, once per request in the step (fault injection
- * for tests): a nonzero return makes the step fail as a device error would. */
+/* Fault injection for tests. fault: called by S before it runs a step, once per
+ * request in the step: a nonzero return makes the step fail as a device error would.
+ * o_fault: called by O before it builds a request's part of a step: a nonzero return
+ * makes that build fail as a host error would (the request ends with internal; the
+ * rest of the step runs). Both get fault_arg. */
 typedef bool (*wrk_fault_fn)(void *arg, uint64_t request_id, uint32_t step);
 
 struct wrk_config {
@@ -49,7 +52,8 @@ struct wrk_config {
 	uint32_t kv_blocks;	  /* the worker's shared KV block pool */
 	uint32_t kv_block_floats; /* floats per KV block */
 	uint64_t spin_ns;	  /* spin budget of every wait before sleeping */
-	wrk_fault_fn fault;	  /* NULL in production */
+	wrk_fault_fn fault;	  /* S side; NULL in production */
+	wrk_fault_fn o_fault;	  /* O side; NULL in production */
 	void *fault_arg;
 	struct wrk_trace *trace; /* NULL: no spans recorded; see wrk_trace.h */
 };

@@ -110,6 +110,20 @@ static bool may_advance(struct wrk_req *rq, uint64_t now)
 	return ring_space(&rq->o_ring) > rq->built - done;
 }
 
+/* O failed to build @rq's part of a step. Only @rq is affected: a failed build adds
+ * nothing to the step (wl.h says so for -ENOBUFS; the injected fault never calls
+ * wl_req_build), so the rest of the step is whole and still runs. @rq does not
+ * advance (built stays), retire() ends its stream as soon as S has finished what is
+ * in flight (S may drop a token still in flight: the ERROR record takes its seq).
+ * The code is internal, not device_error: the device never saw this step, the fault
+ * is the host's (DESIGN.md: device_error is what the device reports).
+ * S is never left waiting for it: the bank is published even when the failure left
+ * it empty (the epoch sequence has no holes), and a fatal O error goes to o_err. */
+static void o_fail(struct wrk_req *rq)
+{
+	atomic_store_explicit(&rq->s_fail, CHIPD_E_INTERNAL, memory_order_relaxed);
+}
+
 /* Builds one step for every request that may advance. Returns how many requests
  * were built, or -errno when no bank could be had. */
 static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
@@ -128,20 +142,29 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	t0 = t1;
 	wrk_o_busy_begin(&w->sync, t0);
 	err = wl_step_init(&b->step, &b->host, &b->dev, w->cfg.bank_tasks);
+	if (err) {
+		/* the step itself cannot be built: every request picked for it is affected */
+		for (uint32_t k = 0; k < npick; k++)
+			o_fail(pick[k]);
+	}
 	/* start one further each step, so a full step does not always leave out the
 	 * same requests */
 	o->rot = npick ? (o->rot + 1) % npick : 0;
 	for (uint32_t k = 0; !err && k < npick && b->nents < w->cfg.max_batch; k++) {
 		struct wrk_req *rq = pick[(o->rot + k) % npick];
 		struct wrk_entry *e = &b->ents[b->nents];
-		int rc = wl_req_build(rq->wl, &b->step, b->nents, &e->out);
+		int rc;
 
+		if (w->cfg.o_fault && w->cfg.o_fault(w->cfg.fault_arg, rq->id, rq->built))
+			rc = -EIO; /* injected: as if the build had failed */
+		else
+			rc = wl_req_build(rq->wl, &b->step, b->nents, &e->out);
 		if (rc == -ENOBUFS && b->nents > 0)
 			break; /* the step is full: the rest go into the next one */
 		if (rc) {
 			/* cannot build it (not even alone in an empty bank: it never would):
 			 * end it once S has what is in flight */
-			atomic_store_explicit(&rq->s_fail, CHIPD_E_INTERNAL, memory_order_relaxed);
+			o_fail(rq);
 			continue;
 		}
 		e->rq = rq;

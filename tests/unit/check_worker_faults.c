@@ -1,6 +1,6 @@
 /* check_worker_faults.c - the worker under trouble: a reader that never reads, an
- * injected device error, shutdown with streams in flight, the same id submitted from
- * many threads at once. */
+ * injected device error, an injected orchestrator error, shutdown with streams in flight, the same
+ * id submitted from many threads at once. */
 #include "testutil.h"
 #include "worker_fixture.h"
 
@@ -82,6 +82,56 @@ START_TEST(device_error_ends_request_and_worker_keeps_serving)
 	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
 	ck_assert_uint_ge(wf_ctr(&f, "device_errors"), 1);
 	ck_assert_uint_eq(wf_ctr(&f, "completed"), 1);
+}
+END_TEST
+
+static bool o_fail_7_at_3(void *arg, uint64_t id, uint32_t step)
+{
+	(void)arg;
+	return id == 7 && step == 3;
+}
+
+START_TEST(o_error_ends_request_and_worker_keeps_serving)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[32];
+	struct wf f;
+	uint64_t t0, t1;
+	uint32_t n;
+
+	wf_config(&cfg);
+	cfg.o_fault = o_fail_7_at_3;
+	wf_start(&f, &cfg, 64);
+	/* 8 shares the steps of 7 and must not be hurt by 7's failure */
+	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=10,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(wf_assign(&f, 8, 1, "synthetic", "tokens=10,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	t0 = shm_now_ns();
+	n = wf_read(&f, 0, rec, 32, READ_MS);
+	t1 = shm_now_ns();
+	/* steps 0..2 were built; S may drop the token of one still in flight */
+	ck_assert_uint_ge(n, 3);
+	ck_assert_uint_le(n, 4);
+	for (uint32_t i = 0; i + 1 < n; i++) {
+		ck_assert_uint_eq(rec[i].seq, i);
+		ck_assert_uint_eq(rec[i].flags, 0);
+	}
+	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL));
+	ck_assert_uint_eq(rec[n - 1].seq, n - 1);
+	ck_assert_uint_lt(t1 - t0, 2000ull * 1000u * 1000u); /* promptly, not at a timeout */
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 1, 10), 0);    /* nothing after it */
+	ck_assert_uint_eq(wf_read(&f, 1, rec, 32, READ_MS), 10);
+	ck_assert_uint_eq(rec[9].flags, RING_F_FINAL);
+	/* and a later request still completes */
+	ck_assert_int_eq(wf_assign(&f, 9, 2, "synthetic", "tokens=5,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 2, rec, 32, READ_MS), 5);
+	ck_assert_uint_eq(rec[4].flags, RING_F_FINAL);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 0);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 2);
 }
 END_TEST
 
@@ -211,6 +261,8 @@ void wrk_add_fault_tcases(Suite *s)
 	     stalled_reader_does_not_stop_another_request},
 	    {"device_error_ends_request_and_worker_keeps_serving",
 	     device_error_ends_request_and_worker_keeps_serving},
+	    {"o_error_ends_request_and_worker_keeps_serving",
+	     o_error_ends_request_and_worker_keeps_serving},
 	    {"shutdown_ends_every_stream_exactly_once", shutdown_ends_every_stream_exactly_once},
 	    {"request_that_never_fits_a_bank_fails_alone",
 	     request_that_never_fits_a_bank_fails_alone},
