@@ -5,5 +5,6 @@
 
 int mode_mailbox(int argc, char **argv);
 int mode_overlap(int argc, char **argv);
+int mode_dispatch(int argc, char **argv);
 
 #endif
