@@ -31,9 +31,16 @@ if [ -z "${CHIPD_SKIP_HIP:-}" ]; then
 	variant build-hip -DCHIPD_HIP=ON
 fi
 if [ -z "${CHIPD_SKIP_CUDA:-}" ]; then
-	nvcc=$(command -v nvcc || true)
-	[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
-	if [ -n "$nvcc" ]; then
+	# the toolkit's own nvcc first: a wrapper elsewhere on the PATH hides where it lives
+	nvcc=/usr/local/cuda/bin/nvcc
+	[ -x "$nvcc" ] || nvcc=$(command -v nvcc || true)
+	cuda_h=
+	for d in "$(dirname "${nvcc:-/nonexistent/bin}")/../include" /usr/local/cuda/include; do
+		[ -e "$d/cuda_runtime_api.h" ] && cuda_h=$d
+	done
+	if [ -n "$nvcc" ] && [ -z "$cuda_h" ]; then
+		echo "== chipd GPU build: $nvcc has no cuda_runtime_api.h beside it, CUDA variant not built"
+	elif [ -n "$nvcc" ]; then
 		variant build-cuda -DCHIPD_CUDA=ON -DCHIPD_NVCC="$nvcc"
 	else
 		echo "== chipd GPU build: no nvcc, CUDA variant not built"
