@@ -231,3 +231,38 @@ int ring_take_over(struct ring *r)
 	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
 	return 0;
 }
+
+int ring_hand_over(struct ring *r, pid_t producer)
+{
+	struct ring_hdr *h = r->hdr;
+	uint64_t start = shm_proc_start_time(producer);
+
+	if ((pid_t)atomic_load_explicit(&h->producer_pid, memory_order_acquire) != shm_proc_self())
+		return -EPERM;
+	if (start == 0)
+		return -ESRCH;
+	/* start before pid: a reader that sees the new pid (acquire) sees its start */
+	atomic_store_explicit(&h->producer_start, start, memory_order_relaxed);
+	atomic_store_explicit(&h->producer_pid, (uint32_t)producer, memory_order_release);
+	return 0;
+}
+
+bool ring_finished(const struct ring *r)
+{
+	uint64_t head;
+
+	/* Only a claimed terminal can be the last record; checking the claim first also
+	 * keeps this read off records a live stream may still overwrite. */
+	if (!atomic_load_explicit(&r->hdr->terminal, memory_order_acquire))
+		return false;
+	/* acquire: the record below head is complete when head is seen */
+	head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+	return head != 0 && (r->recs[(head - 1) & (r->capacity - 1)].flags & RING_F_TERMINAL);
+}
+
+bool ring_drained(const struct ring *r)
+{
+	uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+
+	return ring_finished(r) && atomic_load_explicit(&r->hdr->tail, memory_order_acquire) == head;
+}

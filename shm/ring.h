@@ -18,6 +18,7 @@
 #include "wait.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -119,5 +120,18 @@ int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns);
  * dead producer claimed but never published is released, so the caller can always
  * end the stream. Returns 0, or -EBUSY while the recorded producer is alive. */
 int ring_take_over(struct ring *r);
+
+/* Whether the stream's terminal record has been published (nothing more will come). */
+bool ring_finished(const struct ring *r);
+
+/* Whether the stream ended and its consumer read everything, terminal included: the
+ * ring may be given to another stream. */
+bool ring_drained(const struct ring *r);
+
+/* Names @producer (alive, its start time read now) as the ring's producer, for a
+ * stream moved from a dead producer to a new one before it produced anything. Only
+ * the caller of ring_take_over (the current producer) may hand a ring over. Returns
+ * 0, -EPERM when the caller is not the producer, -ESRCH when @producer is gone. */
+int ring_hand_over(struct ring *r, pid_t producer);
 
 #endif
