@@ -208,6 +208,23 @@ int chipd_drain(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct ch
 /* Asks the supervisor to stop (drain, then end the workers and exit). */
 int chipd_stop(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chipd_error *err);
 
+/* What chipd_trace asks the supervisor to do with the workers' span recorders. */
+enum chipd_trace_act {
+	CHIPD_TRACE_START = 1,	 /* clear and start recording */
+	CHIPD_TRACE_STOP = 2,	 /* stop recording (what was recorded stays) */
+	CHIPD_TRACE_COLLECT = 3, /* write what was recorded to @path */
+};
+
+/* Sends a trace action @act (enum chipd_trace_act). @path is required with
+ * CHIPD_TRACE_COLLECT and must be NULL otherwise: an absolute path of at most 255
+ * bytes where the supervisor writes Chrome trace JSON (it writes it, so it must be
+ * able to). *@events and *@dropped (each may be NULL) receive the spans written and
+ * the spans lost to full rings, 0 when the answer has none. Returns 0, -EINVAL a bad
+ * @act or @path (nothing was sent), -EREMOTEIO with the server's error, or the
+ * call's failures. */
+int chipd_trace(chipd_conn *c, int act, const char *path, uint32_t timeout_ms, uint64_t *events,
+		uint64_t *dropped, struct chipd_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -517,3 +517,35 @@ int chipd_stop(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chi
 {
 	return grace_call(c, PROTO_OP_STOP, grace_ms, timeout_ms, err);
 }
+
+_Static_assert((int)CHIPD_TRACE_START == (int)PROTO_TRACE_START &&
+		   (int)CHIPD_TRACE_STOP == (int)PROTO_TRACE_STOP &&
+		   (int)CHIPD_TRACE_COLLECT == (int)PROTO_TRACE_COLLECT,
+	       "chipd_trace_act is proto_trace_act");
+
+int chipd_trace(chipd_conn *c, int act, const char *path, uint32_t timeout_ms, uint64_t *events,
+		uint64_t *dropped, struct chipd_error *err)
+{
+	struct call *k;
+	int rc;
+
+	if (act < CHIPD_TRACE_START || act > CHIPD_TRACE_COLLECT)
+		return fail(err, -EINVAL, CHIPD_E_BAD_REQUEST, "\"act\": %d is not a trace action",
+			    act);
+	if ((act == CHIPD_TRACE_COLLECT) != (path != NULL))
+		return fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+			    "\"path\": required with collect, refused otherwise");
+	k = call_new(PROTO_OP_TRACE, err);
+	if (!k)
+		return -ENOMEM;
+	k->req.act = act;
+	rc = path ? copy_name(k->req.path, sizeof(k->req.path), path, "path", err) : 0;
+	if (rc == 0)
+		rc = call(c, k, timeout_ms, err);
+	if (rc == 0 && events)
+		*events = (uint64_t)k->ans.events;
+	if (rc == 0 && dropped)
+		*dropped = (uint64_t)k->ans.dropped;
+	free(k);
+	return rc;
+}
