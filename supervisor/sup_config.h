@@ -1,0 +1,91 @@
+/* sup_config.h - chipd's one resolved configuration (DESIGN.md, "Configuration").
+ *
+ * Built once at start from a fixed order of sources: command-line flags, then CHIPD_*
+ * variables, then the scheduler's environment (Slurm, GPU visibility masks), then
+ * defaults. Every value remembers where it came from; `chipd --print-config` prints
+ * each with its source. Nothing reads the environment after sup_config_load.
+ */
+#ifndef CHIPD_SUP_CONFIG_H
+#define CHIPD_SUP_CONFIG_H
+
+#include "chipd.h"
+#include "device.h"
+#include "sup_log.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SUP_PATH_MAX 256
+/* A visible device's name as its mask gives it: an index, or a UUID such as
+ * "GPU-8c6d1a2e-..." or "MIG-GPU-.../1/0" (44 bytes). */
+#define SUP_GPU_ID_MAX 64
+/* --crash-limit's bound: struct sup_worker keeps that many recent deaths. */
+#define SUP_CRASH_LIMIT_MAX 16
+/* --banks' bound: the worker's WRK_MAX_BANKS. */
+#define SUP_BANKS_MAX 8
+
+enum sup_source { SUP_SRC_DEFAULT = 0, SUP_SRC_FLAG, SUP_SRC_ENV, SUP_SRC_SCHEDULER };
+
+/* Each field has a twin in struct sup_sources telling where its value came from. */
+struct sup_config {
+	char instance[CHIPD_INSTANCE_MAX]; /* --instance, CHIPD_INSTANCE, SLURM_JOB_ID, "default" */
+	enum dev_kind backend;		   /* --backend sim|hip, CHIPD_BACKEND; default sim */
+	uint32_t chips;			   /* --chips N, CHIPD_CHIPS; hip: from the masks */
+	/* hip: the device ordinal of each chip (the i-th visible device); sim: -1 */
+	int32_t gpus[CHIPD_MAX_CHIPS];
+	/* hip: the device each chip gets as the mask names it ("2", a UUID), for logs and
+	 * print-config; "" when only a count was known */
+	char gpu_ids[CHIPD_MAX_CHIPS][SUP_GPU_ID_MAX];
+	char gpu_env[32];     /* the variable that gave them ("CUDA_VISIBLE_DEVICES"); "" none */
+	uint32_t queue;	      /* --queue: per-worker admission queue, CHIPD_QUEUE; 64 */
+	uint32_t max_pending; /* --max-pending: the router's bound, CHIPD_MAX_PENDING; 256 */
+	uint32_t banks;	      /* --banks, CHIPD_BANKS; 2 */
+	bool no_overlap;      /* --no-overlap, CHIPD_NO_OVERLAP=1 */
+	bool foreground;      /* --foreground, CHIPD_FOREGROUND=1 (else detach) */
+	enum sup_log_level log_level;	  /* --log-level error|warn|info|debug, CHIPD_LOG_LEVEL */
+	int notify_fd;			  /* --notify-fd N; -1 none */
+	char trace[SUP_PATH_MAX];	  /* --trace FILE, CHIPD_TRACE; "" none */
+	char pidfile[SUP_PATH_MAX];	  /* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
+	char runtime_dir[SUP_PATH_MAX];	  /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /tmp */
+	uint32_t grace_ms;		  /* --grace-ms, CHIPD_GRACE_MS; 10000 */
+	uint32_t heartbeat_ms;		  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
+	uint32_t stuck_ms;		  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
+	uint32_t backoff_min_ms;	  /* 100 */
+	uint32_t backoff_max_ms;	  /* --backoff-max-ms, CHIPD_BACKOFF_MAX_MS; 5000 */
+	uint32_t crash_limit;		  /* --crash-limit K, CHIPD_CRASH_LIMIT; 5 */
+	uint32_t crash_window_ms;	  /* --crash-window-ms T, CHIPD_CRASH_WINDOW_MS; 30000 */
+	uint32_t kv_blocks;		  /* --kv-blocks, CHIPD_KV_BLOCKS; per worker, 4096 */
+	uint32_t watchdog_usec;		  /* WATCHDOG_USEC from the environment; 0 none */
+	char notify_socket[SUP_PATH_MAX]; /* NOTIFY_SOCKET; "" none */
+	bool print_config;		  /* --print-config: print and exit */
+};
+
+struct sup_sources {
+	enum sup_source instance, backend, chips, queue, max_pending, banks, no_overlap, foreground,
+	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
+	    backoff_max_ms, crash_limit, crash_window_ms, kv_blocks, watchdog_usec, notify_socket,
+	    gpus;
+};
+
+/* The source's name: "default", "flag", "env", "scheduler". */
+const char *sup_source_name(enum sup_source s);
+
+/* Builds the configuration from @argc/@argv and the environment. Returns 0; 1 when
+ * --help or --version was printed on stdout (exit 0); -EINVAL with a one-line message
+ * in @msg (@cap bytes) naming the flag or variable for a bad flag or value (exit 64).
+ * Reads, besides the CHIPD_* variables: SLURM_JOB_ID (the instance), for --backend hip
+ * ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (worker i gets ordinal i of that
+ * list; the masks are never stacked), else SLURM_GPUS_ON_NODE (a count);
+ * XDG_RUNTIME_DIR; systemd's NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID (another
+ * process's watchdog is not ours: watchdog_usec stays 0). An empty CHIPD_* variable
+ * counts as unset; relative --pidfile and --trace paths are made absolute against the
+ * working directory. --no-overlap forces banks to 1. Uses getopt_long (resets it
+ * first), so it is not thread-safe. */
+int sup_config_load(struct sup_config *cfg, struct sup_sources *src, int argc, char **argv,
+		    char *msg, size_t cap);
+
+/* Prints every value with its source, one "name = value (source)" per line. */
+void sup_config_print(const struct sup_config *cfg, const struct sup_sources *src, FILE *out);
+
+#endif

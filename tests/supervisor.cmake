@@ -1,0 +1,7 @@
+# supervisor/ suites of chipd's self-contained parts (chipd_sup_base): the
+# configuration's sources, masks and checks (check_sup_config); readiness to systemd
+# and s6, and the log line (check_sup_notify). Included from tests/CMakeLists.txt.
+chipd_check(check_sup_config)
+target_link_libraries(check_sup_config PRIVATE chipd_sup_base)
+chipd_check(check_sup_notify)
+target_link_libraries(check_sup_notify PRIVATE chipd_sup_base)

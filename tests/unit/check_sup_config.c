@@ -1,0 +1,678 @@
+/* check_sup_config.c - pins chipd's configuration: the order of its sources (flag,
+ * CHIPD_*, the scheduler's environment, default), GPU masks, validation that names
+ * the flag or variable at fault, and print-config. Each tcase runs in its own forked
+ * process (tu_run), so setting the environment here touches no other tcase. */
+#include "sup_config.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ARGS 32
+
+/* The variables sup_config_load reads, besides CHIPD_* and SLURM_*. */
+static const char *const other_vars[] = {
+    "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "XDG_RUNTIME_DIR",
+    "NOTIFY_SOCKET",	    "WATCHDOG_USEC",	    "WATCHDOG_PID",
+};
+
+/* Removes whatever the test's own environment (a Slurm job, a systemd unit, a GPU
+ * box) would feed into the configuration. */
+static void clean_env(void)
+{
+	extern char **environ;
+	char name[256];
+
+	for (size_t i = 0; environ[i];) {
+		size_t len = strcspn(environ[i], "=");
+
+		if ((strncmp(environ[i], "CHIPD_", 6) == 0 ||
+		     strncmp(environ[i], "SLURM_", 6) == 0) &&
+		    len < sizeof(name)) {
+			memcpy(name, environ[i], len);
+			name[len] = '\0';
+			unsetenv(name); /* environ shrinks: look at index i again */
+			continue;
+		}
+		i++;
+	}
+	for (size_t i = 0; i < sizeof(other_vars) / sizeof(other_vars[0]); i++)
+		unsetenv(other_vars[i]);
+}
+
+/* Loads from the flags given after @msg (NULL-terminated); "chipd" is argv[0]. */
+static int load(struct sup_config *c, struct sup_sources *s, char *msg, size_t cap, ...)
+{
+	char *argv[MAX_ARGS] = {"chipd"};
+	int argc = 1;
+	va_list ap;
+
+	va_start(ap, cap);
+	for (char *a; (a = va_arg(ap, char *)) != NULL && argc < MAX_ARGS - 1;)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return sup_config_load(c, s, argc, argv, msg, cap);
+}
+
+#define LOAD(...) load(&c, &s, msg, sizeof(msg), __VA_ARGS__, (char *)NULL)
+
+/* What sup_config_print writes for @c. Free the result. */
+static char *printed(const struct sup_config *c, const struct sup_sources *s)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(f);
+	sup_config_print(c, s, f);
+	fclose(f);
+	return buf;
+}
+
+/* The line of @out that describes @name, without its newline, in @line. */
+static void line_of(const char *out, const char *name, char *line, size_t cap)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = out; *p; p = strchr(p, '\n') + 1) {
+		size_t len = strcspn(p, "\n");
+
+		if (strncmp(p, name, n) == 0 && p[n] == ' ') {
+			ck_assert_uint_lt(len, cap);
+			memcpy(line, p, len);
+			line[len] = '\0';
+			return;
+		}
+		if (!p[len])
+			break;
+	}
+	ck_abort_msg("no line for %s in:\n%s", name, out);
+}
+
+START_TEST(defaults_when_nothing_is_given)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], want[SUP_PATH_MAX];
+
+	clean_env();
+	ck_assert_int_eq(load(&c, &s, msg, sizeof(msg), (char *)NULL), 0);
+	ck_assert_str_eq(c.instance, "default");
+	ck_assert_int_eq(c.backend, DEV_SIM);
+	ck_assert_uint_eq(c.chips, 2);
+	for (int i = 0; i < CHIPD_MAX_CHIPS; i++)
+		ck_assert_int_eq(c.gpus[i], -1);
+	ck_assert_uint_eq(c.queue, 64);
+	ck_assert_uint_eq(c.max_pending, 256);
+	ck_assert_uint_eq(c.banks, 2);
+	ck_assert(!c.no_overlap && !c.foreground && !c.print_config);
+	ck_assert_int_eq(c.log_level, SUP_LOG_INFO);
+	ck_assert_int_eq(c.notify_fd, -1);
+	ck_assert_str_eq(c.trace, "");
+	ck_assert_str_eq(c.runtime_dir, "/tmp");
+	snprintf(want, sizeof(want), "/tmp/chipd.%u.default.pid", (unsigned)geteuid());
+	ck_assert_str_eq(c.pidfile, want);
+	ck_assert_uint_eq(c.grace_ms, 10000);
+	ck_assert_uint_eq(c.heartbeat_ms, 500);
+	ck_assert_uint_eq(c.stuck_ms, 5000);
+	ck_assert_uint_eq(c.backoff_min_ms, 100);
+	ck_assert_uint_eq(c.backoff_max_ms, 5000);
+	ck_assert_uint_eq(c.crash_limit, 5);
+	ck_assert_uint_eq(c.crash_window_ms, 30000);
+	ck_assert_uint_eq(c.kv_blocks, 4096);
+	ck_assert_uint_eq(c.watchdog_usec, 0);
+	ck_assert_str_eq(c.notify_socket, "");
+	/* every source is the default: the struct is all SUP_SRC_DEFAULT */
+	for (size_t i = 0; i < sizeof(s) / sizeof(s.instance); i++)
+		ck_assert_int_eq(((enum sup_source *)&s)[i], SUP_SRC_DEFAULT);
+	ck_assert_str_eq(sup_source_name(SUP_SRC_DEFAULT), "default");
+	ck_assert_str_eq(sup_source_name(SUP_SRC_FLAG), "flag");
+	ck_assert_str_eq(sup_source_name(SUP_SRC_ENV), "env");
+	ck_assert_str_eq(sup_source_name(SUP_SRC_SCHEDULER), "scheduler");
+}
+END_TEST
+
+START_TEST(flag_beats_env_beats_scheduler_beats_default)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256];
+
+	clean_env();
+	setenv("SLURM_JOB_ID", "4711", 1);
+	setenv("CHIPD_INSTANCE", "fromenv", 1);
+	setenv("CHIPD_QUEUE", "20", 1);
+	setenv("CUDA_VISIBLE_DEVICES", "0,1,2", 1);
+	setenv("CHIPD_CHIPS", "2", 1);
+	ck_assert_int_eq(
+	    LOAD("--instance", "fromflag", "--queue", "10", "--backend", "hip", "--chips", "1"), 0);
+	ck_assert_str_eq(c.instance, "fromflag");
+	ck_assert_int_eq(s.instance, SUP_SRC_FLAG);
+	ck_assert_uint_eq(c.queue, 10);
+	ck_assert_int_eq(s.queue, SUP_SRC_FLAG);
+	ck_assert_uint_eq(c.chips, 1);
+	ck_assert_int_eq(s.chips, SUP_SRC_FLAG);
+	ck_assert_int_eq(s.backend, SUP_SRC_FLAG);
+
+	/* without the flags, the variables */
+	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
+	ck_assert_str_eq(c.instance, "fromenv");
+	ck_assert_int_eq(s.instance, SUP_SRC_ENV);
+	ck_assert_uint_eq(c.queue, 20);
+	ck_assert_int_eq(s.queue, SUP_SRC_ENV);
+	ck_assert_uint_eq(c.chips, 2);
+	ck_assert_int_eq(s.chips, SUP_SRC_ENV);
+
+	/* without the variables, the scheduler */
+	unsetenv("CHIPD_INSTANCE");
+	unsetenv("CHIPD_QUEUE");
+	setenv("CHIPD_CHIPS", "", 1); /* empty: as if unset */
+	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
+	ck_assert_str_eq(c.instance, "4711");
+	ck_assert_int_eq(s.instance, SUP_SRC_SCHEDULER);
+	ck_assert_uint_eq(c.chips, 3);
+	ck_assert_int_eq(s.chips, SUP_SRC_SCHEDULER);
+	ck_assert_uint_eq(c.queue, 64);
+	ck_assert_int_eq(s.queue, SUP_SRC_DEFAULT);
+
+	/* without the scheduler, the defaults */
+	unsetenv("SLURM_JOB_ID");
+	ck_assert_int_eq(LOAD("--chips", "3"), 0);
+	ck_assert_str_eq(c.instance, "default");
+	ck_assert_int_eq(s.instance, SUP_SRC_DEFAULT);
+	ck_assert_int_eq(c.backend, DEV_SIM);
+	ck_assert_int_eq(s.backend, SUP_SRC_DEFAULT);
+	ck_assert_int_eq(c.gpus[0], -1); /* sim ignores the masks */
+
+	/* "--flag=value" works as well as "--flag value" */
+	ck_assert_int_eq(LOAD("--queue=33"), 0);
+	ck_assert_uint_eq(c.queue, 33);
+}
+END_TEST
+
+START_TEST(slurm_job_id_names_the_instance)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], want[SUP_PATH_MAX];
+
+	clean_env();
+	setenv("SLURM_JOB_ID", "123456", 1);
+	ck_assert_int_eq(LOAD("--foreground"), 0);
+	ck_assert_str_eq(c.instance, "123456");
+	ck_assert_int_eq(s.instance, SUP_SRC_SCHEDULER);
+	/* and so the default pidfile */
+	snprintf(want, sizeof(want), "/tmp/chipd.%u.123456.pid", (unsigned)geteuid());
+	ck_assert_str_eq(c.pidfile, want);
+	ck_assert_int_eq(s.pidfile, SUP_SRC_DEFAULT);
+}
+END_TEST
+
+START_TEST(hip_gets_ordinals_within_the_mask)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256];
+
+	clean_env();
+	setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
+	ck_assert_uint_eq(c.chips, 2);
+	ck_assert_int_eq(s.chips, SUP_SRC_SCHEDULER);
+	ck_assert_int_eq(s.gpus, SUP_SRC_SCHEDULER);
+	/* not 2 and 3: the runtime applies the mask itself, masks are not stacked */
+	ck_assert_int_eq(c.gpus[0], 0);
+	ck_assert_int_eq(c.gpus[1], 1);
+	ck_assert_int_eq(c.gpus[2], -1);
+	ck_assert_str_eq(c.gpu_ids[0], "2");
+	ck_assert_str_eq(c.gpu_ids[1], "3");
+	ck_assert_str_eq(c.gpu_env, "CUDA_VISIBLE_DEVICES");
+
+	/* ROCR_VISIBLE_DEVICES first; UUIDs are names, not numbers */
+	setenv("ROCR_VISIBLE_DEVICES", "GPU-aa11,GPU-bb22,GPU-cc33", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
+	ck_assert_uint_eq(c.chips, 3);
+	ck_assert_int_eq(c.gpus[2], 2);
+	ck_assert_str_eq(c.gpu_ids[2], "GPU-cc33");
+	ck_assert_str_eq(c.gpu_env, "ROCR_VISIBLE_DEVICES");
+
+	/* --chips may take fewer than the visible ones, ordinals from 0 */
+	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "1"), 0);
+	ck_assert_uint_eq(c.chips, 1);
+	ck_assert_int_eq(s.chips, SUP_SRC_FLAG);
+	ck_assert_int_eq(c.gpus[0], 0);
+	ck_assert_int_eq(c.gpus[1], -1);
+
+	/* no mask: Slurm's count */
+	unsetenv("ROCR_VISIBLE_DEVICES");
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	setenv("SLURM_GPUS_ON_NODE", "4", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
+	ck_assert_uint_eq(c.chips, 4);
+	ck_assert_int_eq(c.gpus[3], 3);
+	ck_assert_str_eq(c.gpu_ids[0], "");
+	ck_assert_str_eq(c.gpu_env, "SLURM_GPUS_ON_NODE");
+
+	/* nothing known: --chips says how many, from ordinal 0 */
+	unsetenv("SLURM_GPUS_ON_NODE");
+	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "2"), 0);
+	ck_assert_int_eq(c.gpus[1], 1);
+	ck_assert_int_eq(s.gpus, SUP_SRC_FLAG);
+	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "--chips"));
+}
+END_TEST
+
+START_TEST(hip_refuses_more_chips_than_visible)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256];
+
+	clean_env();
+	setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "3"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "--chips"));
+	ck_assert_ptr_nonnull(strstr(msg, "CUDA_VISIBLE_DEVICES=2,3"));
+	setenv("CHIPD_CHIPS", "4", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "CHIPD_CHIPS"));
+
+	/* set but empty: nothing visible */
+	unsetenv("CHIPD_CHIPS");
+	setenv("CUDA_VISIBLE_DEVICES", "", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "CUDA_VISIBLE_DEVICES"));
+	setenv("CUDA_VISIBLE_DEVICES", "0,,1", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "CUDA_VISIBLE_DEVICES"));
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	setenv("SLURM_GPUS_ON_NODE", "two", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "SLURM_GPUS_ON_NODE"));
+}
+END_TEST
+
+/* One bad input: flags, an optional variable, and what the message must name. */
+struct bad_case {
+	const char *args[4];
+	const char *var, *val;
+	const char *names;
+};
+
+START_TEST(bad_values_name_their_flag_or_variable)
+{
+	static const struct bad_case cases[] = {
+	    {{"--chips", "0"}, NULL, NULL, "--chips"},
+	    {{"--chips", "65"}, NULL, NULL, "--chips"},
+	    {{"--chips", "-1"}, NULL, NULL, "--chips"},
+	    {{"--chips", "2x"}, NULL, NULL, "--chips"},
+	    {{"--chips", "99999999999999999999999"}, NULL, NULL, "--chips"},
+	    {{NULL}, "CHIPD_CHIPS", "0", "CHIPD_CHIPS"},
+	    {{"--queue", "4097"}, NULL, NULL, "--queue"},
+	    {{NULL}, "CHIPD_QUEUE", "0", "CHIPD_QUEUE"},
+	    {{"--banks", "9"}, NULL, NULL, "--banks"},
+	    {{NULL}, "CHIPD_BANKS", "two", "CHIPD_BANKS"},
+	    {{"--grace-ms", "600001"}, NULL, NULL, "--grace-ms"},
+	    {{"--max-pending", "0"}, NULL, NULL, "--max-pending"},
+	    {{"--crash-limit", "17"}, NULL, NULL, "--crash-limit"},
+	    {{"--crash-window-ms", "10"}, NULL, NULL, "--crash-window-ms"},
+	    {{"--kv-blocks", "0"}, NULL, NULL, "--kv-blocks"},
+	    {{"--heartbeat-ms", "1"}, NULL, NULL, "--heartbeat-ms"},
+	    {{"--backoff-max-ms", "50"}, NULL, NULL, "--backoff-max-ms"},
+	    {{"--stuck-ms", "400", "--heartbeat-ms", "500"}, NULL, NULL, "--heartbeat-ms"},
+	    {{"--stuck-ms", "400"}, "CHIPD_HEARTBEAT_MS", "600", "CHIPD_HEARTBEAT_MS"},
+	    {{"--instance", "a/b"}, NULL, NULL, "--instance"},
+	    {{"--instance", ""}, NULL, NULL, "--instance"},
+	    {{NULL},
+	     "CHIPD_INSTANCE",
+	     "0123456789012345678901234567890123456789012345678",
+	     "CHIPD_INSTANCE"},
+	    {{NULL}, "SLURM_JOB_ID", "12 34", "SLURM_JOB_ID"},
+	    {{"--backend", "cuda"}, NULL, NULL, "--backend"},
+	    {{NULL}, "CHIPD_BACKEND", "gpu", "CHIPD_BACKEND"},
+	    {{"--log-level", "loud"}, NULL, NULL, "--log-level"},
+	    {{NULL}, "CHIPD_LOG_LEVEL", "verbose", "CHIPD_LOG_LEVEL"},
+	    {{NULL}, "CHIPD_NO_OVERLAP", "maybe", "CHIPD_NO_OVERLAP"},
+	    {{NULL}, "CHIPD_FOREGROUND", "2", "CHIPD_FOREGROUND"},
+	    {{"--notify-fd", "1000"}, NULL, NULL, "--notify-fd"},
+	    {{"--notify-fd", "x"}, NULL, NULL, "--notify-fd"},
+	    {{"--pidfile", ""}, NULL, NULL, "--pidfile"},
+	    {{NULL}, "CHIPD_RUNTIME_DIR", "relative/dir", "CHIPD_RUNTIME_DIR"},
+	    {{NULL}, "NOTIFY_SOCKET", "vsock:2:1234", "NOTIFY_SOCKET"},
+	    {{NULL}, "WATCHDOG_USEC", "lots", "WATCHDOG_USEC"},
+	    {{"--frobnicate"}, NULL, NULL, "--frobnicate"},
+	    {{"--chips"}, NULL, NULL, "--chips"},
+	    {{"-x"}, NULL, NULL, "-x"},
+	    {{"--foreground=1"}, NULL, NULL, "--foreground"},
+	    {{"extra"}, NULL, NULL, "extra"},
+	};
+	struct sup_config c;
+	struct sup_sources s;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct bad_case *b = &cases[i];
+		char *argv[8] = {"chipd"};
+		char msg[256] = "";
+		int argc = 1;
+
+		clean_env();
+		if (b->var)
+			setenv(b->var, b->val, 1);
+		for (int a = 0; a < 4 && b->args[a]; a++)
+			argv[argc++] = (char *)b->args[a];
+		ck_assert_msg(sup_config_load(&c, &s, argc, argv, msg, sizeof(msg)) == -EINVAL,
+			      "case %zu (%s) was accepted", i, b->names);
+		ck_assert_msg(strstr(msg, b->names) != NULL, "case %zu: \"%s\" does not name %s", i,
+			      msg, b->names);
+		ck_assert_ptr_null(strchr(msg, '\n')); /* one line */
+	}
+}
+END_TEST
+
+START_TEST(booleans_take_the_usual_spellings)
+{
+	static const char *const yes[] = {"1", "true", "yes", "TRUE", "Yes"};
+	static const char *const no[] = {"0", "false", "no", "FALSE", "No"};
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256];
+
+	clean_env();
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		setenv("CHIPD_FOREGROUND", yes[i], 1);
+		ck_assert_int_eq(LOAD("--queue", "1"), 0);
+		ck_assert(c.foreground);
+		ck_assert_int_eq(s.foreground, SUP_SRC_ENV);
+		setenv("CHIPD_FOREGROUND", no[i], 1);
+		ck_assert_int_eq(LOAD("--queue", "1"), 0);
+		ck_assert(!c.foreground);
+		ck_assert_int_eq(s.foreground, SUP_SRC_ENV);
+	}
+	/* the switch beats the variable */
+	ck_assert_int_eq(LOAD("--foreground"), 0);
+	ck_assert(c.foreground);
+	ck_assert_int_eq(s.foreground, SUP_SRC_FLAG);
+}
+END_TEST
+
+START_TEST(no_overlap_forces_one_bank)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], line[256];
+	char *out;
+
+	clean_env();
+	ck_assert_int_eq(LOAD("--no-overlap", "--banks", "4"), 0);
+	ck_assert(c.no_overlap);
+	ck_assert_uint_eq(c.banks, 1);
+	out = printed(&c, &s);
+	line_of(out, "banks", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 1 (flag"));
+	ck_assert_ptr_nonnull(strstr(line, "no_overlap"));
+	free(out);
+
+	setenv("CHIPD_NO_OVERLAP", "yes", 1);
+	ck_assert_int_eq(LOAD("--queue", "8"), 0);
+	ck_assert_uint_eq(c.banks, 1);
+	ck_assert_int_eq(s.banks, SUP_SRC_ENV);
+}
+END_TEST
+
+START_TEST(paths_and_the_runtime_dir)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], want[SUP_PATH_MAX];
+	unsigned uid = (unsigned)geteuid();
+
+	clean_env();
+	setenv("XDG_RUNTIME_DIR", "/run/user/77", 1);
+	ck_assert_int_eq(LOAD("--instance", "x.y-z_1"), 0);
+	ck_assert_str_eq(c.runtime_dir, "/run/user/77");
+	ck_assert_int_eq(s.runtime_dir, SUP_SRC_ENV);
+	snprintf(want, sizeof(want), "/run/user/77/chipd.%u.x.y-z_1.pid", uid);
+	ck_assert_str_eq(c.pidfile, want);
+
+	setenv("CHIPD_RUNTIME_DIR", "/var/run/chipd", 1);
+	ck_assert_int_eq(LOAD("--instance", "a"), 0);
+	snprintf(want, sizeof(want), "/var/run/chipd/chipd.%u.a.pid", uid);
+	ck_assert_str_eq(c.pidfile, want);
+
+	/* a relative XDG_RUNTIME_DIR is invalid by the XDG spec: ignored */
+	unsetenv("CHIPD_RUNTIME_DIR");
+	setenv("XDG_RUNTIME_DIR", "run", 1);
+	ck_assert_int_eq(LOAD("--instance", "a"), 0);
+	ck_assert_str_eq(c.runtime_dir, "/tmp");
+	ck_assert_int_eq(s.runtime_dir, SUP_SRC_DEFAULT);
+
+	/* relative files are made absolute: a detached daemon changes directory */
+	ck_assert_int_eq(chdir("/tmp"), 0);
+	ck_assert_int_eq(LOAD("--pidfile", "my.pid", "--trace", "/abs/t.json"), 0);
+	ck_assert_str_eq(c.pidfile, "/tmp/my.pid");
+	ck_assert_int_eq(s.pidfile, SUP_SRC_FLAG);
+	ck_assert_str_eq(c.trace, "/abs/t.json");
+}
+END_TEST
+
+START_TEST(systemd_socket_and_watchdog)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], pid[32];
+
+	clean_env();
+	setenv("NOTIFY_SOCKET", "@chipd-notify", 1);
+	setenv("WATCHDOG_USEC", "3000000", 1);
+	ck_assert_int_eq(LOAD("--queue", "1"), 0);
+	ck_assert_str_eq(c.notify_socket, "@chipd-notify");
+	ck_assert_int_eq(s.notify_socket, SUP_SRC_ENV);
+	ck_assert_uint_eq(c.watchdog_usec, 3000000);
+	ck_assert_int_eq(s.watchdog_usec, SUP_SRC_ENV);
+
+	/* WATCHDOG_PID names who is watched: us, or someone else */
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("WATCHDOG_PID", pid, 1);
+	ck_assert_int_eq(LOAD("--queue", "1"), 0);
+	ck_assert_uint_eq(c.watchdog_usec, 3000000);
+	snprintf(pid, sizeof(pid), "%d", (int)getppid());
+	setenv("WATCHDOG_PID", pid, 1);
+	ck_assert_int_eq(LOAD("--queue", "1"), 0);
+	ck_assert_uint_eq(c.watchdog_usec, 0);
+	ck_assert_int_eq(s.watchdog_usec, SUP_SRC_DEFAULT);
+
+	setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1);
+	ck_assert_int_eq(LOAD("--queue", "1"), 0);
+	ck_assert_str_eq(c.notify_socket, "/run/systemd/notify");
+}
+END_TEST
+
+START_TEST(print_config_names_every_source)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], line[512];
+	const char *eq = NULL;
+	char *out;
+
+	clean_env();
+	setenv("CHIPD_BANKS", "3", 1);
+	setenv("SLURM_JOB_ID", "77", 1);
+	setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+	ck_assert_int_eq(LOAD("--queue", "9", "--backend", "hip"), 0);
+	out = printed(&c, &s);
+
+	line_of(out, "queue", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 9 (flag)"));
+	line_of(out, "banks", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 3 (env)"));
+	line_of(out, "instance", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 77 (scheduler"));
+	line_of(out, "chips", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 2 (scheduler"));
+	line_of(out, "gpus", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 0,1 (scheduler, CUDA_VISIBLE_DEVICES: 2,3)"));
+	line_of(out, "kv_blocks", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= 4096 (default)"));
+	line_of(out, "backend", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= hip (flag)"));
+	line_of(out, "notify_fd", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= none (default)"));
+	ck_assert_ptr_null(strstr(out, "print_config"));
+
+	/* aligned: every " = " at the same column, and one per line */
+	for (const char *p = out; *p; p = strchr(p, '\n') + 1) {
+		const char *e = strstr(p, " = ");
+
+		ck_assert_ptr_nonnull(e);
+		ck_assert(e < strchr(p, '\n'));
+		if (eq)
+			ck_assert_int_eq(e - p, eq - out);
+		else
+			eq = e;
+	}
+	free(out);
+
+	/* sim: no GPUs */
+	ck_assert_int_eq(LOAD("--queue", "9"), 0);
+	out = printed(&c, &s);
+	line_of(out, "gpus", line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "= none (default)"));
+	free(out);
+}
+END_TEST
+
+/* Runs sup_config_load with @flag and returns what it printed on stdout (free it). */
+static char *stdout_of(const char *flag, int *rc)
+{
+	char *argv[] = {"chipd", (char *)flag, NULL};
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256];
+	FILE *t = tmpfile();
+	int saved = dup(STDOUT_FILENO);
+	char *buf = calloc(1, 1 << 16);
+	size_t n;
+
+	ck_assert_ptr_nonnull(t);
+	ck_assert_ptr_nonnull(buf);
+	fflush(stdout);
+	ck_assert_int_ge(dup2(fileno(t), STDOUT_FILENO), 0);
+	*rc = sup_config_load(&c, &s, 2, argv, msg, sizeof(msg));
+	fflush(stdout);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	rewind(t);
+	n = fread(buf, 1, (1 << 16) - 1, t);
+	buf[n] = '\0';
+	fclose(t);
+	return buf;
+}
+
+START_TEST(help_lists_every_flag_and_variable)
+{
+	static const char *const want[] = {
+	    "--instance",
+	    "CHIPD_INSTANCE",
+	    "--backend",
+	    "CHIPD_BACKEND",
+	    "--chips",
+	    "CHIPD_CHIPS",
+	    "--queue",
+	    "CHIPD_QUEUE",
+	    "--max-pending",
+	    "CHIPD_MAX_PENDING",
+	    "--banks",
+	    "CHIPD_BANKS",
+	    "--no-overlap",
+	    "CHIPD_NO_OVERLAP",
+	    "--foreground",
+	    "CHIPD_FOREGROUND",
+	    "--log-level",
+	    "CHIPD_LOG_LEVEL",
+	    "--notify-fd",
+	    "--trace",
+	    "CHIPD_TRACE",
+	    "--pidfile",
+	    "CHIPD_PIDFILE",
+	    "CHIPD_RUNTIME_DIR",
+	    "--grace-ms",
+	    "CHIPD_GRACE_MS",
+	    "--heartbeat-ms",
+	    "CHIPD_HEARTBEAT_MS",
+	    "--stuck-ms",
+	    "CHIPD_STUCK_MS",
+	    "--backoff-max-ms",
+	    "CHIPD_BACKOFF_MAX_MS",
+	    "--crash-limit",
+	    "CHIPD_CRASH_LIMIT",
+	    "--crash-window-ms",
+	    "CHIPD_CRASH_WINDOW_MS",
+	    "--kv-blocks",
+	    "CHIPD_KV_BLOCKS",
+	    "--print-config",
+	    "--help",
+	    "--version",
+	    "SLURM_JOB_ID",
+	    "ROCR_VISIBLE_DEVICES",
+	    "CUDA_VISIBLE_DEVICES",
+	    "SLURM_GPUS_ON_NODE",
+	    "NOTIFY_SOCKET",
+	    "WATCHDOG_USEC",
+	    "default: 10000",
+	    "default: 4096",
+	};
+	char *out;
+	int rc;
+
+	clean_env();
+	out = stdout_of("--help", &rc);
+	ck_assert_int_eq(rc, 1);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		ck_assert_msg(strstr(out, want[i]) != NULL, "--help lacks %s", want[i]);
+	free(out);
+
+	out = stdout_of("--version", &rc);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_str_eq(out, "chipd 0.1.0\n");
+	free(out);
+	out = stdout_of("-V", &rc);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_str_eq(out, "chipd 0.1.0\n");
+	free(out);
+}
+END_TEST
+
+static Suite *sup_config_suite(void)
+{
+	Suite *s = suite_create("sup_config");
+	const struct tu_case cases[] = {
+	    {"defaults_when_nothing_is_given", defaults_when_nothing_is_given},
+	    {"flag_beats_env_beats_scheduler_beats_default",
+	     flag_beats_env_beats_scheduler_beats_default},
+	    {"slurm_job_id_names_the_instance", slurm_job_id_names_the_instance},
+	    {"hip_gets_ordinals_within_the_mask", hip_gets_ordinals_within_the_mask},
+	    {"hip_refuses_more_chips_than_visible", hip_refuses_more_chips_than_visible},
+	    {"bad_values_name_their_flag_or_variable", bad_values_name_their_flag_or_variable},
+	    {"booleans_take_the_usual_spellings", booleans_take_the_usual_spellings},
+	    {"no_overlap_forces_one_bank", no_overlap_forces_one_bank},
+	    {"paths_and_the_runtime_dir", paths_and_the_runtime_dir},
+	    {"systemd_socket_and_watchdog", systemd_socket_and_watchdog},
+	    {"print_config_names_every_source", print_config_names_every_source},
+	    {"help_lists_every_flag_and_variable", help_lists_every_flag_and_variable},
+	};
+
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(sup_config_suite());
+}
