@@ -1,0 +1,106 @@
+/* ctl_main.c - chipctl's entry point: the global options, then one subcommand.
+ *
+ *   chipctl [--instance NAME] [--timeout-ms N] COMMAND [options] [operands]
+ *
+ * The global options may also follow the command's name; each command has its own
+ * getopt_long table and --help (ctl_args). */
+#include "ctl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CHIPD_VERSION
+#define CHIPD_VERSION "unknown"
+#endif
+
+static const struct {
+	const char *name;
+	int (*run)(struct ctl *g, int argc, char **argv);
+	const char *summary;
+} cmds[] = {
+    {"ping", ctl_cmd_ping, "ask the supervisor to answer; its pid and the round trip"},
+    {"status", ctl_cmd_status, "the supervisor's and every worker's state"},
+    {"submit", ctl_cmd_submit, "submit requests, optionally print their tokens"},
+    {"cancel", ctl_cmd_cancel, "cancel a request"},
+    {"stats", ctl_cmd_stats, "every counter: a table, JSON or Prometheus text"},
+    {"top", ctl_cmd_top, "live per-chip rates from the counters"},
+    {"drain", ctl_cmd_drain, "refuse new work, finish what is running"},
+    {"stop", ctl_cmd_stop, "drain, then stop the supervisor and its workers"},
+    {"trace", ctl_cmd_trace, "record spans for a while into Chrome trace JSON"},
+    {"export", ctl_cmd_export, "write the counters for node_exporter's textfile collector"},
+};
+
+static void usage(FILE *f)
+{
+	fputs("Usage: chipctl [--instance NAME] [--timeout-ms N] COMMAND [options] [args]\n"
+	      "       chipctl COMMAND --help | --help | --version\n"
+	      "Controls a chipd node supervisor through its shared-memory mailbox.\n\n"
+	      "Commands:\n",
+	      f);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+	fputs("\nOptions (also accepted after COMMAND):\n"
+	      "  --instance NAME   the instance (default: $CHIPD_INSTANCE, else $SLURM_JOB_ID,\n"
+	      "                    else \"default\")\n"
+	      "  --timeout-ms N    wait at most N ms for each answer (default 5000)\n"
+	      "  --help            print this help; COMMAND --help for a command's\n"
+	      "  --version         print the version\n"
+	      "Most commands take --json: one versioned document {\"v\":1,...} on stdout.\n"
+	      "Errors go to stderr.\n\n"
+	      "Exit status:\n"
+	      "   0  ok\n"
+	      "   1  the request failed (the error envelope is printed: code, message,\n"
+	      "      retryable)\n"
+	      "   3  the instance is not running (stopped, died, or still starting)\n"
+	      "  64  usage error\n"
+	      "  69  no such instance\n"
+	      "  75  timed out\n"
+	      "  77  permission denied (the instance belongs to another user)\n"
+	      "See chipctl(1).\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"instance", required_argument, NULL, 'i'},
+	    {"timeout-ms", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct ctl g = {.timeout_ms = CHIPD_TIMEOUT_MS};
+	int opt;
+
+	opterr = 0;
+	/* '+': stop at the command's name; its options are its own. */
+	while ((opt = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			g.instance = optarg;
+			break;
+		case 't':
+			if (ctl_opt_timeout(&g, optarg))
+				return CTL_EXIT_USAGE;
+			break;
+		case 'h':
+			usage(stdout);
+			return CTL_EXIT_OK;
+		case 'V':
+			printf("chipctl %s\n", CHIPD_VERSION);
+			return CTL_EXIT_OK;
+		case ':':
+			return ctl_usage(&g, "'%s' needs a value", argv[optind - 1]);
+		default:
+			return ctl_usage(&g, "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return ctl_usage(&g, "no command given");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(argv[optind], cmds[i].name) == 0) {
+			g.cmd = cmds[i].name;
+			return cmds[i].run(&g, argc - optind, argv + optind);
+		}
+	return ctl_usage(&g, "unknown command '%s'", argv[optind]);
+}

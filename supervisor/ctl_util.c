@@ -1,0 +1,312 @@
+/* ctl_util.c - what every chipctl subcommand shares: the common options, the
+ * mapping of failures to exit statuses, error reports, connecting, JSON strings. */
+#include "ctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NS_PER_S 1000000000ull
+/* A call's timeout must leave the supervisor time to answer; a day is past any use. */
+#define CTL_TIMEOUT_MAX_MS 86400000
+/* Counters of a node: the supervisor's and every worker's, with room for growth. */
+#define CTL_STATS_START 1024u
+
+int ctl_usage(const struct ctl *g, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "chipctl%s%s: ", g->cmd ? " " : "", g->cmd ? g->cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'chipctl%s%s --help'.\n", g->cmd ? " " : "", g->cmd ? g->cmd : "");
+	return CTL_EXIT_USAGE;
+}
+
+int ctl_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int ctl_parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 86400)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int ctl_opt_timeout(struct ctl *g, const char *arg)
+{
+	int64_t v;
+
+	if (ctl_parse_i64(arg, 1, CTL_TIMEOUT_MAX_MS, &v))
+		return ctl_usage(g, "--timeout-ms: '%s' is not 1..%d", arg, CTL_TIMEOUT_MAX_MS);
+	g->timeout_ms = (uint32_t)v;
+	return 0;
+}
+
+/* Long options a subcommand may add to the common ones. */
+#define CTL_OPTS_MAX 24
+
+enum { OPT_INSTANCE = 0x100, OPT_TIMEOUT, OPT_JSON, OPT_HELP };
+
+/* The common options: --json last, so that a subcommand without it can leave it out. */
+static const struct option common[] = {
+    {"instance", required_argument, NULL, OPT_INSTANCE},
+    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"json", no_argument, NULL, OPT_JSON},
+};
+
+/* Handles one common option. Returns 0, CTL_HELP or CTL_EXIT_USAGE. */
+static int common_opt(struct ctl *g, int opt, const char *arg, const char *usage)
+{
+	switch (opt) {
+	case OPT_INSTANCE:
+		g->instance = arg;
+		return 0;
+	case OPT_TIMEOUT:
+		return ctl_opt_timeout(g, arg);
+	case OPT_JSON:
+		g->json = true;
+		return 0;
+	default: /* OPT_HELP */
+		fputs(usage, stdout);
+		return CTL_HELP;
+	}
+}
+
+int ctl_args(struct ctl *g, int argc, char **argv, const struct ctl_args *a)
+{
+	struct option opts[CTL_OPTS_MAX];
+	size_t n = 0, ncommon = sizeof(common) / sizeof(common[0]) - (a->json ? 0 : 1);
+	int opt, rc = 0, npos;
+
+	for (const struct option *o = a->own; o && o->name && n + 1 < CTL_OPTS_MAX - ncommon; o++)
+		opts[n++] = *o;
+	memcpy(&opts[n], common, ncommon * sizeof(common[0]));
+	n += ncommon;
+	memset(&opts[n], 0, sizeof(opts[n]));
+	optind = 0; /* glibc: start afresh (the global options were parsed before) */
+	opterr = 0;
+	/* ':' first: a missing value comes back as ':', not '?'. */
+	while (rc == 0 && (opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (opt == '?' && optopt > 0 && optopt < 0x80)
+			rc = ctl_usage(g, "unknown option '-%c'", optopt);
+		else if (opt == '?')
+			rc = ctl_usage(g, "unknown option '%s'", argv[optind - 1]);
+		else if (opt == ':')
+			rc = ctl_usage(g, "'%s' needs a value", argv[optind - 1]);
+		else if (opt >= OPT_INSTANCE && opt <= OPT_HELP)
+			rc = common_opt(g, opt, optarg, a->usage);
+		else
+			rc = a->opt(a->ctx, g, opt, optarg);
+	}
+	if (rc)
+		return rc;
+	npos = argc - optind;
+	if (npos < a->min_pos)
+		return ctl_usage(g, "missing operand");
+	if (npos > a->max_pos)
+		return ctl_usage(g, "unexpected operand '%s'", argv[optind + a->max_pos]);
+	return 0;
+}
+
+int ctl_exit_for(int rc, bool connecting)
+{
+	switch (rc) {
+	case 0:
+		return CTL_EXIT_OK;
+	case -ENOENT:
+		return CTL_EXIT_NO_INSTANCE;
+	case -ESTALE:
+	case -ESHUTDOWN:
+		/* A stale ring in the middle of a stream is a server bug, not a stop. */
+		return connecting ? CTL_EXIT_NOT_RUNNING : CTL_EXIT_FAILED;
+	case -EAGAIN:
+		/* Connecting: still starting. A call: every mailbox slot busy. */
+		return connecting ? CTL_EXIT_NOT_RUNNING : CTL_EXIT_FAILED;
+	case -EPIPE:
+	case -ECONNRESET:
+		return CTL_EXIT_NOT_RUNNING;
+	case -ETIMEDOUT:
+		return CTL_EXIT_TIMEOUT;
+	case -EPERM:
+	case -EACCES:
+		return CTL_EXIT_PERM;
+	case -EINVAL:
+		return CTL_EXIT_USAGE;
+	default:
+		return CTL_EXIT_FAILED;
+	}
+}
+
+int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
+	       bool connecting)
+{
+	int status = ctl_exit_for(rc, connecting);
+	const char *msg = err && err->message[0] ? err->message : strerror(-rc);
+	const char *code = err && err->code != CHIPD_OK ? chipd_code_name(err->code) : NULL;
+	bool retryable = err && err->retryable;
+
+	fprintf(stderr, "chipctl %s: %s", what, msg);
+	if (code)
+		fprintf(stderr, " [%s%s]", code, retryable ? ", retryable" : "");
+	fputc('\n', stderr);
+	if (!g->json)
+		return status;
+	printf("{\"v\":%d,\"ok\":false,\"exit\":%d,\"error\":{\"code\":", CTL_JSON_VERSION, status);
+	if (code)
+		ctl_json_str(stdout, code);
+	else
+		fputs("null", stdout);
+	printf(",\"errno\":%d,\"message\":", -rc);
+	ctl_json_str(stdout, msg);
+	printf(",\"retryable\":%s", retryable ? "true" : "false");
+	if (err && err->has_request)
+		printf(",\"request\":%llu", (unsigned long long)err->request);
+	if (err && err->has_chip)
+		printf(",\"chip\":%u", (unsigned)err->chip);
+	fputs("}}\n", stdout);
+	return status;
+}
+
+int ctl_connect(const struct ctl *g, chipd_conn **c)
+{
+	struct chipd_error err;
+	int rc = chipd_connect(g->instance, c, &err);
+
+	return rc ? ctl_report(g, g->cmd ? g->cmd : "connect", rc, &err, true) : CTL_EXIT_OK;
+}
+
+int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct chipd_error *err)
+{
+	uint32_t cap = CTL_STATS_START;
+
+	/* chipd_stats says how many there are when @cap was short: one retry fits,
+	 * unless workers were added in between (then the next one does). */
+	for (int tries = 0; tries < 3; tries++) {
+		struct chipd_stat *st = calloc(cap, sizeof(*st));
+		int rc;
+
+		if (!st)
+			return -ENOMEM;
+		rc = chipd_stats(c, st, cap, n, err);
+		if (rc == 0) {
+			*out = st;
+			return 0;
+		}
+		free(st);
+		if (rc != -ENOBUFS)
+			return rc;
+		cap = *n + 16;
+	}
+	return -ENOBUFS;
+}
+
+int ctl_snapshot(const struct ctl *g, struct chipd_stat **st, uint32_t *n, struct chipd_error *err)
+{
+	chipd_conn *c;
+	int rc = chipd_connect(g->instance, &c, err);
+
+	if (rc == 0) {
+		rc = ctl_read_stats(c, st, n, err);
+		chipd_close(c);
+	}
+	return rc;
+}
+
+const struct chipd_stat *ctl_stat_find(const struct chipd_stat *st, uint32_t n, const char *block,
+				       const char *name)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(st[i].block, block) == 0 && strcmp(st[i].name, name) == 0)
+			return &st[i];
+	return NULL;
+}
+
+void ctl_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+uint64_t ctl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* Written by the signal handler, so it must be a global (the one in chipctl). */
+volatile sig_atomic_t ctl_interrupted;
+
+static void on_signal(int sig)
+{
+	ctl_interrupted = sig;
+}
+
+void ctl_catch_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+_Noreturn void ctl_die_of_signal(void)
+{
+	int sig = ctl_interrupted ? (int)ctl_interrupted : SIGINT;
+
+	fflush(stdout);
+	signal(sig, SIG_DFL);
+	raise(sig);
+	exit(128 + sig); /* not reached unless the signal is blocked */
+}
+
+bool ctl_sleep(double seconds)
+{
+	uint64_t end = ctl_now_ns() + (uint64_t)(seconds * (double)NS_PER_S);
+
+	while (!ctl_interrupted) {
+		uint64_t now = ctl_now_ns();
+		struct timespec ts;
+
+		if (now >= end)
+			return true;
+		ts.tv_sec = (time_t)((end - now) / NS_PER_S);
+		ts.tv_nsec = (long)((end - now) % NS_PER_S);
+		nanosleep(&ts, NULL); /* a signal cuts it short: the loop looks again */
+	}
+	return false;
+}

@@ -1,0 +1,17 @@
+# chipctl's suite: the pure formatters, chipd_trace on the wire, and the chipctl binary
+# against the client fixture's server (no chipd needed). The Prometheus output of the
+# real counter names is checked by promtool when it is installed (skipped, 77, else).
+if(NOT TARGET chipctl)
+  return()
+endif()
+
+chipd_check(check_ctl client_fixture.c)
+target_link_libraries(check_ctl PRIVATE chipctl_core chipd_proto)
+target_compile_definitions(check_ctl PRIVATE CHIPCTL_BIN="$<TARGET_FILE:chipctl>")
+add_dependencies(check_ctl chipctl)
+
+add_executable(ctl_prom_sample ctl/prom_sample.c)
+target_link_libraries(ctl_prom_sample PRIVATE chipctl_core chipd_proto)
+add_test(NAME ctl_promtool
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ctl/promtool.sh $<TARGET_FILE:ctl_prom_sample>)
+set_tests_properties(ctl_promtool PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
