@@ -1,0 +1,217 @@
+/* sup.h - the supervisor chipd: its state, shared by the event loop thread (workers:
+ * fork, death, restart, heartbeats, stop) and the router thread (the client mailbox).
+ *
+ * Threads and what they own:
+ *   main / event loop  forks and reaps workers, heartbeats, backoff, drain and stop
+ *                      (sup_loop.c, sup_workers.c, sup_stop.c)
+ *   router             serves the node region's client mailbox (sup_router.c)
+ * Both use the request table (sup_table.c) under sup.lock. Every field another
+ * thread reads without the lock is atomic, with its order at the access.
+ */
+#ifndef CHIPD_SUP_H
+#define CHIPD_SUP_H
+
+#include "chipd.h"
+#include "mbox.h"
+#include "node.h"
+#include "proto.h"
+#include "region.h"
+#include "sup_config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Slots of a worker's control mailbox: the router's forwards, the event loop's
+ * heartbeat and shutdown, and a few spares. */
+#define SUP_WRK_SLOTS 8u
+/* How long a forward to a worker (assign, cancel, trace) may take: the worker answers
+ * from its mailbox thread at once; a worker that does not is stuck or dead. */
+#define SUP_FORWARD_MS 2000u
+/* The event loop's tick: heartbeats due, restarts due, drain progress, reaping. */
+#define SUP_TICK_MS 50u
+
+struct sup_worker {
+	uint32_t chip;
+	int32_t gpu; /* device ordinal, -1 for sim */
+	struct shm_region ctl;
+	struct mbox mb; /* the supervisor is a client of the worker's control mailbox */
+	/* written by the event loop; read by the router under sup.lock */
+	pid_t pid; /* 0 while none runs */
+	uint64_t pid_start;
+	int pidfd;
+	enum chipd_chip_state state;
+	uint32_t restarts;
+	uint32_t load; /* live requests routed to it (table entries) */
+	bool stopping; /* we asked it to end: its exit is not a crash */
+	/* event loop only */
+	uint64_t deaths_ns[16]; /* recent deaths, a ring of crash_limit entries */
+	uint32_t ndeaths;
+	uint32_t backoff_ms;
+	uint64_t restart_at_ns; /* BACKOFF: when to start it again */
+	uint64_t healthy_since_ns;
+	uint64_t hb_last_ok_ns, hb_next_ns;
+	bool hb_pending;
+	struct mbox_ticket hb_ticket;
+	uint64_t hb_seq;
+};
+
+/* One live stream: a ring of the node region, indexed by its ring number. */
+struct sup_req {
+	bool used;
+	bool forwarding; /* the router is between ring reset and the worker's answer */
+	bool ended;	 /* ended by the supervisor or seen finished */
+	uint64_t id;
+	uint32_t chip;
+	pid_t producer; /* the worker pid the ring names */
+	uint32_t ring_gen;
+	pid_t client;
+	uint64_t client_start;
+	uint64_t submitted_ns;
+	bool cancel_sent; /* its client died: cancel forwarded once */
+	/* what a re-queue on another worker needs */
+	char wl[CHIPD_NAME_MAX];
+	uint32_t nparams;
+	struct chipd_param params[CHIPD_MAX_PARAMS];
+	char keys[CHIPD_MAX_PARAMS][CHIPD_KEY_MAX];
+	int64_t max_tokens, deadline_ns;
+};
+
+struct sup {
+	struct sup_config cfg;
+	struct sup_sources src;
+	char region_name[SHM_NAME_MAX];
+	struct proto_node node;
+	pid_t pid;
+	uint64_t started_ns;
+	struct sup_worker workers[CHIPD_MAX_CHIPS];
+
+	pthread_mutex_t lock; /* the table, worker state/pid/load, next_id */
+	struct sup_req *reqs; /* node.desc->nrings entries */
+	uint32_t nreqs;
+	uint64_t next_id;
+
+	_Atomic int sup_state;	    /* enum chipd_sup_state; router reads (acquire) */
+	/* 0, or SUP_STOP_ASKED | the drain's grace in ms: set once by a drain or stop
+	 * request or a signal (sup_ask_stop), read by the event loop */
+	_Atomic uint64_t stop_req;
+	_Atomic bool router_quit;   /* the router thread leaves */
+	pthread_t router;
+	bool router_running;
+	pid_t router_client; /* router thread only: who sent the request being served */
+	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
+	pid_t spawner_pid; /* it forks the workers: a single-threaded process */
+	struct pidfh *pidfh;
+	int notify_fd; /* --notify-fd: a newline when ready */
+	int daemon_fd; /* detached: the waiting parent's pipe, a newline when ready */
+	uint64_t watchdog_next_ns;
+};
+
+/* ---- request table (sup_table.c), all under s->lock ---- */
+int sup_table_init(struct sup *s);
+void sup_table_free(struct sup *s);
+/* The live entry of @id, or NULL (entries whose stream drained are freed first). */
+struct sup_req *sup_table_find(struct sup *s, uint64_t id);
+/* A free ring for a new stream (reclaiming drained ones), or NULL. */
+struct sup_req *sup_table_alloc(struct sup *s);
+uint32_t sup_table_index(const struct sup *s, const struct sup_req *e);
+/* Frees @e (its ring becomes reusable). */
+void sup_table_release(struct sup *s, struct sup_req *e);
+/* Reclaims drained streams and those of dead clients; counts live ones (not ended). */
+uint32_t sup_table_sweep(struct sup *s);
+/* Ends @e's stream with @code as the producer's stand-in (its producer is dead or
+ * will not write again): takes the ring over and writes the terminal record, unless
+ * the stream already ended. */
+void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code);
+/* Entries not yet ended. */
+uint32_t sup_table_live(struct sup *s);
+
+/* ---- workers (sup_workers.c) ---- */
+/* Creates every worker's control region (before any fork). */
+int sup_workers_init(struct sup *s);
+void sup_workers_free(struct sup *s);
+/* Starts worker @w (forked by the spawner). Returns 0 or -errno. Event loop thread
+ * (or main). */
+int sup_worker_spawn(struct sup *s, struct sup_worker *w);
+/* The worker process's body after fork: set-up, wrk_main, _exit. @parent is the
+ * forking process (the spawner). */
+_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
+
+/* ---- spawner (sup_spawner.c) ---- */
+/* Forks the spawner; call before any thread starts. Returns 0 or -errno. */
+int sup_spawner_start(struct sup *s);
+/* Has the spawner fork chip @chip's worker. Returns its pid or -errno. */
+pid_t sup_spawner_fork(struct sup *s, uint32_t chip);
+/* Closes the spawner's socket and waits for it to leave. */
+void sup_spawner_stop(struct sup *s);
+/* A worker's pidfd became readable: reap it and handle the death. */
+void sup_worker_exited(struct sup *s, struct sup_worker *w);
+/* Per tick: heartbeats, stuck workers, restarts due. */
+void sup_workers_tick(struct sup *s, uint64_t now);
+/* Whether every chip is READY or FAILED (start-up is over). */
+bool sup_workers_settled(struct sup *s);
+/* One round trip to worker @w (router or event loop): @req out, answer into @ans.
+ * Returns 0 (ans->ok or the envelope), or -errno of the mailbox (-EPIPE: it died). */
+int sup_worker_call(struct sup *s, struct sup_worker *w, const struct proto_msg *req,
+		    struct proto_msg *ans, uint32_t timeout_ms);
+/* Publishes @w's state in the directory (and @w->state). */
+void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_state st);
+
+/* ---- event loop (sup_loop.c) ---- */
+/* Runs until chipd stopped; returns the exit status. */
+int sup_loop_run(struct sup *s);
+
+_Static_assert(PROTO_SUP_err_internal - PROTO_SUP_err_bad_request ==
+		   CHIPD_E_INTERNAL - CHIPD_E_BAD_REQUEST,
+	       "one err_<code> counter per error code, in code order");
+
+#define SUP_STOP_ASKED (1ull << 63)
+
+/* Asks for the stop: refuse new work, give in-flight work @grace_ms, end the workers,
+ * exit. The first request wins (one word, so the grace is never torn from the flag);
+ * later ones change nothing. Any thread. */
+static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
+{
+	uint64_t none = 0;
+
+	/* new work is refused from the moment the request is answered; the event loop
+	 * does the rest on its next tick */
+	if (atomic_compare_exchange_strong_explicit(&s->stop_req, &none, SUP_STOP_ASKED | grace_ms,
+						    memory_order_acq_rel, memory_order_relaxed))
+		atomic_store_explicit(&s->sup_state, CHIPD_SUP_DRAINING, memory_order_release);
+}
+
+/* ---- router (sup_router.c) ---- */
+int sup_router_start(struct sup *s);
+void sup_router_stop(struct sup *s);
+
+/* ---- trace (sup_trace.c) ---- */
+/* Sends trace @act to every running worker; for COLLECT, merges their fragments
+ * into @path. Returns CHIPD_OK or an error code with @err set. */
+int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64_t *dropped,
+	      struct proto_error *err);
+
+/* ---- counters ---- */
+/* The supervisor block has two writers (router and event loop), so it adds with an
+ * atomic read-modify-write rather than ctr_add's single-writer store; relaxed: a
+ * counter orders nothing. */
+static inline void sup_count(struct sup *s, enum proto_sup_ctr c, uint64_t n)
+{
+	atomic_fetch_add_explicit(&s->node.sup_ctr.values[c], n, memory_order_relaxed);
+}
+
+/* Counts a request refused or failed with @code (err_<code>). */
+static inline void sup_count_err(struct sup *s, enum chipd_code code)
+{
+	if (code > CHIPD_OK && code < CHIPD_NCODES)
+		sup_count(s, (enum proto_sup_ctr)(PROTO_SUP_err_bad_request + code - 1), 1);
+}
+
+static inline void sup_gauge(struct sup *s, enum proto_sup_ctr c, uint64_t v)
+{
+	ctr_set(&s->node.sup_ctr, c, v);
+}
+
+#endif

@@ -1,0 +1,385 @@
+/* sup_loop.c - the supervisor's event loop on liburing: a signalfd (TERM, INT, HUP,
+ * CHLD), one pidfd per running worker and a periodic timerfd. Worker deaths arrive
+ * through the pidfds; the tick drives heartbeats, restarts, dead clients, readiness,
+ * the watchdog, and the drain and stop sequence:
+ *
+ *   RUN -drain/stop/TERM-> DRAINING (new work refused: draining; in-flight requests
+ *   finish until the grace ends) -> SHUTDOWN (every worker gets shutdown: the streams
+ *   still open end exactly once) -> KILL (SIGKILL to the groups still there) -> done
+ */
+#include "sup.h"
+#include "sup_log.h"
+#include "sup_notify.h"
+
+#include "proc.h"
+#include "proto.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#define MS_NS		  1000000ull
+#define TAG_SIGNAL	  1ull
+#define TAG_TIMER	  2ull
+#define TAG_PIDFD	  100ull /* + chip */
+#define SHUTDOWN_WAIT_MS  3000u	 /* after shutdown, before SIGKILL */
+#define KILL_WAIT_MS	  2000u	 /* after SIGKILL, before giving up on a pidfd */
+
+enum phase { PH_START, PH_RUN, PH_DRAIN, PH_SHUTDOWN, PH_KILL, PH_DONE };
+
+struct loop {
+	struct sup *s;
+	struct io_uring ring;
+	int sigfd, timerfd;
+	int armed[CHIPD_MAX_CHIPS]; /* the pidfd polled for each chip, -1 none */
+	enum phase phase;
+	uint64_t deadline_ns; /* of the current phase */
+	int exit_code;
+};
+
+static int arm(struct loop *l, int fd, uint64_t tag)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+
+	if (!sqe) {
+		io_uring_submit(&l->ring);
+		sqe = io_uring_get_sqe(&l->ring);
+		if (!sqe)
+			return -EBUSY;
+	}
+	io_uring_prep_poll_add(sqe, fd, POLLIN);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)tag);
+	return 0;
+}
+
+static void arm_pidfds(struct loop *l)
+{
+	for (uint32_t i = 0; i < l->s->cfg.chips; i++) {
+		int fd = l->s->workers[i].pidfd;
+
+		if (fd >= 0 && l->armed[i] != fd && arm(l, fd, TAG_PIDFD + i) == 0)
+			l->armed[i] = fd;
+	}
+}
+
+static int loop_open(struct loop *l, struct sup *s)
+{
+	struct itimerspec its = {
+	    .it_interval = {0, SUP_TICK_MS * MS_NS},
+	    .it_value = {0, SUP_TICK_MS * MS_NS},
+	};
+	sigset_t set;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	l->s = s;
+	l->sigfd = l->timerfd = -1;
+	for (uint32_t i = 0; i < CHIPD_MAX_CHIPS; i++)
+		l->armed[i] = -1;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	l->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	l->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (l->sigfd < 0 || l->timerfd < 0 || timerfd_settime(l->timerfd, 0, &its, NULL) != 0)
+		return -errno;
+	rc = io_uring_queue_init(2 * CHIPD_MAX_CHIPS + 8, &l->ring, 0);
+	if (rc)
+		return rc;
+	if (arm(l, l->sigfd, TAG_SIGNAL) || arm(l, l->timerfd, TAG_TIMER))
+		return -EBUSY;
+	arm_pidfds(l);
+	return 0;
+}
+
+static void loop_close(struct loop *l)
+{
+	io_uring_queue_exit(&l->ring);
+	if (l->sigfd >= 0)
+		close(l->sigfd);
+	if (l->timerfd >= 0)
+		close(l->timerfd);
+}
+
+static void on_signals(struct loop *l)
+{
+	struct signalfd_siginfo si;
+
+	while (read(l->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			SUP_INFO(-1, 0, "signal %u from pid %u: stopping", si.ssi_signo, si.ssi_pid);
+			sup_ask_stop(l->s, l->s->cfg.grace_ms);
+			break;
+		case SIGHUP:
+			SUP_INFO(-1, 0, "SIGHUP: nothing to reload (configuration is fixed at start)");
+			break;
+		default: /* SIGCHLD: workers are reaped through their pidfds */
+			break;
+		}
+	}
+}
+
+static void set_sup_state(struct sup *s, enum chipd_sup_state st)
+{
+	atomic_store_explicit(&s->sup_state, (int)st, memory_order_release);
+}
+
+/* Start-up is over once every chip is READY or FAILED. */
+static void check_ready(struct loop *l)
+{
+	struct sup *s = l->s;
+	bool any = false;
+	char msg[96];
+
+	if (!sup_workers_settled(s))
+		return;
+	for (uint32_t i = 0; i < s->cfg.chips; i++)
+		any |= s->workers[i].state == CHIPD_CHIP_READY;
+	if (!any) {
+		SUP_ERR(-1, 0, "no worker could start: giving up");
+		l->exit_code = 1;
+		sup_ask_stop(s, 0);
+		l->phase = PH_RUN;
+		return;
+	}
+	{
+		int starting = CHIPD_SUP_STARTING;
+
+		/* a stop asked for meanwhile wins: never READY after DRAINING */
+		if (!atomic_compare_exchange_strong_explicit(&s->sup_state, &starting,
+							     CHIPD_SUP_READY, memory_order_acq_rel,
+							     memory_order_acquire)) {
+			l->phase = PH_RUN;
+			return;
+		}
+	}
+	atomic_store_explicit(&s->node.desc->started_ns, shm_now_ns(), memory_order_relaxed);
+	shm_region_ready(&s->node.region);
+	if (s->cfg.trace[0]) {
+		uint64_t ev = 0, dr = 0;
+		struct proto_error err;
+
+		sup_trace(s, PROTO_TRACE_START, "", &ev, &dr, &err);
+	}
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %u chips", s->cfg.chips);
+	sup_notify(s->cfg.notify_socket, msg);
+	if (s->notify_fd >= 0) {
+		sup_notify_fd(s->notify_fd);
+		s->notify_fd = -1;
+	}
+	if (s->daemon_fd >= 0) {
+		sup_notify_fd(s->daemon_fd);
+		s->daemon_fd = -1;
+	}
+	SUP_INFO(-1, 0, "ready: instance %s, %u chips, region %s", s->cfg.instance, s->cfg.chips,
+		 s->region_name);
+	l->phase = PH_RUN;
+}
+
+/* Clients that died with streams open: cancel their requests (once); their mailbox
+ * slots are reaped. */
+static void dead_clients(struct sup *s)
+{
+	struct proto_msg *req = NULL, *ans = NULL;
+
+	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap(&s->node.mbox));
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+		struct sup_worker *w;
+
+		if (!e->used || e->ended || e->forwarding || e->cancel_sent || e->client == 0 ||
+		    shm_proc_alive(e->client, e->client_start))
+			continue;
+		e->cancel_sent = true;
+		w = &s->workers[e->chip];
+		if (!req) {
+			req = calloc(1, sizeof(*req));
+			ans = calloc(1, sizeof(*ans));
+			if (!req || !ans)
+				break;
+		}
+		proto_msg_init(req, PROTO_OP_CANCEL);
+		req->id = (int64_t)e->id;
+		SUP_INFO((int)e->chip, e->id, "client pid %d is gone: cancelling", (int)e->client);
+		pthread_mutex_unlock(&s->lock);
+		sup_worker_call(s, w, req, ans, SUP_FORWARD_MS);
+		pthread_mutex_lock(&s->lock);
+	}
+	sup_table_sweep(s);
+	pthread_mutex_unlock(&s->lock);
+	free(req);
+	free(ans);
+}
+
+static void start_shutdown(struct loop *l, uint64_t now)
+{
+	struct sup *s = l->s;
+	struct proto_msg *req = calloc(1, sizeof(*req)), *ans = calloc(1, sizeof(*ans));
+
+	if (s->cfg.trace[0]) {
+		uint64_t ev = 0, dr = 0;
+		struct proto_error err;
+
+		if (sup_trace(s, PROTO_TRACE_COLLECT, s->cfg.trace, &ev, &dr, &err) == CHIPD_OK)
+			SUP_INFO(-1, 0, "trace: %llu events in %s", (unsigned long long)ev,
+				 s->cfg.trace);
+		else
+			SUP_WARN(-1, 0, "trace: %s", err.message);
+	}
+	for (uint32_t i = 0; i < s->cfg.chips; i++) {
+		struct sup_worker *w = &s->workers[i];
+
+		pthread_mutex_lock(&s->lock);
+		w->stopping = true;
+		pthread_mutex_unlock(&s->lock);
+		if (w->pid <= 0 || !req || !ans)
+			continue;
+		proto_msg_init(req, PROTO_OP_SHUTDOWN);
+		if (sup_worker_call(s, w, req, ans, SUP_FORWARD_MS) != 0)
+			kill(-w->pid, SIGKILL);
+	}
+	free(req);
+	free(ans);
+	l->phase = PH_SHUTDOWN;
+	l->deadline_ns = now + SHUTDOWN_WAIT_MS * MS_NS;
+}
+
+static bool workers_gone(struct sup *s)
+{
+	for (uint32_t i = 0; i < s->cfg.chips; i++)
+		if (s->workers[i].pid > 0)
+			return false;
+	return true;
+}
+
+static void stop_tick(struct loop *l, uint64_t now)
+{
+	struct sup *s = l->s;
+	uint32_t live;
+
+	switch (l->phase) {
+	case PH_RUN:
+		{
+			uint64_t req = atomic_load_explicit(&s->stop_req, memory_order_acquire);
+			/* set by whoever asked: the request's, or the configured one */
+			uint32_t grace = (uint32_t)req;
+
+			if (!req)
+				return;
+			set_sup_state(s, CHIPD_SUP_DRAINING);
+			shm_region_set_state(&s->node.region, SHM_STATE_DRAINING);
+			sup_notify(s->cfg.notify_socket, "STOPPING=1");
+			SUP_INFO(-1, 0, "draining: grace %u ms", grace);
+			l->phase = PH_DRAIN;
+			l->deadline_ns = now + (uint64_t)grace * MS_NS;
+		}
+		return;
+	case PH_DRAIN:
+		pthread_mutex_lock(&s->lock);
+		live = sup_table_live(s);
+		pthread_mutex_unlock(&s->lock);
+		if (live == 0 || now >= l->deadline_ns) {
+			if (live)
+				SUP_WARN(-1, 0, "grace over with %u requests in flight", live);
+			start_shutdown(l, now);
+		}
+		return;
+	case PH_SHUTDOWN:
+		if (workers_gone(s)) {
+			l->phase = PH_DONE;
+		} else if (now >= l->deadline_ns) {
+			for (uint32_t i = 0; i < s->cfg.chips; i++)
+				if (s->workers[i].pid > 0) {
+					SUP_WARN((int)i, 0, "worker pid %d still there: SIGKILL",
+						 (int)s->workers[i].pid);
+					kill(-s->workers[i].pid, SIGKILL);
+				}
+			l->phase = PH_KILL;
+			l->deadline_ns = now + KILL_WAIT_MS * MS_NS;
+		}
+		return;
+	case PH_KILL:
+		if (workers_gone(s) || now >= l->deadline_ns)
+			l->phase = PH_DONE;
+		return;
+	default:
+		return;
+	}
+}
+
+static void on_tick(struct loop *l)
+{
+	struct sup *s = l->s;
+	uint64_t now = shm_now_ns(), expirations;
+
+	while (read(l->timerfd, &expirations, sizeof(expirations)) > 0)
+		;
+	sup_workers_tick(s, now);
+	if (l->phase == PH_START && atomic_load_explicit(&s->stop_req, memory_order_acquire))
+		l->phase = PH_RUN; /* stopped before it was ready */
+	if (l->phase == PH_START)
+		check_ready(l);
+	if (l->phase == PH_RUN || l->phase == PH_DRAIN)
+		dead_clients(s);
+	stop_tick(l, now);
+	if (s->cfg.watchdog_usec && now >= s->watchdog_next_ns) {
+		sup_notify(s->cfg.notify_socket, "WATCHDOG=1");
+		s->watchdog_next_ns = now + (uint64_t)s->cfg.watchdog_usec * 1000u / 2;
+	}
+}
+
+int sup_loop_run(struct sup *s)
+{
+	struct loop l;
+	int rc = loop_open(&l, s);
+
+	if (rc) {
+		SUP_ERR(-1, 0, "event loop: %s", strerror(-rc));
+		loop_close(&l);
+		return 1;
+	}
+	while (l.phase != PH_DONE) {
+		struct io_uring_cqe *cqe;
+		uint64_t tag;
+
+		io_uring_submit(&l.ring);
+		rc = io_uring_wait_cqe(&l.ring, &cqe);
+		if (rc == -EINTR)
+			continue;
+		if (rc) {
+			SUP_ERR(-1, 0, "io_uring_wait_cqe: %s", strerror(-rc));
+			l.exit_code = 1;
+			break;
+		}
+		tag = (uint64_t)(uintptr_t)io_uring_cqe_get_data(cqe);
+		io_uring_cqe_seen(&l.ring, cqe);
+		if (tag == TAG_SIGNAL) {
+			on_signals(&l);
+			arm(&l, l.sigfd, TAG_SIGNAL);
+		} else if (tag == TAG_TIMER) {
+			on_tick(&l);
+			arm(&l, l.timerfd, TAG_TIMER);
+		} else if (tag >= TAG_PIDFD && tag < TAG_PIDFD + s->cfg.chips) {
+			uint32_t chip = (uint32_t)(tag - TAG_PIDFD);
+
+			l.armed[chip] = -1;
+			sup_worker_exited(s, &s->workers[chip]); /* re-armed below if not reaped */
+		}
+		arm_pidfds(&l);
+	}
+	loop_close(&l);
+	return l.exit_code;
+}

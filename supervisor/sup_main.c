@@ -1,0 +1,203 @@
+/* sup_main.c - chipd, the node supervisor: resolve the configuration, guard the
+ * instance (pid file), create the node region, fork one worker per chip before any
+ * thread starts, serve clients on the router thread and supervise on the event loop
+ * until stopped; then end the workers, unlink the region, exit 0.
+ *
+ * Exit status: 0 after a clean stop; 1 a failure at start or no worker could start;
+ * 64 bad usage; 73 the instance is already served (pid file or live region). */
+#include "sup.h"
+#include "sup_log.h"
+#include "sup_notify.h"
+
+#include "proto.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libutil.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 64
+#define EXIT_BUSY  73
+
+static struct sup g_sup;
+
+/* Guards one supervisor per instance. Returns 0, or the exit status. */
+static int take_pidfile(struct sup *s)
+{
+	pid_t other = 0;
+
+	s->pidfh = pidfile_open(s->cfg.pidfile, 0600, &other);
+	if (s->pidfh)
+		return 0;
+	if (errno == EEXIST) {
+		fprintf(stderr, "chipd: instance \"%s\" is already served by pid %d (pid file %s)\n",
+			s->cfg.instance, (int)other, s->cfg.pidfile);
+		return EXIT_BUSY;
+	}
+	fprintf(stderr, "chipd: pid file %s: %s\n", s->cfg.pidfile, strerror(errno));
+	return 1;
+}
+
+static int create_region(struct sup *s)
+{
+	struct proto_node_config nc;
+	struct shm_diag diag = {0};
+	int rc;
+
+	rc = shm_region_name(s->region_name, sizeof(s->region_name), (unsigned)getuid(),
+			     s->cfg.instance);
+	if (rc) {
+		fprintf(stderr, "chipd: instance \"%s\": not a valid name\n", s->cfg.instance);
+		return EXIT_USAGE;
+	}
+	proto_node_config_default(&nc, s->cfg.chips);
+	rc = proto_node_create(&s->node, s->region_name, &nc, SHM_CREATE_RECLAIM_STALE, &diag);
+	if (rc == -EEXIST) {
+		fprintf(stderr, "chipd: region %s belongs to a running chipd: %s\n", s->region_name,
+			diag.msg);
+		return EXIT_BUSY;
+	}
+	if (rc) {
+		fprintf(stderr, "chipd: cannot create %s: %s\n", s->region_name,
+			diag.msg[0] ? diag.msg : strerror(-rc));
+		return 1;
+	}
+	for (uint32_t i = 0; i < s->cfg.chips; i++)
+		s->node.dir[i].chip = i;
+	return 0;
+}
+
+/* Detaches from the terminal: the parent waits until the child is ready (or failed)
+ * and exits with that, so `chipd && chipctl ...` works. Returns in the child. */
+static void detach(struct sup *s)
+{
+	int p[2];
+	char c;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		perror("chipd: pipe");
+		exit(1);
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		perror("chipd: fork");
+		exit(1);
+	}
+	if (pid > 0) {
+		close(p[1]);
+		exit(read(p[0], &c, 1) == 1 ? 0 : 1);
+	}
+	close(p[0]);
+	s->daemon_fd = p[1];
+	setsid();
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		close(null);
+	}
+}
+
+static void block_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static void cleanup(struct sup *s)
+{
+	sup_router_stop(s);
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->nreqs; i++) /* streams nobody could end */
+		if (s->reqs[i].used && !s->reqs[i].ended)
+			sup_table_end(s, &s->reqs[i], CHIPD_E_WORKER_LOST);
+	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STOPPED, memory_order_release);
+	shm_region_set_state(&s->node.region, SHM_STATE_STOPPED);
+	shm_region_unlink(s->region_name);
+	sup_spawner_stop(s);
+	sup_workers_free(s);
+	sup_table_free(s);
+	proto_node_detach(&s->node);
+	if (s->pidfh)
+		pidfile_remove(s->pidfh);
+}
+
+int main(int argc, char **argv, char **envp)
+{
+	struct sup *s = &g_sup;
+	char msg[256];
+	int rc;
+
+	setproctitle_init(argc, argv, envp);
+	rc = sup_config_load(&s->cfg, &s->src, argc, argv, msg, sizeof(msg));
+	if (rc == 1)
+		return 0;
+	if (rc) {
+		fprintf(stderr, "chipd: %s\n(see chipd --help)\n", msg);
+		return EXIT_USAGE;
+	}
+	if (s->cfg.print_config) {
+		sup_config_print(&s->cfg, &s->src, stdout);
+		return 0;
+	}
+	sup_log_init(s->cfg.log_level, "chipd");
+	s->notify_fd = s->cfg.notify_fd;
+	s->daemon_fd = -1;
+	rc = take_pidfile(s);
+	if (rc)
+		return rc;
+	if (!s->cfg.foreground)
+		detach(s);
+	if (pidfile_write(s->pidfh) != 0)
+		SUP_WARN(-1, 0, "pid file %s: %s", s->cfg.pidfile, strerror(errno));
+	rc = create_region(s);
+	if (rc) {
+		pidfile_remove(s->pidfh);
+		return rc;
+	}
+	s->pid = getpid();
+	s->started_ns = shm_now_ns();
+	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STARTING, memory_order_relaxed);
+	pthread_mutex_init(&s->lock, NULL);
+	block_signals();
+	s->spawn_fd = -1;
+	rc = sup_table_init(s);
+	if (rc == 0)
+		rc = sup_workers_init(s);
+	/* the spawner is forked before any thread of ours starts (it forks the workers) */
+	if (rc == 0)
+		rc = sup_spawner_start(s);
+	for (uint32_t i = 0; rc == 0 && i < s->cfg.chips; i++)
+		rc = sup_worker_spawn(s, &s->workers[i]);
+	if (rc == 0)
+		rc = sup_router_start(s);
+	if (rc) {
+		SUP_ERR(-1, 0, "start-up failed: %s", strerror(-rc));
+		for (uint32_t i = 0; i < s->cfg.chips; i++)
+			if (s->workers[i].pid > 0)
+				kill(-s->workers[i].pid, SIGKILL);
+		cleanup(s);
+		return 1;
+	}
+	setproctitle("supervisor (instance %s, %u chips)", s->cfg.instance, s->cfg.chips);
+	SUP_INFO(-1, 0, "starting: instance %s, backend %s, %u chips, pid %d", s->cfg.instance,
+		 dev_kind_name(s->cfg.backend), s->cfg.chips, (int)s->pid);
+	rc = sup_loop_run(s);
+	cleanup(s);
+	SUP_INFO(-1, 0, "stopped");
+	return rc;
+}

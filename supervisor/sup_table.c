@@ -1,0 +1,161 @@
+/* sup_table.c - the supervisor's live streams, one entry per token ring of the node
+ * region. An entry holds its ring from submit until the stream ended and its reader
+ * read the terminal record (or the reader died): only then may the ring and the
+ * request id go to another stream. Every function runs under sup.lock. */
+#include "sup.h"
+#include "sup_log.h"
+
+#include "proc.h"
+#include "ring.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sup_table_init(struct sup *s)
+{
+	s->nreqs = s->node.desc->nrings;
+	s->reqs = calloc(s->nreqs, sizeof(*s->reqs));
+	return s->reqs ? 0 : -ENOMEM;
+}
+
+void sup_table_free(struct sup *s)
+{
+	free(s->reqs);
+	s->reqs = NULL;
+	s->nreqs = 0;
+}
+
+uint32_t sup_table_index(const struct sup *s, const struct sup_req *e)
+{
+	return (uint32_t)(e - s->reqs);
+}
+
+static struct ring ring_of(struct sup *s, const struct sup_req *e)
+{
+	struct ring r;
+
+	/* the index is ours and below nrings: it cannot fail */
+	(void)proto_node_ring(&s->node, sup_table_index(s, e), &r);
+	return r;
+}
+
+void sup_table_release(struct sup *s, struct sup_req *e)
+{
+	if (!e->used)
+		return;
+	if (e->chip < s->cfg.chips && s->workers[e->chip].load > 0)
+		s->workers[e->chip].load--;
+	memset(e, 0, sizeof(*e));
+}
+
+/* Whether @e's ring can be given to another stream: nothing more is written to it
+ * (its stream ended) and nobody reads it (the reader took the terminal, or died). */
+static bool reclaimable(struct sup *s, struct sup_req *e)
+{
+	struct ring r;
+
+	if (!e->used || e->forwarding)
+		return false;
+	r = ring_of(s, e);
+	if (!ring_finished(&r))
+		return false;
+	e->ended = true;
+	return ring_drained(&r) || !shm_proc_alive(e->client, e->client_start);
+}
+
+struct sup_req *sup_table_find(struct sup *s, uint64_t id)
+{
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+
+		if (!e->used || e->id != id)
+			continue;
+		if (reclaimable(s, e)) {
+			sup_table_release(s, e);
+			return NULL;
+		}
+		return e;
+	}
+	return NULL;
+}
+
+struct sup_req *sup_table_alloc(struct sup *s)
+{
+	struct sup_req *spare = NULL;
+
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+
+		if (!e->used)
+			return e;
+		if (!spare && reclaimable(s, e))
+			spare = e;
+	}
+	if (spare)
+		sup_table_release(s, spare);
+	return spare;
+}
+
+void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code)
+{
+	struct ring r = ring_of(s, e);
+	struct ring_rec rec = {.request_id = e->id, .flags = RING_F_ERROR | RING_F_CODE(code)};
+	int rc;
+
+	if (e->ended || ring_finished(&r)) {
+		e->ended = true;
+		return;
+	}
+	rc = ring_take_over(&r);
+	if (rc == 0) {
+		rec.seq = (uint32_t)atomic_load_explicit(&r.hdr->head, memory_order_acquire);
+		rc = ring_push(&r, &rec);
+	}
+	if (rc && rc != -EALREADY)
+		SUP_ERR((int)e->chip, e->id, "cannot end the stream on ring %u: %s",
+			sup_table_index(s, e), strerror(-rc));
+	e->ended = true;
+	sup_count_err(s, code);
+}
+
+uint32_t sup_table_sweep(struct sup *s)
+{
+	uint32_t live = 0, used = 0;
+
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+
+		if (!e->used)
+			continue;
+		if (reclaimable(s, e)) {
+			sup_table_release(s, e);
+			continue;
+		}
+		used++;
+		if (!e->ended)
+			live++;
+	}
+	sup_gauge(s, PROTO_SUP_rings_in_use, used);
+	sup_gauge(s, PROTO_SUP_queue_depth, live);
+	return live;
+}
+
+uint32_t sup_table_live(struct sup *s)
+{
+	uint32_t live = 0;
+
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+		struct ring r;
+
+		if (!e->used || e->ended)
+			continue;
+		r = ring_of(s, e);
+		if (ring_finished(&r))
+			e->ended = true;
+		else
+			live++;
+	}
+	return live;
+}

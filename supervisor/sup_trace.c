@@ -1,0 +1,134 @@
+/* sup_trace.c - the trace op: start and stop recording in every running worker, and
+ * collect: each worker writes its events as a fragment (a comma-separated list of
+ * Chrome trace events, pid = chip) in the runtime directory; the supervisor joins them into
+ * one Chrome/Perfetto JSON document, written to a temporary name and renamed. */
+#include "sup.h"
+#include "sup_log.h"
+
+#include "proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Appends the fragment file @part to @out, a comma first unless it is the first
+ * non-empty one. Returns 0 or -errno. */
+static int append_part(FILE *out, const char *part, bool *first)
+{
+	char buf[8192];
+	FILE *in = fopen(part, "r");
+	size_t n;
+	bool any = false;
+	int rc = 0;
+
+	if (!in)
+		return -errno;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+		if (!any && !*first && fputc(',', out) == EOF)
+			rc = -EIO;
+		any = true;
+		if (fwrite(buf, 1, n, out) != n)
+			rc = -EIO;
+	}
+	if (ferror(in))
+		rc = -EIO;
+	fclose(in);
+	if (any)
+		*first = false;
+	return rc;
+}
+
+/* Joins the fragments @parts[0..n) into @path. */
+static int merge(const char *path, char (*parts)[PROTO_PATH_MAX + 16], uint32_t n,
+		 struct proto_error *err)
+{
+	char tmp[PROTO_PATH_MAX + 8];
+	bool first = true;
+	FILE *out;
+	int rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	out = fopen(tmp, "w");
+	if (!out)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": cannot write %s: %s", tmp,
+				  strerror(errno));
+	fputs("{\"traceEvents\":[", out);
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = append_part(out, parts[i], &first);
+	fputs("],\"displayTimeUnit\":\"ns\"}\n", out);
+	if (fclose(out) != 0 && rc == 0)
+		rc = -errno;
+	for (uint32_t i = 0; i < n; i++)
+		unlink(parts[i]);
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc) {
+		unlink(tmp);
+		return proto_fail(err, CHIPD_E_INTERNAL, "writing %s: %s", path, strerror(-rc));
+	}
+	return CHIPD_OK;
+}
+
+int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64_t *dropped,
+	      struct proto_error *err)
+{
+	struct proto_msg *req = malloc(sizeof(*req)), *ans = malloc(sizeof(*ans));
+	char(*parts)[PROTO_PATH_MAX + 16] = calloc(CHIPD_MAX_CHIPS, sizeof(*parts));
+	uint32_t nparts = 0;
+	int code = CHIPD_OK;
+
+	if (!req || !ans || !parts) {
+		code = proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < s->cfg.chips; i++) {
+		struct sup_worker *w = &s->workers[i];
+		bool ready;
+		int rc;
+
+		pthread_mutex_lock(&s->lock);
+		ready = w->state == CHIPD_CHIP_READY;
+		pthread_mutex_unlock(&s->lock);
+		if (!ready)
+			continue;
+		proto_msg_init(req, PROTO_OP_TRACE);
+		req->act = act;
+		if (act == PROTO_TRACE_COLLECT) {
+			/* beside the pid file, short whatever the output's length */
+			int len = snprintf(parts[nparts], sizeof(parts[nparts]),
+					   "%s/chipd.%d.trace.chip%u.part", s->cfg.runtime_dir,
+					   (int)s->pid, i);
+
+			if (len < 0 || (size_t)len >= sizeof(req->path)) {
+				code = proto_fail(err, CHIPD_E_INTERNAL,
+						  "runtime directory %s: too long for trace parts",
+						  s->cfg.runtime_dir);
+				goto out;
+			}
+			memcpy(req->path, parts[nparts], (size_t)len + 1);
+		}
+		rc = sup_worker_call(s, w, req, ans, SUP_FORWARD_MS);
+		if (rc || !ans->ok) {
+			SUP_WARN((int)i, 0, "trace %s: %s", act == PROTO_TRACE_COLLECT ? "collect" : "",
+				 rc ? strerror(-rc) : ans->err.message);
+			if (!rc && act == PROTO_TRACE_COLLECT && code == CHIPD_OK) {
+				*err = ans->err;
+				code = (int)ans->err.code;
+			}
+			continue;
+		}
+		*events += (uint64_t)ans->events;
+		*dropped += (uint64_t)ans->dropped;
+		if (act == PROTO_TRACE_COLLECT)
+			nparts++;
+	}
+	if (act == PROTO_TRACE_COLLECT && code == CHIPD_OK)
+		code = merge(path, parts, nparts, err);
+out:
+	free(req);
+	free(ans);
+	free(parts);
+	return code;
+}

@@ -1,0 +1,210 @@
+/* chipd_fixture.c - see chipd_fixture.h. */
+#include "chipd_fixture.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static unsigned g_seq;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+pid_t cd_spawn_as(struct cd *d, const char *instance, const char *const *args,
+		 const char *const *env, int *notify_fd)
+{
+	const char *argv[48];
+	int p[2], n = 0;
+	pid_t parent = getpid(), pid;
+
+	memset(d, 0, sizeof(*d));
+	if (instance)
+		snprintf(d->instance, sizeof(d->instance), "%s", instance);
+	else
+		snprintf(d->instance, sizeof(d->instance), "t%d-%u", (int)getpid(), ++g_seq);
+	snprintf(d->pidfile, sizeof(d->pidfile), "/tmp/chipd-test.%s.pid", d->instance);
+	snprintf(d->region, sizeof(d->region), "/dev/shm/chipd.%u.%s", (unsigned)getuid(),
+		 d->instance);
+	ck_assert_int_eq(pipe(p), 0);
+	argv[n++] = CHIPD_BIN;
+	argv[n++] = "--foreground";
+	argv[n++] = "--instance";
+	argv[n++] = d->instance;
+	argv[n++] = "--pidfile";
+	argv[n++] = d->pidfile;
+	argv[n++] = "--notify-fd";
+	argv[n++] = "3";
+	for (; args && *args && n < 46; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+		if (getppid() != parent)
+			_exit(127);
+		close(p[0]);
+		if (p[1] != 3) {
+			dup2(p[1], 3);
+			close(p[1]);
+		}
+		for (; env && *env; env++)
+			putenv((char *)*env);
+		execv(CHIPD_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	d->pid = pid;
+	if (notify_fd)
+		*notify_fd = p[0];
+	else
+		close(p[0]);
+	return pid;
+}
+
+pid_t cd_spawn(struct cd *d, const char *const *args, const char *const *env, int *notify_fd)
+{
+	return cd_spawn_as(d, NULL, args, env, notify_fd);
+}
+
+void cd_start_as(struct cd *d, const char *instance, const char *const *args,
+		 const char *const *env)
+{
+	struct chipd_error err;
+	struct pollfd pfd;
+	char c;
+	int fd, rc;
+
+	cd_spawn_as(d, instance, args, env, &fd);
+	pfd = (struct pollfd){.fd = fd, .events = POLLIN};
+	rc = poll(&pfd, 1, CD_READY_MS);
+	ck_assert_msg(rc == 1 && read(fd, &c, 1) == 1 && c == '\n',
+		      "chipd %s did not become ready within %u ms", d->instance, CD_READY_MS);
+	close(fd);
+	rc = chipd_connect(d->instance, &d->conn, &err);
+	ck_assert_msg(rc == 0, "connect %s: %s", d->instance, err.message);
+}
+
+void cd_start(struct cd *d, const char *const *args, const char *const *env)
+{
+	cd_start_as(d, NULL, args, env);
+}
+
+int cd_stop(struct cd *d, int sig, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+	int status;
+
+	chipd_close(d->conn);
+	d->conn = NULL;
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, sig);
+	while (now_ms() < end) {
+		pid_t r = waitpid(d->pid, &status, WNOHANG);
+
+		if (r == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		usleep(2000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &status, 0);
+	d->pid = 0;
+	return -1;
+}
+
+pid_t cd_worker_pid(struct cd *d, uint32_t chip)
+{
+	struct chipd_status *st = calloc(1, sizeof(*st));
+	struct chipd_error err;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(chipd_status(d->conn, CD_CALL_MS, st, &err), 0);
+	ck_assert_uint_lt(chip, st->nchips);
+	pid = (pid_t)st->chips[chip].pid;
+	free(st);
+	return pid;
+}
+
+bool cd_wait_chip(struct cd *d, uint32_t chip, enum chipd_chip_state state, pid_t not_pid,
+		  unsigned ms)
+{
+	struct chipd_status *st = calloc(1, sizeof(*st));
+	struct chipd_error err;
+	uint64_t end = now_ms() + ms;
+	bool ok = false;
+
+	ck_assert_ptr_nonnull(st);
+	while (!ok && now_ms() < end) {
+		if (chipd_status(d->conn, CD_CALL_MS, st, &err) == 0 && chip < st->nchips)
+			ok = st->chips[chip].state == state &&
+			     (not_pid == 0 || ((pid_t)st->chips[chip].pid != not_pid &&
+					       st->chips[chip].pid != 0));
+		if (!ok)
+			usleep(5000);
+	}
+	free(st);
+	return ok;
+}
+
+chipd_stream *cd_submit(struct cd *d, uint32_t tokens, uint32_t device_us)
+{
+	struct chipd_param p[] = {{"tokens", tokens}, {"device_us", device_us}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	uint64_t id;
+	int rc = chipd_submit(d->conn, &req, CD_CALL_MS, &id, &s, &err);
+
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	return s;
+}
+
+uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms)
+{
+	struct chipd_token tok;
+	struct chipd_error err;
+	uint32_t n = 0;
+	int rc;
+
+	*code = CHIPD_E_INTERNAL;
+	for (;;) {
+		rc = chipd_stream_next(s, &tok, ms, &err);
+		if (rc == -EREMOTEIO) {
+			*code = err.code;
+			return n;
+		}
+		ck_assert_msg(rc == 0, "stream_next: %d (%s)", rc, strerror(-rc));
+		ck_assert_uint_eq(tok.seq, n);
+		n++;
+		if (tok.final) {
+			*code = CHIPD_OK;
+			return n;
+		}
+	}
+}
+
+bool cd_region_exists(const struct cd *d)
+{
+	struct stat st;
+
+	return stat(d->region, &st) == 0;
+}

@@ -1,0 +1,54 @@
+/* chipd_fixture.h - a real chipd process for the process-level suites: started with
+ * a unique instance and --notify-fd (so the test waits for readiness, not a sleep),
+ * connected through libchipd, stopped and checked for leftovers. */
+#ifndef CHIPD_CHIPD_FIXTURE_H
+#define CHIPD_CHIPD_FIXTURE_H
+
+#include "chipd.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CD_READY_MS 15000u /* start-up bound (sanitizer builds are slow) */
+#define CD_CALL_MS  5000u
+
+struct cd {
+	char instance[CHIPD_INSTANCE_MAX];
+	char pidfile[128];
+	char region[96]; /* its /dev/shm path */
+	pid_t pid;
+	chipd_conn *conn;
+};
+
+/* Starts chipd --foreground with @args (NULL-terminated extra arguments, may be
+ * NULL) and @env ("NAME=value" entries added to the environment, NULL-terminated,
+ * may be NULL); waits until it is ready and connects. */
+void cd_start(struct cd *d, const char *const *args, const char *const *env);
+/* The same with instance @instance (NULL: a new unique one). */
+void cd_start_as(struct cd *d, const char *instance, const char *const *args,
+		 const char *const *env);
+/* Like cd_start without waiting or connecting; returns the pid. @notify_fd receives
+ * the read end of the readiness pipe (or -1 if NULL). */
+pid_t cd_spawn(struct cd *d, const char *const *args, const char *const *env, int *notify_fd);
+pid_t cd_spawn_as(struct cd *d, const char *instance, const char *const *args,
+		  const char *const *env, int *notify_fd);
+/* Sends @sig and waits up to @ms for chipd to exit; returns its exit status, or -1
+ * when it did not exit (it is then killed). Closes the connection first. */
+int cd_stop(struct cd *d, int sig, unsigned ms);
+/* The pid of chip @chip's worker (0 if none), from the node directory. */
+pid_t cd_worker_pid(struct cd *d, uint32_t chip);
+/* Waits until chip @chip is in @state (and, when @not_pid != 0, runs a pid, other
+ * than it). Returns whether it happened within @ms. */
+bool cd_wait_chip(struct cd *d, uint32_t chip, enum chipd_chip_state state, pid_t not_pid,
+		  unsigned ms);
+/* Submits a synthetic request (@tokens tokens, @device_us per step) and returns its
+ * stream. */
+chipd_stream *cd_submit(struct cd *d, uint32_t tokens, uint32_t device_us);
+/* Reads @s to its end; returns the number of tokens, with *@code the terminal error
+ * code (CHIPD_OK after final). Asserts the tokens come in order. */
+uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms);
+/* Whether the node region is still in /dev/shm. */
+bool cd_region_exists(const struct cd *d);
+
+#endif
