@@ -29,6 +29,7 @@ chipd_need_packages() {
 CHIPD_BUILD_PACKAGES=(build-essential cmake pkg-config check libsubunit-dev libbsd-dev
 	liburing-dev libmsgpack-dev)
 # What the test command needs beyond the build: clang's libFuzzer for the decoder's
-# fuzz run.
+# fuzz run; promtool (package prometheus: 22.5 MB to download with its dependencies)
+# to check `chipctl stats --prom`.
 # shellcheck disable=SC2034
-CHIPD_TEST_PACKAGES=(clang libclang-rt-14-dev)
+CHIPD_TEST_PACKAGES=(clang libclang-rt-14-dev prometheus)

@@ -1,0 +1,68 @@
+#!/bin/sh
+# cli.sh CHIPD CHIPCTL - chipctl against a real chipd (two sim chips): status, a
+# followed submit, `stats --prom` through `promtool check metrics` (when promtool is
+# installed), `trace` written as Chrome JSON with the fields OPS.md requires, `stop`,
+# and nothing left in /dev/shm. Every step is bounded by `timeout`.
+set -eu
+chipd=$1
+chipctl=$2
+export CHIPD_INSTANCE="cli-test-$$"
+dir=$(mktemp -d)
+cleanup() {
+	"$chipctl" stop >/dev/null 2>&1 || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+	echo "cli.sh: $*" >&2
+	exit 1
+}
+
+timeout 30 "$chipd" --chips 2 --log-level warn --pidfile "$dir/chipd.pid" ||
+	fail "chipd did not start"
+pid=$(cat "$dir/chipd.pid")
+timeout 10 "$chipctl" status | grep -q ready || fail "status: no ready chip"
+
+out=$(timeout 60 "$chipctl" submit --follow --json synthetic tokens=5 device_us=100)
+[ "$(printf '%s\n' "$out" | grep -c '"seq"')" -ge 5 ] || fail "submit: $out"
+printf '%s\n' "$out" | tail -1 | grep -q completed || fail "submit did not complete: $out"
+
+if command -v promtool >/dev/null 2>&1; then
+	timeout 10 "$chipctl" stats --prom >"$dir/m.prom"
+	promtool check metrics <"$dir/m.prom" || fail "promtool rejected stats --prom"
+	echo "promtool: $(grep -c '^# TYPE' "$dir/m.prom") metrics ok"
+else
+	echo "promtool not installed: the --prom check is skipped"
+fi
+
+# trace: record while a request runs
+timeout 60 "$chipctl" submit synthetic tokens=200 device_us=500 host_us=200 >/dev/null &
+sub=$!
+timeout 30 "$chipctl" trace --out "$dir/trace.json" --seconds 1 --summary ||
+	fail "trace failed"
+wait "$sub" || fail "the traced request failed"
+python3 - "$dir/trace.json" <<'PY' || fail "trace is not the required JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ev = doc["traceEvents"]
+assert doc.get("displayTimeUnit") == "ns", "displayTimeUnit"
+xs = [e for e in ev if e.get("ph") == "X"]
+assert xs, "no X events"
+for e in xs:
+    for k in ("name", "ts", "dur", "pid", "tid"):
+        assert k in e, "X event without %s: %r" % (k, e)
+names = [e for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"]
+assert names, "no thread_name metadata"
+print("trace: %d events, %d spans" % (len(ev), len(xs)))
+PY
+
+timeout 10 "$chipctl" stop >/dev/null || fail "stop"
+for _ in $(seq 1 100); do
+	[ -r "/proc/$pid/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$pid/stat" || break
+	sleep 0.1
+done
+if [ -r "/proc/$pid/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$pid/stat"; then
+	fail "chipd pid $pid still running after stop"
+fi
+[ ! -e "/dev/shm/chipd.$(id -u).$CHIPD_INSTANCE" ] || fail "region left in /dev/shm"
+echo "cli.sh: ok"
