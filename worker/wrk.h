@@ -1,8 +1,8 @@
 /* wrk.h - the chip worker: admission, the orchestrator (O) and scheduler (S)
  * threads, arena banks and epochs, token publishing (DESIGN.md, "Inside a worker").
  *
- * wrk_main serves the worker's control mailbox (assign, cancel, heartbeat, shutdown)
- * on the calling thread and runs two threads beside it:
+ * wrk_main serves the worker's control mailbox (assign, cancel, heartbeat, shutdown,
+ * trace) on the calling thread and runs two threads beside it:
  *
  *   O  takes admitted requests and cancels, picks the requests that may advance (not
  *      cancelled, room in their token ring for every token in flight), builds one
@@ -29,12 +29,20 @@
 #include <stdint.h>
 
 #define WRK_MAX_BANKS 8
+/* Failed steps in a row after which S takes the device for lost and gives up: one
+ * bad request fails one step; a device that fails every step is gone. */
+#define WRK_S_FATAL_STREAK_DEFAULT 8u
+/* Spans per thread of a trace the worker creates itself (trace start): about a
+ * second of a busy worker, 3 MiB. */
+#define WRK_TRACE_SPANS (1u << 15)
 
 /* Fault injection for tests. fault: called by S before it runs a step, once per
  * request in the step: a nonzero return makes the step fail as a device error would.
  * o_fault: called by O before it builds a request's part of a step: a nonzero return
  * makes that build fail as a host error would (the request ends with internal; the
- * rest of the step runs). Both get fault_arg. */
+ * rest of the step runs). o_fatal: called by O at the start of each round (request id
+ * 0, step = the round's number): a nonzero return makes O fail for good, as a host
+ * error it cannot survive would. All get fault_arg. */
 typedef bool (*wrk_fault_fn)(void *arg, uint64_t request_id, uint32_t step);
 
 struct wrk_config {
@@ -52,10 +60,16 @@ struct wrk_config {
 	uint32_t kv_blocks;	  /* the worker's shared KV block pool */
 	uint32_t kv_block_floats; /* floats per KV block */
 	uint64_t spin_ns;	  /* spin budget of every wait before sleeping */
+	uint32_t s_fatal_streak;  /* failed steps in a row after which S takes the
+				     device for lost (0: WRK_S_FATAL_STREAK_DEFAULT) */
 	wrk_fault_fn fault;	  /* S side; NULL in production */
 	wrk_fault_fn o_fault;	  /* O side; NULL in production */
+	wrk_fault_fn o_fatal;	  /* O side, fatal; NULL in production */
 	void *fault_arg;
-	struct wrk_trace *trace; /* NULL: no spans recorded; see wrk_trace.h */
+	/* Recording from the start, owned by the caller (free it after wrk_main returned);
+	 * NULL: none until a trace start over the mailbox, which makes one of
+	 * WRK_TRACE_SPANS spans per thread (the worker's own). See wrk_trace.h. */
+	struct wrk_trace *trace;
 };
 
 /* Fills @cfg with the defaults: sim device 0, 2 banks, queue 64, 256 live requests,
@@ -63,14 +77,26 @@ struct wrk_config {
  * 2048 floats, the shm/ default spin. */
 void wrk_config_default(struct wrk_config *cfg);
 
-/* Runs a worker until a shutdown request (or a fatal error). @control is the worker's
- * control region: its body holds the worker mailbox (laid out by the creator with
- * mbox_init); the worker becomes its server. @node is the node region (rings and
- * counters). Opens the device, starts O and S, serves the mailbox on the calling
- * thread; on shutdown every live stream ends exactly once (FINAL or ERROR), both
- * threads are joined and everything is released. Returns 0 after a shutdown,
- * -EINVAL for a bad configuration, -EBUSY when another server holds the mailbox, or
- * -errno when the device, the pool or the threads cannot be set up. */
+/* Runs a worker until a shutdown request. @control is the worker's control region:
+ * its body holds the worker mailbox (laid out by the creator with mbox_init); the
+ * worker becomes its server. @node is the node region (rings and counters). Opens the
+ * device, starts O and S, serves the mailbox on the calling thread.
+ *
+ * The mailbox ops (docs/protocol.md §8, docs/architecture.md "worker/"):
+ *   assign     admits a request (refused with draining once a shutdown began,
+ *              internal once O failed, device_error once S gave the device up)
+ *   cancel     ends a live request cancelled at its next step
+ *   heartbeat  echoes seq; queued (admission queue) and active (O's requests)
+ *   shutdown   stops admission; O ends what is left after grace_ms; the answer comes
+ *              once both threads have exited, and meanwhile the mailbox keeps
+ *              answering (heartbeat, cancel, trace; assign gets draining)
+ *   trace      start / stop recording spans; collect writes this worker's Chrome
+ *              trace fragment (wrk_trace_write_fragment) to the absolute "path" and
+ *              answers events and dropped
+ * Every stream ends exactly once (FINAL or ERROR), also after a thread failed; after
+ * a shutdown both threads are joined and everything is released. Returns 0 after a
+ * shutdown, -EINVAL for a bad configuration, -EBUSY when another server holds the
+ * mailbox, or -errno when the device, the pool or the threads cannot be set up. */
 int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct proto_node *node);
 
 #endif

@@ -1,5 +1,5 @@
-/* wrk_admit.c - the control mailbox's handlers (assign, cancel, heartbeat, shutdown)
- * and the request table: admission, id reservation, the end of a stream. */
+/* wrk_admit.c - the control mailbox's handlers (assign, cancel, heartbeat, shutdown,
+ * trace) and the request table: admission, id reservation, the end of a stream. */
 #include "wrk_internal.h"
 
 #include <errno.h>
@@ -17,33 +17,58 @@ void wrk_kick_o(struct wrk *w)
 	shm_wake_all(&w->sync.o_wake);
 }
 
-/* A live request with @id, under w->lock. */
+static bool is_live(enum wrk_req_state st)
+{
+	return st == WRK_RQ_RESERVED || st == WRK_RQ_QUEUED || st == WRK_RQ_ACTIVE;
+}
+
+/* A live request with @id, under w->lock. An ENDED one's id is free already. */
 static struct wrk_req *find_live(struct wrk *w, uint64_t id)
 {
-	for (uint32_t i = 0; i < w->cfg.max_requests; i++)
-		if (w->reqs[i].state != WRK_RQ_FREE && w->reqs[i].id == id)
+	for (uint32_t i = 0; i < w->nreqs; i++)
+		if (is_live(w->reqs[i].state) && w->reqs[i].id == id)
 			return &w->reqs[i];
 	return NULL;
 }
 
+/* Returns @rq to the free list; its id too if it was still live. */
 static void put_slot(struct wrk *w, struct wrk_req *rq)
 {
 	pthread_mutex_lock(&w->lock);
+	if (is_live(rq->state))
+		w->live--;
 	rq->state = WRK_RQ_FREE;
 	rq->id = 0;
 	rq->next_free = w->free_list;
 	w->free_list = rq;
-	w->live--;
 	pthread_mutex_unlock(&w->lock);
 }
 
-void wrk_req_free(struct wrk *w, struct wrk_req *rq)
+static void release_wl(struct wrk *w, struct wrk_req *rq)
 {
+	if (!rq->wl)
+		return;
 	pthread_mutex_lock(&w->kv_lock);
 	wl_req_destroy(rq->wl);
 	pthread_mutex_unlock(&w->kv_lock);
 	rq->wl = NULL;
+}
+
+void wrk_req_free(struct wrk *w, struct wrk_req *rq)
+{
+	release_wl(w, rq);
 	put_slot(w, rq);
+}
+
+void wrk_req_end_final(struct wrk *w, struct wrk_req *rq)
+{
+	/* its last step completed and O builds no more (built == limit): nobody uses
+	 * the workload request any more. O reads rq->wl (now NULL) only after s_final. */
+	release_wl(w, rq);
+	pthread_mutex_lock(&w->lock);
+	rq->state = WRK_RQ_ENDED;
+	w->live--;
+	pthread_mutex_unlock(&w->lock);
 }
 
 void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code)
@@ -77,7 +102,8 @@ static int reserve(struct wrk *w, uint64_t id, struct wrk_req **out, struct prot
 	if (find_live(w, id))
 		code = proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live on this chip",
 				  (unsigned long long)id);
-	else if (w->q_len >= w->cfg.queue_cap || !w->free_list)
+	else if (w->q_len >= w->cfg.queue_cap || w->live >= w->cfg.max_requests ||
+		 !w->free_list /* records O has not returned yet: microseconds */)
 		code = proto_fail(err, CHIPD_E_QUEUE_FULL,
 				  "admission queue full (%u queued, %u live)", w->q_len, w->live);
 	if (code == CHIPD_OK) {
@@ -144,6 +170,27 @@ static int create_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req 
 	return CHIPD_OK;
 }
 
+/* Whether anybody will run a new request: not after a shutdown began, nor once O or
+ * S gave up for good (the work would wait for a thread that is gone). */
+static int admission_open(struct wrk *w, struct proto_error *err)
+{
+	int32_t o_err = atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst);
+	int32_t s_err = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst);
+
+	if (o_err)
+		return proto_fail(err, CHIPD_E_INTERNAL,
+				  "chip %u: orchestrator thread failed (%s); not admitting work",
+				  w->cfg.chip, strerror(-o_err));
+	if (s_err)
+		return proto_fail(err, CHIPD_E_DEVICE_ERROR,
+				  "chip %u: scheduler gave the device up (%s); not admitting work",
+				  w->cfg.chip, strerror(-s_err));
+	if (atomic_load_explicit(&w->stop, memory_order_relaxed))
+		return proto_fail(err, CHIPD_E_DRAINING, "chip %u: worker is shutting down",
+				  w->cfg.chip);
+	return CHIPD_OK;
+}
+
 static int run_assign(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		      struct proto_error *err)
 {
@@ -151,10 +198,9 @@ static int run_assign(void *ctx, const struct proto_msg *req, struct proto_msg *
 	struct wrk_req *rq = NULL;
 	int code;
 
-	if (atomic_load_explicit(&w->stop, memory_order_relaxed)) {
-		code = proto_fail(err, CHIPD_E_DRAINING, "worker is shutting down");
+	code = admission_open(w, err);
+	if (code != CHIPD_OK)
 		goto out;
-	}
 	code = reserve(w, (uint64_t)req->id, &rq, err);
 	if (code != CHIPD_OK)
 		goto out;
@@ -221,26 +267,120 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	return CHIPD_OK;
 }
 
+/* Begins the stop and defers the answer until O and S have exited (wrk_main answers
+ * then); the mailbox keeps being served meanwhile. A second shutdown may shorten the
+ * grace period, never lengthen it. */
 static int run_shutdown(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 			struct proto_error *err)
 {
 	struct wrk *w = ctx;
+	uint64_t end = shm_deadline_in(req->grace_ms > 0 ? (uint64_t)req->grace_ms * 1000000u : 0);
+	uint64_t cur = atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
 
 	(void)ans;
 	(void)err;
-	atomic_store_explicit(
-	    &w->grace_end_ns,
-	    shm_deadline_in(req->grace_ms > 0 ? (uint64_t)req->grace_ms * 1000000u : 0),
-	    memory_order_relaxed);
-	wrk_stop_and_join(w);
-	return CHIPD_OK;
+	if (!atomic_load_explicit(&w->stop, memory_order_relaxed) || end < cur)
+		/* relaxed: the seq_cst store of stop below publishes it to O */
+		atomic_store_explicit(&w->grace_end_ns, end, memory_order_relaxed);
+	atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
+	wrk_kick_o(w);
+	if (w->ndeferred == WRK_MAX_DEFERRED)
+		return CHIPD_OK; /* the stop is under way: this one is answered now */
+	w->deferred[w->ndeferred++] = w->cur;
+	return PROTO_DEFERRED;
 }
 
+/* A trace error on @path: bad_request for what the caller can fix (the path),
+ * internal otherwise. */
+static int trace_path_fail(struct proto_error *err, const char *path, int rc)
+{
+	switch (rc) {
+	case -ENOENT:
+	case -ENOTDIR:
+	case -EACCES:
+	case -EPERM:
+	case -EROFS:
+	case -EISDIR:
+	case -ELOOP:
+	case -ENAMETOOLONG:
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": %s: %s", path,
+				  strerror(-rc));
+	default:
+		return proto_fail(err, CHIPD_E_INTERNAL, "trace collect to %s: %s", path,
+				  strerror(-rc));
+	}
+}
+
+static int run_trace(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		     struct proto_error *err)
+{
+	struct wrk *w = ctx;
+	struct wrk_trace *t = wrk_trace_of(w);
+	struct wrk_trace_counts c = {0};
+	int rc;
+
+	if (req->chip >= 0 && req->chip != w->cfg.chip)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"chip\": this worker is chip %u",
+				  w->cfg.chip);
+	switch (req->act) {
+	case PROTO_TRACE_START:
+		if (t) {
+			wrk_trace_start(t);
+			return CHIPD_OK;
+		}
+		rc = wrk_trace_create(&t, WRK_TRACE_SPANS);
+		if (rc)
+			return proto_fail(err, CHIPD_E_INTERNAL, "trace buffer: %s", strerror(-rc));
+		w->own_trace = true;
+		/* release: the ring's memory is whole before O or S can see the pointer */
+		atomic_store_explicit(&w->trace, t, memory_order_release);
+		return CHIPD_OK;
+	case PROTO_TRACE_STOP:
+		wrk_trace_stop(t);
+		return CHIPD_OK;
+	case PROTO_TRACE_COLLECT:
+		/* the schema checked both; a worker does not rely on its caller's checks */
+		if (!memchr(req->path, 0, sizeof(req->path)))
+			return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": too long");
+		if (req->path[0] != '/')
+			return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": must be absolute");
+		rc = wrk_trace_write_fragment(t, req->path, w->cfg.chip, &c);
+		if (rc)
+			return trace_path_fail(err, req->path, rc);
+		ans->events = (int64_t)c.events;
+		ans->dropped = (int64_t)c.dropped;
+		return CHIPD_OK;
+	default:
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"act\": %lld is not an action",
+				  (long long)req->act);
+	}
+}
+
+void wrk_end_leftovers(struct wrk *w, enum chipd_code code)
+{
+	for (uint32_t i = 0; i < w->nreqs; i++) {
+		struct wrk_req *rq = &w->reqs[i];
+
+		if (is_live(rq->state))
+			wrk_req_end_error(w, rq, code);
+		else if (rq->state == WRK_RQ_ENDED)
+			wrk_req_free(w, rq);
+	}
+	pthread_mutex_lock(&w->lock);
+	w->q_head = 0;
+	w->q_len = 0;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* one op a line */
+/* clang-format off */
 static const struct proto_handler handlers[] = {
     {PROTO_OP_ASSIGN, NULL, run_assign},
     {PROTO_OP_CANCEL, NULL, run_cancel},
     {PROTO_OP_HEARTBEAT, NULL, run_heartbeat},
     {PROTO_OP_SHUTDOWN, NULL, run_shutdown},
+    {PROTO_OP_TRACE, NULL, run_trace},
 };
+/* clang-format on */
 
 const struct proto_server wrk_server = {"worker", handlers, sizeof(handlers) / sizeof(handlers[0])};

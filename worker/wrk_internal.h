@@ -10,13 +10,32 @@
  *   wrk_req.s_fail                         S (device error), O (build failure); atomics
  *   wrk_req.cancel                         written by M, read by O and S
  *   a bank                                 O or S, moved only by the epoch words
+ *   everything, once O and S are joined    M
+ *
+ * A request's id and its record are released apart. The id (and the request's KV
+ * blocks) go back before its terminal record is visible in the ring, by whoever
+ * writes that record: O for an ERROR (wrk_req_end_error), S for FINAL
+ * (wrk_req_end_final, state ENDED), so a client that read the end may resubmit the
+ * id at once. The record itself goes back to the free list only when no thread can
+ * still touch it: at once for an ERROR (O wrote it and holds nothing of it), at O's
+ * next round for FINAL (O drops it from its list; S is done with it). The table has
+ * 2 * max_requests records for this: admission counts live requests (reserved,
+ * queued, active) against max_requests, and the records ENDED but not yet returned
+ * are ones O held as active, at most max_requests more.
  *
  * Epoch words (struct wrk_sync): O publishes epoch e (1, 2, ...) in bank (e-1) % nbanks
  * by storing published = e; S releases it by storing released = e. O may build epoch
  * e once released >= e - nbanks. All four words are seq_cst (the shm_wake protocol
  * needs it, and a bank's contents are published with them). o_err / s_err hold a
  * thread's fatal error (-errno), 0 while healthy; every wait watches the peer's word
- * and the stop flag.
+ * and the stop flag. A thread that gives up for good sets its error word (seq_cst)
+ * before it stops touching requests, and M refuses new work once either word is set:
+ *   O fails   O exits at once, holding its requests; S runs what was published and
+ *             exits; M, seeing both gone (o_done, s_exited), joins them and ends every
+ *             stream left with internal.
+ *   S fails   (wrk_config.s_fatal_streak failed steps in a row: the device is gone) S exits;
+ *             O ends every stream it holds with device_error and keeps running until
+ *             shutdown.
  */
 #ifndef CHIPD_WORKER_WRK_INTERNAL_H
 #define CHIPD_WORKER_WRK_INTERNAL_H
@@ -39,7 +58,12 @@ enum wrk_req_state {
 	WRK_RQ_RESERVED = 3, /* id reserved, being created by M */
 	WRK_RQ_QUEUED = 1,   /* admitted, in the admission queue */
 	WRK_RQ_ACTIVE = 2,   /* taken by O */
+	WRK_RQ_ENDED = 4,    /* FINAL written: id released, record still in O's list */
 };
+
+/* Shutdown requests whose answers wait for the threads to end (more are answered at
+ * once: the stop they ask for is under way). */
+#define WRK_MAX_DEFERRED 8u
 
 struct wrk_req {
 	uint64_t id;
@@ -83,10 +107,11 @@ struct wrk_sync {
 	_Atomic uint64_t published; /* last epoch O published */
 	_Atomic uint64_t released;  /* last epoch S released */
 	_Atomic int32_t o_err, s_err;
-	_Atomic uint32_t o_done; /* O has exited: S drains and exits */
-	_Atomic uint32_t kicks;	 /* bumped by wrk_kick_o: new work, cancel, stop */
-	struct shm_wake o_wake;	 /* O sleeps here: releases, new work, stop */
-	struct shm_wake s_wake;	 /* S sleeps here: publishes, O's exit */
+	_Atomic uint32_t o_done;   /* O has exited: S drains and exits */
+	_Atomic uint32_t s_exited; /* S has exited (M joins once both have) */
+	_Atomic uint32_t kicks;	   /* bumped by wrk_kick_o: new work, cancel, stop */
+	struct shm_wake o_wake;	   /* O sleeps here: releases, new work, stop */
+	struct shm_wake s_wake;	   /* S sleeps here: publishes, O's exit */
 	/* O's busy time as a seqlock (odd seq: being updated), so S can measure how much
 	 * of its own run O was busy too (overlap_ns). */
 	_Atomic uint64_t o_seq, o_busy_acc, o_busy_since;
@@ -104,11 +129,12 @@ struct wrk {
 
 	/* request table and admission queue, under lock */
 	pthread_mutex_t lock;
-	struct wrk_req *reqs; /* max_requests slots */
+	struct wrk_req *reqs; /* nreqs = 2 * max_requests records (see above) */
+	uint32_t nreqs;
 	struct wrk_req *free_list;
 	struct wrk_req **queue; /* ring of queue_cap admitted requests */
 	uint32_t q_head, q_len;
-	uint32_t live;
+	uint32_t live; /* reserved, queued or active: at most max_requests */
 
 	_Atomic uint32_t stop;	       /* M -> O, S: shutdown requested */
 	_Atomic uint64_t grace_end_ns; /* after it, O ends what is left */
@@ -119,7 +145,23 @@ struct wrk {
 	struct wrk_sync sync;
 	pthread_t o_thread, s_thread;
 	bool o_started, s_started, joined;
+
+	/* M only */
+	struct mbox_ticket cur;			       /* the slot being served */
+	struct mbox_ticket deferred[WRK_MAX_DEFERRED]; /* shutdowns answered at the end */
+	uint32_t ndeferred;
+	/* The trace spans go to: the config's, or one M created at trace start. Stored
+	 * once by M (release) before any span can reach it, read by every thread
+	 * (acquire); freed by M after the join when own_trace. */
+	_Atomic(struct wrk_trace *) trace;
+	bool own_trace;
 };
+
+/* The trace the calling thread records into (NULL: none). */
+static inline struct wrk_trace *wrk_trace_of(struct wrk *w)
+{
+	return atomic_load_explicit(&w->trace, memory_order_acquire);
+}
 
 /* ---- banks and epochs (wrk_bank.c) ---- */
 int wrk_banks_init(struct wrk *w);
@@ -148,13 +190,18 @@ void *wrk_sched_main(void *arg);
 /* O: ends @rq's stream with an ERROR record of @code (nothing in flight), updates
  * the counters and frees it. */
 void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code);
-/* O: frees a request whose stream has ended. */
+/* S: releases the id and KV blocks of @rq, whose last token is about to be pushed
+ * with FINAL (state ENDED); O returns the record with wrk_req_free. */
+void wrk_req_end_final(struct wrk *w, struct wrk_req *rq);
+/* O (or M after the join): returns the record of a request whose stream has ended
+ * (or that never started), releasing its id and KV blocks if still held. */
 void wrk_req_free(struct wrk *w, struct wrk_req *rq);
+/* M, once O and S are joined: ends every stream still live with an ERROR of @code
+ * and returns every record. */
+void wrk_end_leftovers(struct wrk *w, enum chipd_code code);
 /* Wakes O (new work, cancel, stop). */
 void wrk_kick_o(struct wrk *w);
-/* M: asks O to stop (O ends what is left after grace_end_ns), joins O and S. Once. */
-void wrk_stop_and_join(struct wrk *w);
-/* The worker's handler table (assign, cancel, heartbeat, shutdown). */
+/* The worker's handler table (assign, cancel, heartbeat, shutdown, trace). */
 extern const struct proto_server wrk_server;
 
 static inline uint32_t wrk_ctr_index(enum proto_wrk_ctr c)

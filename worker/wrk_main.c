@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* How long one mailbox wait lasts before the loop re-checks its threads. */
-#define WRK_MBOX_WAIT_NS (100u * 1000u * 1000u)
+/* How long one mailbox wait lasts before the loop re-checks its threads: long while
+ * they run, short while M waits for them to exit (a shutdown, O's failure), so the
+ * shutdown's answer and the end of O's streams follow their exit closely. */
+#define WRK_MBOX_WAIT_NS      (100u * 1000u * 1000u)
+#define WRK_MBOX_EXIT_WAIT_NS (1000u * 1000u)
 /* Streams S spreads a step's lanes over (S||S): independent requests run side by
  * side, as many as a step usually holds without making each stream's queue tiny. */
 #define WRK_STREAMS 4
@@ -33,6 +36,7 @@ void wrk_config_default(struct wrk_config *cfg)
 static bool config_ok(const struct wrk_config *c, const struct proto_node *node)
 {
 	return c->chip < node->desc->nworkers && c->queue_cap >= 1 && c->max_requests >= 1 &&
+	       c->max_requests <= UINT32_MAX / 2 && /* the table has twice as many records */
 	       c->max_batch >= 1 && c->bank_tasks >= 1 &&
 	       /* the task array plus room for the tokens' slots */
 	       c->bank_host_bytes >= (size_t)c->bank_tasks * sizeof(struct wl_task) + 4096 &&
@@ -40,20 +44,35 @@ static bool config_ok(const struct wrk_config *c, const struct proto_node *node)
 	       (c->no_overlap || (c->nbanks >= 1 && c->nbanks <= WRK_MAX_BANKS));
 }
 
-void wrk_stop_and_join(struct wrk *w)
+/* Whether O and S have both exited (joining them will not wait). */
+static bool threads_gone(struct wrk *w)
+{
+	return (!w->o_started || atomic_load_explicit(&w->sync.o_done, memory_order_seq_cst)) &&
+	       (!w->s_started || atomic_load_explicit(&w->sync.s_exited, memory_order_seq_cst));
+}
+
+/* Joins O, then (O's exit ending S's wait once every published epoch has run) S. */
+static void join_threads(struct wrk *w)
 {
 	if (w->joined)
 		return;
-	atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
-	wrk_kick_o(w);
 	if (w->o_started)
 		pthread_join(w->o_thread, NULL);
-	/* O's exit (o_done) ends S's wait once every published epoch has run */
 	atomic_store_explicit(&w->sync.o_done, 1, memory_order_seq_cst);
 	shm_wake_all(&w->sync.s_wake);
 	if (w->s_started)
 		pthread_join(w->s_thread, NULL);
 	w->joined = true;
+}
+
+/* Asks O to stop (O ends what is left after grace_end_ns) and joins O and S. */
+static void stop_and_join(struct wrk *w)
+{
+	if (w->joined)
+		return;
+	atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
+	wrk_kick_o(w);
+	join_threads(w);
 }
 
 static int setup(struct wrk *w)
@@ -74,11 +93,12 @@ static int setup(struct wrk *w)
 	err = wl_exec_create(&w->exec, w->dev, WRK_STREAMS);
 	if (err)
 		return err;
-	w->reqs = calloc(c->max_requests, sizeof(*w->reqs));
+	w->nreqs = 2 * c->max_requests;
+	w->reqs = calloc(w->nreqs, sizeof(*w->reqs));
 	w->queue = calloc(c->queue_cap, sizeof(*w->queue));
 	if (!w->reqs || !w->queue)
 		return -ENOMEM;
-	for (uint32_t i = c->max_requests; i-- > 0;) {
+	for (uint32_t i = w->nreqs; i-- > 0;) {
 		w->reqs[i].next_free = w->free_list;
 		w->free_list = &w->reqs[i];
 	}
@@ -100,7 +120,11 @@ static int setup(struct wrk *w)
 
 static void teardown(struct wrk *w)
 {
-	wrk_stop_and_join(w);
+	stop_and_join(w);
+	if (w->reqs)
+		wrk_end_leftovers(w, CHIPD_E_CANCELLED); /* none after a normal stop */
+	if (w->own_trace)
+		wrk_trace_destroy(wrk_trace_of(w));
 	wrk_banks_destroy(w);
 	free(w->reqs);
 	free(w->queue);
@@ -113,15 +137,63 @@ static void teardown(struct wrk *w)
 	pthread_mutex_destroy(&w->kv_lock);
 }
 
-/* Serves the control mailbox until a shutdown has joined O and S. */
+/* After O and S are joined: every stream still live ends here, with the code that
+ * says why nobody will run it. */
+static void reap(struct wrk *w)
+{
+	enum chipd_code code = CHIPD_E_CANCELLED;
+
+	if (atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst))
+		code = CHIPD_E_INTERNAL;
+	else if (atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst))
+		code = CHIPD_E_DEVICE_ERROR;
+	join_threads(w); /* both have exited: no wait; admission stays as it was */
+	wrk_end_leftovers(w, code);
+}
+
+/* Answers the shutdowns that waited for the threads' exit. */
+static void answer_deferred(struct wrk *w)
+{
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	struct proto_error err;
+	size_t len;
+
+	for (uint32_t i = 0; i < w->ndeferred; i++) {
+		struct mbox_ticket t = w->deferred[i];
+
+		if (!ans) /* the client times out; the worker's exit says the rest */
+			break;
+		proto_msg_init(ans, PROTO_OP_SHUTDOWN);
+		if (proto_encode_answer(ans, mbox_resp_buf(&w->mb, t), mbox_resp_cap(&w->mb), &len,
+					&err) == 0)
+			/* -ECANCELED / -ESTALE: the client gave up meanwhile */
+			(void)mbox_answer(&w->mb, t, (uint32_t)len);
+	}
+	w->ndeferred = 0;
+	free(ans);
+}
+
+/* Serves the control mailbox until a shutdown has joined O and S. A shutdown only
+ * starts the stop; this loop sees the threads' exit, joins them and answers it. */
 static void serve(struct wrk *w)
 {
-	while (!w->joined) {
+	for (;;) {
+		bool stopping = atomic_load_explicit(&w->stop, memory_order_relaxed) != 0;
+		bool o_failed = atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst) != 0;
+		bool s_failed = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst) != 0;
+		bool awaiting = !w->joined && (stopping || o_failed);
 		struct mbox_event ev;
 		uint64_t t0;
 		size_t len;
-		int rc = mbox_server_next(&w->mb, &ev, shm_deadline_in(WRK_MBOX_WAIT_NS));
+		int rc;
 
+		if (!w->joined && (stopping || o_failed || s_failed) && threads_gone(w))
+			reap(w);
+		if (stopping && w->joined)
+			break;
+		rc = mbox_server_next(
+		    &w->mb, &ev,
+		    shm_deadline_in(awaiting ? WRK_MBOX_EXIT_WAIT_NS : WRK_MBOX_WAIT_NS));
 		if (rc)
 			continue; /* -ETIMEDOUT: nothing came */
 		if (ev.kind == MBOX_EV_RESET) {
@@ -130,12 +202,14 @@ static void serve(struct wrk *w)
 			continue;
 		}
 		t0 = shm_now_ns();
+		w->cur = ev.t;
 		rc = proto_dispatch(&wrk_server, w, ev.req, ev.len, mbox_resp_buf(&w->mb, ev.t),
 				    mbox_resp_cap(&w->mb), &len);
 		if (rc == 0)
 			(void)mbox_answer(&w->mb, ev.t, (uint32_t)len); /* -ECANCELED: gave up */
-		wrk_trace_span(w->cfg.trace, WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
+		wrk_trace_span(wrk_trace_of(w), WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
 	}
+	answer_deferred(w);
 }
 
 int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct proto_node *node)
@@ -152,6 +226,7 @@ int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct pr
 	w->nbanks = cfg->no_overlap ? 1 : cfg->nbanks;
 	w->node = node;
 	w->ctr = &node->wrk_ctr[cfg->chip];
+	atomic_init(&w->trace, cfg->trace); /* before O and S exist */
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_mutex_init(&w->kv_lock, NULL);
 	err = mbox_attach(&w->mb, shm_region_body(control), shm_region_body_size(control));

@@ -4,7 +4,9 @@
 #include "wrk_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* How long O sleeps when nothing can advance. A request paused on a full ring is
  * woken by nobody (the reader does not ring the producer), so O re-checks ring
@@ -17,10 +19,11 @@
 
 struct orch {
 	struct wrk *w;
-	struct wrk_req **act; /* requests O took, max_requests of them */
+	struct wrk_req **act; /* requests O took, up to nreqs of them */
 	uint32_t nact;
 	uint32_t seen_kicks;
 	uint64_t seen_released;
+	int32_t seen_s_err;
 	uint32_t rot; /* where the last step started in the pick list */
 };
 
@@ -57,9 +60,10 @@ static void drop(struct orch *o, uint32_t i)
 	o->act[i] = o->act[--o->nact];
 }
 
-/* Ends the requests whose streams can end now: completed (S wrote FINAL), failed,
- * cancelled, or every one when @abort_all. A request with a step in S waits, unless
- * S is gone (@s_dead: it will never touch the rings again). */
+/* Ends the requests whose streams can end now: completed (S wrote FINAL and released
+ * the id: the record goes back), failed, cancelled, or every one when @abort_all. A
+ * request with a step in S waits, unless S gave up (@s_dead: it will never touch the
+ * rings again; its requests end with device_error). */
 static void retire(struct orch *o, bool abort_all, bool s_dead)
 {
 	struct wrk *w = o->w;
@@ -72,7 +76,7 @@ static void retire(struct orch *o, bool abort_all, bool s_dead)
 		bool cancel = atomic_load_explicit(&rq->cancel, memory_order_acquire) != 0;
 
 		if (s_dead && !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
-			wrk_req_end_error(w, rq, CHIPD_E_INTERNAL);
+			wrk_req_end_error(w, rq, CHIPD_E_DEVICE_ERROR);
 			drop(o, i);
 			continue;
 		}
@@ -81,7 +85,7 @@ static void retire(struct orch *o, bool abort_all, bool s_dead)
 			continue;
 		}
 		if (atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
-			wrk_req_free(w, rq);
+			wrk_req_free(w, rq); /* its id went back before FINAL was pushed */
 		} else if (fail) {
 			wrk_req_end_error(w, rq, (enum chipd_code)fail);
 		} else if (cancel || abort_all) {
@@ -136,7 +140,8 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	t0 = shm_now_ns();
 	b = wrk_bank_acquire(w, shm_deadline_in(ORCH_BANK_WAIT_NS), &err);
 	t1 = shm_now_ns();
-	wrk_trace_span(w->cfg.trace, WRK_TR_O, WRK_SPAN_O_WAIT, t0, t1, b ? (uint32_t)b->epoch : 0);
+	wrk_trace_span(wrk_trace_of(w), WRK_TR_O, WRK_SPAN_O_WAIT, t0, t1,
+		       b ? (uint32_t)b->epoch : 0);
 	if (!b)
 		return err;
 	t0 = t1;
@@ -154,6 +159,12 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 		struct wrk_req *rq = pick[(o->rot + k) % npick];
 		struct wrk_entry *e = &b->ents[b->nents];
 		int rc;
+
+		/* picked before the wait for the bank: S may have failed it, M cancelled it
+		 * meanwhile; a step for it would only be dropped */
+		if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
+		    atomic_load_explicit(&rq->cancel, memory_order_relaxed))
+			continue;
 
 		if (w->cfg.o_fault && w->cfg.o_fault(w->cfg.fault_arg, rq->id, rq->built))
 			rc = -EIO; /* injected: as if the build had failed */
@@ -174,7 +185,7 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	t1 = shm_now_ns();
 	wrk_o_busy_end(&w->sync, t1);
 	ctr_o(w, PROTO_WRK_o_busy_ns, t1 - t0);
-	wrk_trace_span(w->cfg.trace, WRK_TR_O, WRK_SPAN_O_BUILD, t0, t1, (uint32_t)b->epoch);
+	wrk_trace_span(wrk_trace_of(w), WRK_TR_O, WRK_SPAN_O_BUILD, t0, t1, (uint32_t)b->epoch);
 	ctr_o(w, PROTO_WRK_steps, 1);
 	/* published even when empty: the epoch sequence has no holes */
 	wrk_bank_publish(w, b);
@@ -185,6 +196,7 @@ struct idle_arg {
 	struct wrk *w;
 	uint32_t kicks;
 	uint64_t released;
+	int32_t s_err;
 };
 
 static bool something_changed(void *arg)
@@ -193,16 +205,34 @@ static bool something_changed(void *arg)
 
 	return atomic_load_explicit(&a->w->sync.kicks, memory_order_seq_cst) != a->kicks ||
 	       atomic_load_explicit(&a->w->sync.released, memory_order_seq_cst) != a->released ||
-	       atomic_load_explicit(&a->w->stop, memory_order_seq_cst) != 0;
+	       atomic_load_explicit(&a->w->stop, memory_order_seq_cst) != 0 ||
+	       atomic_load_explicit(&a->w->sync.s_err, memory_order_seq_cst) != a->s_err;
 }
 
 static void idle_wait(struct orch *o, uint64_t ns)
 {
 	struct wrk *w = o->w;
-	struct idle_arg a = {w, o->seen_kicks, o->seen_released};
+	struct idle_arg a = {w, o->seen_kicks, o->seen_released, o->seen_s_err};
 	struct shm_waiter how = {something_changed, NULL, &a, w->cfg.spin_ns};
 
 	(void)shm_wait(&w->sync.o_wake, &how, shm_deadline_in(ns));
+}
+
+/* How long O may sleep with nothing to build: every change wakes it, except the end
+ * of a shutdown's grace period, which it must not sleep past. */
+static uint64_t idle_ns(struct wrk *w, bool stopping, bool abort_all)
+{
+	uint64_t now, end;
+
+	if (!stopping)
+		return ORCH_IDLE_WAIT_NS;
+	if (abort_all) /* what is left waits for S: re-check soon */
+		return ORCH_PAUSED_POLL_NS;
+	now = shm_now_ns();
+	end = atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
+	return end <= now		       ? ORCH_PAUSED_POLL_NS
+	       : end - now < ORCH_IDLE_WAIT_NS ? end - now
+					       : ORCH_IDLE_WAIT_NS;
 }
 
 static void update_gauges(struct orch *o)
@@ -218,28 +248,46 @@ static void update_gauges(struct orch *o)
 	atomic_store_explicit(&w->o_active, o->nact, memory_order_relaxed);
 }
 
+/* O gives up for good: the error word first, so M stops admitting and S stops
+ * waiting; O's requests stay as they are (S may still run what was published), and
+ * M ends their streams once both threads have exited. */
+static void o_fatal(struct wrk *w, int err, const char *why)
+{
+	fprintf(stderr, "chipd worker %u: orchestrator failed: %s (%s)\n", w->cfg.chip, why,
+		strerror(-err));
+	atomic_store_explicit(&w->sync.o_err, err, memory_order_seq_cst);
+	shm_wake_all(&w->sync.s_wake);
+}
+
 void *wrk_orch_main(void *arg)
 {
 	struct orch o = {.w = arg};
 	struct wrk *w = o.w;
 	struct wrk_req **pick;
 
-	o.act = calloc(w->cfg.max_requests, sizeof(*o.act));
-	pick = calloc(w->cfg.max_requests, sizeof(*pick));
+	/* as many as there are records: O holds each at most once */
+	o.act = calloc(w->nreqs, sizeof(*o.act));
+	pick = calloc(w->nreqs, sizeof(*pick));
 	if (!o.act || !pick) {
-		atomic_store_explicit(&w->sync.o_err, -ENOMEM, memory_order_seq_cst);
+		o_fatal(w, -ENOMEM, "no memory for the request lists");
 		goto out;
 	}
-	for (;;) {
+	for (uint32_t round = 0;; round++) {
 		bool stopping = atomic_load_explicit(&w->stop, memory_order_seq_cst) != 0;
 		bool abort_all =
 		    stopping &&
 		    shm_now_ns() >= atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
-		bool s_dead = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst) != 0;
+		int32_t s_err = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst);
+		bool s_dead = s_err != 0;
 		uint32_t npick = 0;
 		bool paused = false;
 		uint64_t now;
 
+		if (w->cfg.o_fatal && w->cfg.o_fatal(w->cfg.fault_arg, 0, round)) {
+			o_fatal(w, -EIO, "injected fatal fault");
+			goto out;
+		}
+		o.seen_s_err = s_err;
 		o.seen_kicks = atomic_load_explicit(&w->sync.kicks, memory_order_seq_cst);
 		o.seen_released = atomic_load_explicit(&w->sync.released, memory_order_seq_cst);
 		take_new(&o);
@@ -262,7 +310,7 @@ void *wrk_orch_main(void *arg)
 			if (rc >= 0)
 				continue;
 		}
-		idle_wait(&o, paused || stopping ? ORCH_PAUSED_POLL_NS : ORCH_IDLE_WAIT_NS);
+		idle_wait(&o, paused ? ORCH_PAUSED_POLL_NS : idle_ns(w, stopping, abort_all));
 	}
 out:
 	free(o.act);

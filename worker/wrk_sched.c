@@ -3,6 +3,8 @@
 #include "wrk_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 /* Bound of one wait for an epoch; S re-checks O's state between waits. */
 #define SCHED_EPOCH_WAIT_NS (100u * 1000u * 1000u)
@@ -45,9 +47,15 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	tok = (uint64_t)(uint32_t)*e->out.token;
 	rec.value = tok;
 	rec.flags = last ? RING_F_FINAL : 0;
+	/* the id is free before FINAL is visible: a client that read it may resubmit */
+	if (last)
+		wrk_req_end_final(w, rq);
 	/* O only builds a step when the ring has room for every token in flight */
-	if (ring_push(&rq->s_ring, &rec))
+	if (ring_push(&rq->s_ring, &rec)) {
+		if (last) /* cannot happen (a terminal always fits); the id is gone anyway */
+			atomic_store_explicit(&rq->s_final, 1, memory_order_release);
 		return CHIPD_E_INTERNAL;
+	}
 	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
 	ctr_s(w, PROTO_WRK_tokens, 1);
 	if (last) {
@@ -80,14 +88,28 @@ static void finish_bank(struct wrk *w, struct wrk_bank *b, int rc)
 	}
 }
 
+/* S gives up for good: the error word first (O ends every stream it holds once it
+ * sees it, M stops admitting), then S touches no request again. */
+static void s_fatal(struct wrk *w, int err, uint32_t streak)
+{
+	fprintf(stderr, "chipd worker %u: scheduler: %u steps in a row failed (%s); device lost\n",
+		w->cfg.chip, streak, strerror(-err));
+	atomic_store_explicit(&w->sync.s_err, err, memory_order_seq_cst);
+	shm_wake_all(&w->sync.o_wake);
+}
+
 void *wrk_sched_main(void *arg)
 {
 	struct wrk *w = arg;
+	uint32_t fatal_at =
+	    w->cfg.s_fatal_streak ? w->cfg.s_fatal_streak : WRK_S_FATAL_STREAK_DEFAULT;
+	uint32_t streak = 0;
 	uint64_t e = 1;
 
 	for (;;) {
 		struct wrk_bank *b;
 		uint64_t t0, t1, tr, o0, o1, busy;
+		uint32_t nents;
 		int err, rc;
 
 		t0 = shm_now_ns();
@@ -98,21 +120,29 @@ void *wrk_sched_main(void *arg)
 			break; /* O is gone and every epoch it published has run */
 		}
 		t1 = shm_now_ns();
-		wrk_trace_span(w->cfg.trace, WRK_TR_S, WRK_SPAN_S_WAIT, t0, t1, (uint32_t)e);
+		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_WAIT, t0, t1, (uint32_t)e);
 		t0 = t1;
 		o0 = wrk_o_busy_at(&w->sync, t0);
 		rc = run_step(w, b);
 		tr = shm_now_ns();
-		wrk_trace_span(w->cfg.trace, WRK_TR_S, WRK_SPAN_S_RUN, t0, tr, (uint32_t)e);
+		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_RUN, t0, tr, (uint32_t)e);
 		finish_bank(w, b, rc);
 		t1 = shm_now_ns();
-		wrk_trace_span(w->cfg.trace, WRK_TR_S, WRK_SPAN_S_PUBLISH, tr, t1, (uint32_t)e);
+		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_PUBLISH, tr, t1, (uint32_t)e);
 		o1 = wrk_o_busy_at(&w->sync, t1);
 		busy = t1 - t0;
 		ctr_s(w, PROTO_WRK_s_busy_ns, busy);
 		ctr_s(w, PROTO_WRK_overlap_ns, o1 - o0 < busy ? o1 - o0 : busy);
+		nents = b->nents; /* the bank is O's once released */
 		wrk_bank_release(w, b);
 		e++;
+		if (nents)
+			streak = rc ? streak + 1 : 0;
+		if (streak >= fatal_at) {
+			s_fatal(w, rc < 0 ? rc : -EIO, streak);
+			break;
+		}
 	}
+	atomic_store_explicit(&w->sync.s_exited, 1, memory_order_seq_cst);
 	return NULL;
 }

@@ -1,6 +1,7 @@
 /* check_worker.c - the worker: a stream's tokens in order then FINAL, O and S
  * overlapping, cancel in each state, admission refusals. The fault cases (stalled
- * reader, device error, shutdown, racing ids) are in check_worker_faults.c. */
+ * reader, device error, shutdown, racing ids, failed threads) are in
+ * check_worker_faults.c, the trace op in check_worker_trace.c. */
 #include "testutil.h"
 #include "worker_fixture.h"
 
@@ -15,6 +16,7 @@
 #define READ_MS 5000u
 
 void wrk_add_fault_tcases(Suite *s);
+void wrk_add_trace_tcases(Suite *s);
 
 START_TEST(tokens_in_order_then_final)
 {
@@ -233,7 +235,7 @@ END_TEST
 START_TEST(queue_full_answered_at_once_and_retryable)
 {
 	struct wrk_config cfg;
-	struct ring_rec rec[64];
+	struct ring_rec rec[64] = {0}; /* read until a terminal one: none before */
 	const char *p = "tokens=1000,device_us=1000";
 	uint64_t t0;
 	struct wf f;
@@ -330,6 +332,80 @@ START_TEST(heartbeat_echoes_seq)
 }
 END_TEST
 
+static bool hb_active_is(struct wf *f, int64_t want)
+{
+	int64_t queued = -1, active = -1;
+
+	ck_assert_int_eq(wf_heartbeat(f, 7, &queued, &active), CHIPD_OK);
+	ck_assert_int_ge(queued, 0);
+	return active == want;
+}
+
+static bool hb_one_active(void *arg)
+{
+	return hb_active_is(arg, 1);
+}
+
+static bool hb_none_active(void *arg)
+{
+	return hb_active_is(arg, 0);
+}
+
+START_TEST(heartbeat_counts_queued_and_active)
+{
+	struct wrk_config cfg;
+	static struct ring_rec rec[1024];
+	int64_t queued = -1, active = -1;
+	struct wf f;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 1024);
+	ck_assert_int_eq(wf_heartbeat(&f, 1, &queued, &active), CHIPD_OK);
+	ck_assert_int_eq(queued, 0);
+	ck_assert_int_eq(active, 0);
+	wf_assign_long(&f, 3, 0);
+	ck_assert(tu_eventually(hb_one_active, &f, READ_MS));
+	ck_assert_int_eq(wf_cancel(&f, 3), CHIPD_OK);
+	wf_read_end(&f, 0, rec, 1024, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED));
+	ck_assert(tu_eventually(hb_none_active, &f, READ_MS));
+	wf_stop(&f);
+}
+END_TEST
+
+/* After a stream's terminal record the id is free at once: resubmitting it right
+ * after reading FINAL (or a cancelled ERROR) is admitted, never duplicate_id. */
+START_TEST(id_free_at_once_after_stream_end)
+{
+	enum { ROUNDS = 100 };
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	char msg[CHIPD_MSG_MAX];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.max_requests = 2;
+	wf_start(&f, &cfg, 64);
+	for (int i = 0; i < ROUNDS; i++) {
+		int code = wf_assign(&f, 42, (uint32_t)(i % 2), "synthetic", "tokens=2", 0, msg);
+
+		ck_assert_msg(code == CHIPD_OK, "round %d: code %d (%s)", i, code, msg);
+		ck_assert_uint_eq(wf_read(&f, (uint32_t)(i % 2), rec, 8, READ_MS), 2);
+		ck_assert_uint_eq(rec[1].flags, RING_F_FINAL);
+	}
+	/* the ERROR path (cancel) too */
+	wf_assign_long(&f, 43, 0);
+	ck_assert_int_eq(wf_cancel(&f, 43), CHIPD_OK);
+	rec[0].flags = 0; /* one record at a time: the ring holds 64, the request 1000 */
+	while (!(rec[0].flags & RING_F_TERMINAL))
+		ck_assert_uint_gt(wf_read(&f, 0, rec, 1, READ_MS), 0);
+	ck_assert_int_eq(wf_assign(&f, 43, 1, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 1, rec, 8, READ_MS), 2);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), ROUNDS + 1);
+	ck_assert_uint_eq(wf_ctr(&f, "kv_blocks_used"), 0);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -345,10 +421,13 @@ int main(void)
 	    {"bad_params_name_the_parameter", bad_params_name_the_parameter},
 	    {"kv_blocks_reserved_at_admission", kv_blocks_reserved_at_admission},
 	    {"heartbeat_echoes_seq", heartbeat_echoes_seq},
+	    {"heartbeat_counts_queued_and_active", heartbeat_counts_queued_and_active},
+	    {"id_free_at_once_after_stream_end", id_free_at_once_after_stream_end},
 	};
 	Suite *s = suite_create("worker");
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	wrk_add_fault_tcases(s);
+	wrk_add_trace_tcases(s);
 	return tu_run(s);
 }

@@ -1,12 +1,14 @@
 /* check_worker_faults.c - the worker under trouble: a reader that never reads, an
- * injected device error, an injected orchestrator error, shutdown with streams in flight, the same
- * id submitted from many threads at once. */
+ * injected device error, an injected orchestrator error, shutdown with streams in
+ * flight (and the mailbox served during its grace period), the same id submitted from
+ * many threads at once, O or S failing for good. */
 #include "testutil.h"
 #include "worker_fixture.h"
 
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define READ_MS 5000u
@@ -254,6 +256,144 @@ START_TEST(concurrent_assigns_of_one_id_admit_exactly_one)
 }
 END_TEST
 
+/* While a shutdown waits out its grace period, the mailbox still answers: heartbeat
+ * with the counts, assign with draining, cancel, trace; the shutdown's own answer
+ * comes once the threads have exited. */
+START_TEST(shutdown_grace_keeps_mailbox_serving)
+{
+	struct wrk_config cfg;
+	static struct ring_rec rec[1024];
+	struct mbox_ticket t;
+	int64_t active = -1;
+	uint64_t t0;
+	struct wf f;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 1024);
+	wf_assign_long(&f, 1, 0);
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 2, READ_MS), 2);
+	wf_shutdown_begin(&f, 60000, &t);
+	t0 = shm_now_ns();
+	ck_assert_int_eq(wf_heartbeat(&f, 5, NULL, &active), CHIPD_OK);
+	ck_assert_int_eq(active, 1);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, NULL), CHIPD_E_DRAINING);
+	ck_assert_int_eq(wf_trace(&f, PROTO_TRACE_START, NULL, -1, NULL, NULL, NULL), CHIPD_OK);
+	ck_assert_uint_lt(shm_now_ns() - t0, 1000ull * 1000u * 1000u); /* not after the grace */
+	ck_assert(!wf_shutdown_answered(&f, t));		       /* the request still runs */
+	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_OK);
+	ck_assert_int_eq(wf_shutdown_end(&f, t), 0);
+	wf_read_end(&f, 0, rec, 1024, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED));
+	wf_stop(&f);
+}
+END_TEST
+
+/* A grace period that runs out ends what is left cancelled, and the shutdown's
+ * answer comes then. */
+START_TEST(shutdown_grace_expires_then_answers)
+{
+	struct wrk_config cfg;
+	static struct ring_rec rec[1024];
+	struct mbox_ticket t;
+	uint64_t t0;
+	struct wf f;
+
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 1024);
+	wf_assign_long(&f, 1, 0);
+	t0 = shm_now_ns();
+	wf_shutdown_begin(&f, 200, &t);
+	ck_assert_int_eq(wf_shutdown_end(&f, t), 0);
+	ck_assert_uint_ge(shm_now_ns() - t0, 200ull * 1000u * 1000u);
+	ck_assert_uint_lt(
+	    wf_read_end(&f, 0, rec, 1024, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)), 1000);
+	wf_stop(&f);
+}
+END_TEST
+
+struct trip {
+	_Atomic int armed;
+};
+
+static bool trip_hook(void *arg, uint64_t id, uint32_t step)
+{
+	(void)id;
+	(void)step;
+	return atomic_load(&((struct trip *)arg)->armed) != 0;
+}
+
+/* O failing for good: its streams end (internal) without a shutdown, new assigns are
+ * refused with internal naming the orchestrator, the mailbox keeps answering and a
+ * shutdown still returns 0. */
+START_TEST(o_fatal_ends_streams_and_refuses_assigns)
+{
+	struct wrk_config cfg;
+	static struct ring_rec rec[1024];
+	struct trip trip = {0};
+	char msg[CHIPD_MSG_MAX];
+	struct wf f;
+	uint32_t n;
+
+	wf_config(&cfg);
+	cfg.o_fatal = trip_hook;
+	cfg.fault_arg = &trip;
+	wf_start(&f, &cfg, 1024);
+	wf_assign_long(&f, 1, 0);
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 2, READ_MS), 2);
+	atomic_store(&trip.armed, 1);
+	n = wf_read_end(&f, 0, rec + 2, 1000, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL)) + 2;
+	ck_assert_uint_lt(n, 1000);
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_uint_eq(rec[i].seq, i);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, msg), CHIPD_E_INTERNAL);
+	ck_assert_msg(strstr(msg, "orchestrator"), "message: %s", msg);
+	ck_assert_int_eq(wf_heartbeat(&f, 9, NULL, NULL), CHIPD_OK);
+	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_E_NOT_FOUND);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+}
+END_TEST
+
+static bool always_fail(void *arg, uint64_t id, uint32_t step)
+{
+	(void)arg;
+	(void)id;
+	(void)step;
+	return true;
+}
+
+/* S giving the device up after failed steps in a row: every stream ends
+ * device_error, then assigns are refused with device_error naming the scheduler. */
+START_TEST(s_fatal_after_failed_steps_refuses_assigns)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	char msg[CHIPD_MSG_MAX];
+	struct wf f;
+	int code = CHIPD_OK, tries = 0;
+
+	wf_config(&cfg);
+	cfg.fault = always_fail;
+	cfg.s_fatal_streak = 3;
+	wf_start(&f, &cfg, 64);
+	/* a request fails at most 2 steps (2 banks; O builds no more once it sees the
+	 * failure), so S gives up during the second one at the earliest; it may do so
+	 * after the end of a later one is visible: admitted ones still end, device_error */
+	for (; tries < 20; tries++) {
+		code = wf_assign(&f, 10 + (uint64_t)tries, 0, "synthetic", "tokens=5", 0, msg);
+		if (code != CHIPD_OK)
+			break;
+		ck_assert_uint_eq(wf_read(&f, 0, rec, 8, READ_MS), 1);
+		ck_assert_uint_eq(rec[0].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+	}
+	ck_assert_int_ge(tries, 2);
+	ck_assert_int_eq(code, CHIPD_E_DEVICE_ERROR);
+	ck_assert_msg(strstr(msg, "scheduler"), "message: %s", msg);
+	ck_assert_int_eq(wf_heartbeat(&f, 3, NULL, NULL), CHIPD_OK);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), (uint64_t)tries);
+}
+END_TEST
+
 void wrk_add_fault_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -269,6 +409,11 @@ void wrk_add_fault_tcases(Suite *s)
 	    {"deadline_ends_stream_with_timeout", deadline_ends_stream_with_timeout},
 	    {"concurrent_assigns_of_one_id_admit_exactly_one",
 	     concurrent_assigns_of_one_id_admit_exactly_one},
+	    {"shutdown_grace_keeps_mailbox_serving", shutdown_grace_keeps_mailbox_serving},
+	    {"shutdown_grace_expires_then_answers", shutdown_grace_expires_then_answers},
+	    {"o_fatal_ends_streams_and_refuses_assigns", o_fatal_ends_streams_and_refuses_assigns},
+	    {"s_fatal_after_failed_steps_refuses_assigns",
+	     s_fatal_after_failed_steps_refuses_assigns},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));

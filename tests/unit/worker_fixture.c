@@ -93,6 +93,117 @@ static int call_code(struct wf *f, struct proto_msg *m, char *msg)
 	return code;
 }
 
+int wf_heartbeat(struct wf *f, int64_t seq, int64_t *queued, int64_t *active)
+{
+	struct proto_msg *m = malloc(sizeof(*m)), *ans = malloc(sizeof(*ans));
+	int code;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(ans);
+	proto_msg_init(m, PROTO_OP_HEARTBEAT);
+	m->seq = seq;
+	ck_assert_int_eq(call(f, m, ans), 0);
+	code = ans->ok ? CHIPD_OK : (int)ans->err.code;
+	if (ans->ok) {
+		ck_assert_int_eq(ans->seq, seq);
+		if (queued)
+			*queued = ans->queued;
+		if (active)
+			*active = ans->active;
+	}
+	free(m);
+	free(ans);
+	return code;
+}
+
+int wf_trace(struct wf *f, int act, const char *path, int64_t chip, int64_t *events,
+	     int64_t *dropped, char *msg)
+{
+	struct proto_msg *m = malloc(sizeof(*m)), *ans = malloc(sizeof(*ans));
+	int code;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(ans);
+	proto_msg_init(m, PROTO_OP_TRACE);
+	m->act = act;
+	m->chip = chip;
+	if (path)
+		snprintf(m->path, sizeof(m->path), "%s", path);
+	ck_assert_int_eq(call(f, m, ans), 0);
+	code = ans->ok ? CHIPD_OK : (int)ans->err.code;
+	if (msg)
+		snprintf(msg, CHIPD_MSG_MAX, "%s", ans->ok ? "" : ans->err.message);
+	if (events)
+		*events = ans->events;
+	if (dropped)
+		*dropped = ans->dropped;
+	free(m);
+	free(ans);
+	return code;
+}
+
+int wf_call_raw(struct wf *f, enum proto_op op, const void *req, uint32_t len, char *msg)
+{
+	char *buf = malloc(PROTO_RESP_MAX);
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	struct proto_error err;
+	uint32_t alen;
+	int code;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(ans);
+	ck_assert_int_eq(mbox_call(&f->mb, req, len, buf, PROTO_RESP_MAX, &alen,
+				   shm_deadline_in((uint64_t)WF_CALL_MS * 1000000u)),
+			 0);
+	ck_assert_int_eq(proto_decode_answer(op, buf, alen, ans, &err), 0);
+	code = ans->ok ? CHIPD_OK : (int)ans->err.code;
+	if (msg)
+		snprintf(msg, CHIPD_MSG_MAX, "%s", ans->ok ? "" : ans->err.message);
+	free(ans);
+	free(buf);
+	return code;
+}
+
+void wf_shutdown_begin(struct wf *f, int64_t grace_ms, struct mbox_ticket *t)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+	struct proto_error err;
+	size_t len;
+
+	ck_assert_ptr_nonnull(m);
+	proto_msg_init(m, PROTO_OP_SHUTDOWN);
+	m->grace_ms = grace_ms;
+	ck_assert_int_eq(mbox_claim(&f->mb, t), 0);
+	ck_assert_int_eq(
+	    proto_encode_request(m, mbox_req_buf(&f->mb, *t), PROTO_REQ_MAX, &len, &err), 0);
+	ck_assert_int_eq(mbox_post(&f->mb, *t, (uint32_t)len), 0);
+	free(m);
+}
+
+bool wf_shutdown_answered(struct wf *f, struct mbox_ticket t)
+{
+	return MBOX_CTL_STATE(mbox_ctl(&f->mb, t.slot)) == MBOX_DONE;
+}
+
+int wf_shutdown_end(struct wf *f, struct mbox_ticket t)
+{
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	struct proto_error err;
+	const void *buf;
+	uint32_t len;
+
+	ck_assert_ptr_nonnull(ans);
+	ck_assert_int_eq(mbox_wait(&f->mb, t, shm_deadline_in((uint64_t)WF_CALL_MS * 1000000u)), 0);
+	ck_assert_int_eq(mbox_response(&f->mb, t, &buf, &len), 0);
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_SHUTDOWN, buf, len, ans, &err), 0);
+	ck_assert(ans->ok);
+	ck_assert_int_eq(mbox_release(&f->mb, t), 0);
+	free(ans);
+	ck_assert_int_eq(pthread_join(f->th, NULL), 0);
+	f->running = false;
+	return f->rc;
+}
+
 int wf_shutdown(struct wf *f)
 {
 	struct proto_msg *m = malloc(sizeof(*m));
@@ -159,6 +270,11 @@ int wf_assign(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const ch
 	return wf_assign_noreset(f, id, ring, wl, params, max_tokens, msg);
 }
 
+void wf_assign_long(struct wf *f, uint64_t id, uint32_t ring)
+{
+	ck_assert_int_eq(wf_assign(f, id, ring, "synthetic", WF_LONG, 0, NULL), CHIPD_OK);
+}
+
 int wf_cancel(struct wf *f, uint64_t id)
 {
 	struct proto_msg *m = malloc(sizeof(*m));
@@ -183,6 +299,16 @@ uint32_t wf_read(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t max
 	while (n < max && ring_pop(&r, &out[n], deadline) == 0)
 		if (out[n++].flags & RING_F_TERMINAL)
 			break;
+	return n;
+}
+
+uint32_t wf_read_end(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t max,
+		     uint32_t flags)
+{
+	uint32_t n = wf_read(f, ring, out, max, 5000);
+
+	ck_assert_uint_gt(n, 0);
+	ck_assert_uint_eq(out[n - 1].flags, flags);
 	return n;
 }
 

@@ -41,13 +41,38 @@ int wf_shutdown(struct wf *f);
  * @msg (may be NULL, CHIPD_MSG_MAX bytes) gets the error message. */
 int wf_assign(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
 	      int64_t max_tokens, char *msg);
+/* A request that runs about a second (1000 steps of 1 ms): rings of 1024 hold it. */
+#define WF_LONG "tokens=1000,device_us=1000"
+/* Assigns request @id with WF_LONG on ring @ring (reset first); asserts it is admitted. */
+void wf_assign_long(struct wf *f, uint64_t id, uint32_t ring);
 /* The same without resetting the ring (several assigns of one id at once). */
 int wf_assign_noreset(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
 		      int64_t max_tokens, char *msg);
 int wf_cancel(struct wf *f, uint64_t id);
+/* Sends a heartbeat with @seq; CHIPD_OK with *@queued and *@active (may be NULL), or
+ * the error code. Asserts the echoed seq. */
+int wf_heartbeat(struct wf *f, int64_t seq, int64_t *queued, int64_t *active);
+/* Sends trace @act (PROTO_TRACE_*) with @path (NULL: none) and @chip (-1: none).
+ * Returns CHIPD_OK with *@events and *@dropped (may be NULL), or the error code;
+ * @msg (may be NULL, CHIPD_MSG_MAX bytes) gets the error message. */
+int wf_trace(struct wf *f, int act, const char *path, int64_t chip, int64_t *events,
+	     int64_t *dropped, char *msg);
+/* Posts a shutdown with @grace_ms and returns without waiting for its answer. */
+void wf_shutdown_begin(struct wf *f, int64_t grace_ms, struct mbox_ticket *t);
+/* Whether the answer to @t has come (without waiting). */
+bool wf_shutdown_answered(struct wf *f, struct mbox_ticket t);
+/* Waits for the answer to @t (asserts ok), joins wrk_main; its code. */
+int wf_shutdown_end(struct wf *f, struct mbox_ticket t);
+/* Sends the raw request bytes @req (@len) and decodes the answer as one to @op:
+ * the error code (CHIPD_OK for an ok answer); @msg as in wf_trace. */
+int wf_call_raw(struct wf *f, enum proto_op op, const void *req, uint32_t len, char *msg);
 /* Reads ring @ring into @out until a terminal record, @max records or @ms pass.
  * Returns the number read. */
 uint32_t wf_read(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t max, unsigned ms);
+/* Reads ring @ring into @out (@max records) up to its terminal record; asserts there
+ * is one and that its flags are @flags. Returns the number read. */
+uint32_t wf_read_end(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t max,
+		     uint32_t flags);
 /* Worker counter @name. */
 uint64_t wf_ctr(struct wf *f, const char *name);
 
