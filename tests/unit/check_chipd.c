@@ -440,6 +440,51 @@ START_TEST(dead_client_is_cancelled_and_its_ring_reclaimed)
 }
 END_TEST
 
+START_TEST(unstarted_request_moves_to_a_healthy_worker)
+{
+	struct chipd_param p[] = {{"tokens", 3}, {"device_us", 300000}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = 0};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s;
+	uint64_t id;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	/* admitted on chip 0; its first token is 300 ms away when the worker dies */
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 3);
+	ck_assert_int_eq(code, CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+START_TEST(stuck_worker_is_killed_and_restarted)
+{
+	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "100", "--stuck-ms", "600",
+				    NULL};
+	enum chipd_code code;
+	chipd_stream *s;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
+	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, 5000),
+		      "the stopped worker was not replaced");
+	s = cd_submit(&d, 5, 50);
+	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 5);
+	ck_assert_int_eq(code, CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("chipd");
@@ -456,6 +501,8 @@ int main(void)
 	    {"print_config", print_config_shows_sources},
 	    {"sd_notify", sd_notify_ready_watchdog_stopping},
 	    {"dead_client", dead_client_is_cancelled_and_its_ring_reclaimed},
+	    {"requeue", unstarted_request_moves_to_a_healthy_worker},
+	    {"stuck_worker", stuck_worker_is_killed_and_restarted},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
