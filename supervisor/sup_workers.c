@@ -413,8 +413,8 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 	if (ours)
 		return;
 	sup_count(s, PROTO_SUP_worker_deaths, 1);
-	w->restarts++;
 	pthread_mutex_lock(&s->lock);
+	w->restarts++; /* the router's status reads it under the lock */
 	schedule_restart(s, w, now);
 	pthread_mutex_unlock(&s->lock);
 }
