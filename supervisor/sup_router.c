@@ -298,10 +298,13 @@ static int status_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 static void stats_block(const struct ctr_block *b, const char *block, struct proto_msg *ans)
 {
 	for (uint32_t i = 0; i < b->count && ans->nstats < PROTO_MAX_STATS; i++) {
-		struct proto_stat *st = &ans->stats[ans->nstats++];
+		struct proto_stat *st = &ans->stats[ans->nstats];
+		int n = snprintf(st->key, sizeof(st->key), "%s.%s", block, ctr_name(b, i));
 
-		snprintf(st->key, sizeof(st->key), "%s.%s", block, ctr_name(b, i));
+		if (n < 0 || (size_t)n >= sizeof(st->key))
+			continue; /* cannot happen with chipd's names; never send a cut one */
 		st->value = ctr_get(b, i);
+		ans->nstats++;
 	}
 }
 
