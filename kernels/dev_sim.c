@@ -1,21 +1,62 @@
 /* dev_sim.c - the sim backend: device memory is host memory; each stream is an ordered
  * queue drained by its own thread, so streams run concurrently as on a GPU; events
- * are (generation issued, generation done) pairs under a mutex. */
+ * are (generation issued, generation done) pairs.
+ *
+ * Every hand-off (host -> stream thread, stream thread -> a thread in
+ * dev_stream_sync or dev_event_sync, stream -> stream through an event) is a counter
+ * that only grows, waited for by spinning first and then sleeping on a private futex
+ * (sim_wait_ge): a cache-line hand-off costs ~0.3 us, a futex or condvar wake ~50 us
+ * on the machines we measure on, and most hand-offs come within a few microseconds.
+ *
+ * The sleep protocol (struct sim_park) lets a waker skip the syscall when no one
+ * sleeps and issue one wake per sleep, not one per op:
+ *   sleeper: park = 1 (seq_cst); re-check the counter (seq_cst); FUTEX_WAIT(park, 1)
+ *   waker:   store the counter (seq_cst);
+ *            if (park (seq_cst) != 0 && exchange(park, 0) != 0) FUTEX_WAKE(park, all)
+ * Both sides use seq_cst on the two words, so either the waker sees park set or the
+ * sleeper sees the new counter (the store-buffer litmus is forbidden); a sleeper
+ * whose park was cleared before it slept finds park != 1 and does not sleep. */
 #include "dev_impl.h"
 
+#include "../shm/wait.h" /* shm_cpu_relax, SHM_SPIN_NS_DEFAULT: header-only parts */
+
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Ops a stream holds before dev_launch waits for room: a GPU's queue is finite too,
  * and a host that runs far ahead only grows latency. */
 #define SIM_QUEUE_CAP 256u
 /* Alignment of sim allocations: what hipMalloc guarantees, so kernels may assume it. */
 #define SIM_ALIGN 256u
+/* Keeps the words one side writes off the cache line the other side writes. */
+#define SIM_LINE 64u
 
-enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_SIGNAL, SIM_WAIT };
+/* How long a waiter spins before it sleeps: the host waiting for a stream, a stream
+ * waiting for another stream's event. As shm_wait's default, and for its reason. */
+#define SIM_SPIN_NS SHM_SPIN_NS_DEFAULT
+/* How long a stream thread whose queue ran empty spins before it sleeps: long enough
+ * to bridge the host's gap between two ops for this stream while it fills the other
+ * streams (each sleep costs the host a wake syscall and the stream ~50 us), shorter
+ * than SIM_SPIN_NS because idle stream threads may outnumber the cores (4 streams on
+ * 2 CPUs) and every one that spins takes CPU from the threads with work. */
+#define SIM_IDLE_SPIN_NS (20u * 1000u)
+/* Pure PAUSE spinning lasts this long; after it a spinner yields the CPU between
+ * checks, so that the thread it waits for can run when the threads outnumber the
+ * cores. */
+#define SIM_PAUSE_NS (1u * 1000u)
+/* Reading the clock costs ~25 ns; the spin loop reads it once per this many checks. */
+#define SIM_SPIN_CLOCK_EVERY 16
+
+enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_SIGNAL, SIM_WAIT, SIM_STOP };
 
 struct sim_event;
 
@@ -35,27 +76,38 @@ struct sim_op {
 	} u;
 };
 
+/* A futex a waiter sleeps on; see the protocol at the top of the file. */
+struct sim_park {
+	_Atomic uint32_t word; /* 1: someone may sleep here since the last wake */
+};
+
+/* A stream: a single-producer (the thread using the stream), single-consumer (the
+ * stream thread) ring. ops[head % CAP] runs next; tail - head ops are queued. */
 struct sim_stream {
 	struct dev_stream base;
 	struct sim_stream *next; /* in the device's list, under sim_dev.lock */
 	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t more; /* an op was queued, or stop */
-	pthread_cond_t done; /* an op finished */
-	uint64_t head, tail; /* ops[head % CAP] runs next; tail - head are queued */
-	bool stop;
-	int err; /* the first error; later ops are skipped */
+	/* written by the producer: */
+	_Alignas(SIM_LINE) _Atomic uint64_t tail; /* ops queued so far (seq_cst store) */
+	struct sim_park more;			  /* the stream thread waits for tail */
+	/* written by the stream thread: */
+	_Alignas(SIM_LINE) _Atomic uint64_t head; /* ops finished so far (seq_cst store) */
+	struct sim_park done;			  /* syncs and a full queue wait for head */
+	/* the first error; set once (release) after msg, so a reader that sees it
+	 * (acquire) may read msg, which is never written again */
+	_Atomic int err;
 	char msg[DEV_ERRMSG_MAX];
-	struct sim_op ops[SIM_QUEUE_CAP];
+	struct sim_op ops[SIM_QUEUE_CAP]; /* slot written before tail, read before head */
 };
 
 struct sim_event {
 	struct dev_event base;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	uint64_t issued; /* records made */
-	uint64_t done;	 /* the latest record a stream reached */
-	int err;	 /* the recording stream's error at that point */
+	_Atomic uint64_t issued; /* records made; by the recording thread */
+	/* written by the stream threads that reach a record: */
+	_Alignas(SIM_LINE) _Atomic uint64_t done; /* the latest record reached (seq_cst) */
+	struct sim_park park;			  /* threads and streams wait for done */
+	pthread_mutex_t lock; /* signals: err, msg with done, and the wake after it */
+	int err;	      /* the recording stream's error at that point */
 	char msg[DEV_ERRMSG_MAX];
 };
 
@@ -77,6 +129,65 @@ static struct sim_stream *stream_of(struct dev_stream *s)
 static struct sim_event *event_of(struct dev_event *e)
 {
 	return (struct sim_event *)e;
+}
+
+static uint64_t sim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wakes whoever sleeps on @p. Call it right after the seq_cst store of the counter
+ * they wait for. One load when no one sleeps. */
+static void sim_wake(struct sim_park *p)
+{
+	if (atomic_load_explicit(&p->word, memory_order_seq_cst) == 0)
+		return;
+	if (atomic_exchange_explicit(&p->word, 0, memory_order_seq_cst) != 0)
+		syscall(SYS_futex, &p->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Spins on *@word >= @target for @spin_ns: pure PAUSE first, then yielding between
+ * checks. Returns true when reached. */
+static bool sim_spin_ge(_Atomic uint64_t *word, uint64_t target, uint64_t spin_ns)
+{
+	uint64_t start = sim_now_ns(), now;
+
+	for (;;) {
+		for (int i = 0; i < SIM_SPIN_CLOCK_EVERY; i++) {
+			shm_cpu_relax();
+			if (atomic_load_explicit(word, memory_order_acquire) >= target)
+				return true;
+		}
+		now = sim_now_ns();
+		if (now - start >= spin_ns)
+			return false;
+		if (now - start >= SIM_PAUSE_NS)
+			sched_yield();
+	}
+}
+
+/* Waits until *@word >= @target: spins for @spin_ns, then sleeps on @p. The words
+ * only grow, and every op a stream takes runs to completion, so the wait ends as
+ * the work it waits for ends (as a GPU's would; a kernel that never ends hangs it). */
+static void sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct sim_park *p,
+			uint64_t spin_ns)
+{
+	if (atomic_load_explicit(word, memory_order_acquire) >= target)
+		return;
+	if (sim_spin_ge(word, target, spin_ns))
+		return;
+	for (;;) {
+		atomic_store_explicit(&p->word, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(word, memory_order_seq_cst) >= target)
+			return;
+		/* returns at once (EAGAIN) when a waker cleared the word meanwhile */
+		syscall(SYS_futex, &p->word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+		if (atomic_load_explicit(word, memory_order_acquire) >= target)
+			return;
+	}
 }
 
 static int sim_open(struct dev *d, char *msg, size_t cap)
@@ -122,11 +233,33 @@ static int sim_free(struct dev *d, void *p)
 	return 0;
 }
 
-/* Runs one op on the stream's thread; @failed: the stream already failed. */
-static void run_op(struct sim_stream *ss, struct sim_op *op, bool failed, int *err, char *msg,
-		   size_t cap)
+/* Marks @ev's record @gen reached by @ss (on @ss's thread). Runs even on a failed
+ * stream, so that waiters do not hang; they get the stream's error. */
+static void signal_event(struct sim_stream *ss, struct sim_event *ev, uint64_t gen)
 {
-	struct sim_event *ev;
+	int err;
+
+	pthread_mutex_lock(&ev->lock);
+	if (gen > atomic_load_explicit(&ev->done, memory_order_relaxed)) {
+		/* only this thread writes ss->err, so relaxed reads its own value */
+		err = atomic_load_explicit(&ss->err, memory_order_relaxed);
+		ev->err = err;
+		if (err)
+			memcpy(ev->msg, ss->msg, sizeof(ev->msg));
+		atomic_store_explicit(&ev->done, gen, memory_order_seq_cst);
+	}
+	/* under the lock: event_wait takes it before it returns, so a thread that
+	 * synced the event and destroys it cannot free the park word under us */
+	sim_wake(&ev->park);
+	pthread_mutex_unlock(&ev->lock);
+}
+
+/* Runs one op on the stream's thread; a failed stream skips copies and kernels. */
+static void run_op(struct sim_stream *ss, struct sim_op *op)
+{
+	char msg[DEV_ERRMSG_MAX];
+	bool failed = atomic_load_explicit(&ss->err, memory_order_relaxed) != 0;
+	int err;
 
 	switch (op->kind) {
 	case SIM_COPY:
@@ -134,28 +267,22 @@ static void run_op(struct sim_stream *ss, struct sim_op *op, bool failed, int *e
 			memcpy(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
 		break;
 	case SIM_KERNEL:
-		if (!failed)
-			*err = dev_sim_run(&op->u.call, msg, cap);
-		break;
-	case SIM_SIGNAL: /* runs even on a failed stream: waiters must not hang */
-		ev = op->u.ev.ev;
-		pthread_mutex_lock(&ev->lock);
-		if (op->u.ev.gen > ev->done) {
-			ev->done = op->u.ev.gen;
-			pthread_mutex_lock(&ss->lock);
-			ev->err = ss->err;
-			memcpy(ev->msg, ss->msg, sizeof(ev->msg));
-			pthread_mutex_unlock(&ss->lock);
+		if (failed)
+			break;
+		msg[0] = '\0';
+		err = dev_sim_run(&op->u.call, msg, sizeof(msg));
+		if (err) {
+			snprintf(ss->msg, sizeof(ss->msg), "%s", msg);
+			atomic_store_explicit(&ss->err, err, memory_order_release);
 		}
-		pthread_cond_broadcast(&ev->cv);
-		pthread_mutex_unlock(&ev->lock);
+		break;
+	case SIM_SIGNAL:
+		signal_event(ss, op->u.ev.ev, op->u.ev.gen);
 		break;
 	case SIM_WAIT:
-		ev = op->u.ev.ev;
-		pthread_mutex_lock(&ev->lock);
-		while (ev->done < op->u.ev.gen)
-			pthread_cond_wait(&ev->cv, &ev->lock);
-		pthread_mutex_unlock(&ev->lock);
+		sim_wait_ge(&op->u.ev.ev->done, op->u.ev.gen, &op->u.ev.ev->park, SIM_SPIN_NS);
+		break;
+	case SIM_STOP:
 		break;
 	}
 }
@@ -163,62 +290,44 @@ static void run_op(struct sim_stream *ss, struct sim_op *op, bool failed, int *e
 static void *stream_main(void *arg)
 {
 	struct sim_stream *ss = arg;
-	char msg[DEV_ERRMSG_MAX];
-	struct sim_op op;
-	bool failed;
-	int err;
+	uint64_t head = 0; /* only this thread writes ss->head */
+	bool stop;
 
-	pthread_mutex_lock(&ss->lock);
-	for (;;) {
-		while (ss->head == ss->tail && !ss->stop)
-			pthread_cond_wait(&ss->more, &ss->lock);
-		if (ss->head == ss->tail)
-			break;
-		op = ss->ops[ss->head % SIM_QUEUE_CAP];
-		failed = ss->err != 0;
-		pthread_mutex_unlock(&ss->lock);
+	do {
+		struct sim_op *op = &ss->ops[head % SIM_QUEUE_CAP];
 
-		err = 0;
-		msg[0] = '\0';
-		run_op(ss, &op, failed, &err, msg, sizeof(msg));
-
-		pthread_mutex_lock(&ss->lock);
-		if (err && !ss->err) {
-			ss->err = err;
-			snprintf(ss->msg, sizeof(ss->msg), "%s", msg);
-		}
-		ss->head++;
-		pthread_cond_broadcast(&ss->done);
-	}
-	pthread_mutex_unlock(&ss->lock);
+		sim_wait_ge(&ss->tail, head + 1, &ss->more, SIM_IDLE_SPIN_NS);
+		run_op(ss, op);
+		stop = op->kind == SIM_STOP; /* read before head frees the slot */
+		atomic_store_explicit(&ss->head, ++head, memory_order_seq_cst);
+		sim_wake(&ss->done);
+	} while (!stop);
 	return NULL;
 }
 
+/* Queues @op on @ss, waiting for room. Only the thread that uses the stream calls
+ * it, so the tail is this thread's own word. */
 static int enqueue(struct sim_stream *ss, const struct sim_op *op)
 {
-	pthread_mutex_lock(&ss->lock);
-	while (ss->tail - ss->head == SIM_QUEUE_CAP)
-		pthread_cond_wait(&ss->done, &ss->lock);
-	ss->ops[ss->tail % SIM_QUEUE_CAP] = *op;
-	ss->tail++;
-	pthread_cond_signal(&ss->more);
-	pthread_mutex_unlock(&ss->lock);
+	uint64_t tail = atomic_load_explicit(&ss->tail, memory_order_relaxed);
+
+	if (tail - atomic_load_explicit(&ss->head, memory_order_acquire) >= SIM_QUEUE_CAP)
+		sim_wait_ge(&ss->head, tail - SIM_QUEUE_CAP + 1, &ss->done, SIM_SPIN_NS);
+	ss->ops[tail % SIM_QUEUE_CAP] = *op;
+	atomic_store_explicit(&ss->tail, tail + 1, memory_order_seq_cst);
+	sim_wake(&ss->more);
 	return 0;
 }
 
 static int sim_stream_sync(struct dev_stream *s)
 {
 	struct sim_stream *ss = stream_of(s);
-	char msg[DEV_ERRMSG_MAX];
 	int err;
 
-	pthread_mutex_lock(&ss->lock);
-	while (ss->head != ss->tail)
-		pthread_cond_wait(&ss->done, &ss->lock);
-	err = ss->err;
-	memcpy(msg, ss->msg, sizeof(msg));
-	pthread_mutex_unlock(&ss->lock);
-	return err ? dev_fail(s->dev, err, "%s", msg) : 0;
+	sim_wait_ge(&ss->head, atomic_load_explicit(&ss->tail, memory_order_acquire), &ss->done,
+		    SIM_SPIN_NS);
+	err = atomic_load_explicit(&ss->err, memory_order_acquire);
+	return err ? dev_fail(s->dev, err, "%s", ss->msg) : 0;
 }
 
 static int sim_sync(struct dev *d)
@@ -256,21 +365,21 @@ static int sim_copy(struct dev *d, struct dev_stream *s, void *dst, const void *
 static int sim_stream_create(struct dev *d, struct dev_stream **out)
 {
 	struct sim_dev *sd = sim_of(d);
-	struct sim_stream *ss = calloc(1, sizeof(*ss));
+	struct sim_stream *ss = aligned_alloc(SIM_LINE, sizeof(*ss));
 	int err;
 
 	*out = NULL;
 	if (!ss)
 		return dev_fail(d, -ENOMEM, "sim: out of memory for a stream");
+	memset(ss, 0, sizeof(*ss));
 	ss->base.dev = d;
-	pthread_mutex_init(&ss->lock, NULL);
-	pthread_cond_init(&ss->more, NULL);
-	pthread_cond_init(&ss->done, NULL);
+	atomic_init(&ss->tail, 0);
+	atomic_init(&ss->more.word, 0);
+	atomic_init(&ss->head, 0);
+	atomic_init(&ss->done.word, 0);
+	atomic_init(&ss->err, 0);
 	err = pthread_create(&ss->thread, NULL, stream_main, ss);
 	if (err) {
-		pthread_cond_destroy(&ss->done);
-		pthread_cond_destroy(&ss->more);
-		pthread_mutex_destroy(&ss->lock);
 		free(ss);
 		return dev_fail(d, -err, "sim: cannot start a stream thread: %s", strerror(err));
 	}
@@ -286,6 +395,7 @@ static void sim_stream_destroy(struct dev_stream *s)
 {
 	struct sim_dev *sd = sim_of(s->dev);
 	struct sim_stream *ss = stream_of(s), **pp;
+	struct sim_op stop = {.kind = SIM_STOP};
 
 	pthread_mutex_lock(&sd->lock);
 	for (pp = &sd->streams; *pp; pp = &(*pp)->next) {
@@ -296,27 +406,24 @@ static void sim_stream_destroy(struct dev_stream *s)
 	}
 	pthread_mutex_unlock(&sd->lock);
 
-	pthread_mutex_lock(&ss->lock);
-	ss->stop = true; /* the thread drains what is queued, then leaves */
-	pthread_cond_signal(&ss->more);
-	pthread_mutex_unlock(&ss->lock);
+	enqueue(ss, &stop); /* the thread drains what is queued, then leaves */
 	pthread_join(ss->thread, NULL);
-	pthread_cond_destroy(&ss->done);
-	pthread_cond_destroy(&ss->more);
-	pthread_mutex_destroy(&ss->lock);
 	free(ss);
 }
 
 static int sim_event_create(struct dev *d, struct dev_event **out)
 {
-	struct sim_event *ev = calloc(1, sizeof(*ev));
+	struct sim_event *ev = aligned_alloc(SIM_LINE, sizeof(*ev));
 
 	*out = NULL;
 	if (!ev)
 		return dev_fail(d, -ENOMEM, "sim: out of memory for an event");
+	memset(ev, 0, sizeof(*ev));
 	ev->base.dev = d;
+	atomic_init(&ev->issued, 0);
+	atomic_init(&ev->done, 0);
+	atomic_init(&ev->park.word, 0);
 	pthread_mutex_init(&ev->lock, NULL);
-	pthread_cond_init(&ev->cv, NULL);
 	*out = &ev->base;
 	return 0;
 }
@@ -325,7 +432,6 @@ static void sim_event_destroy(struct dev_event *e)
 {
 	struct sim_event *ev = event_of(e);
 
-	pthread_cond_destroy(&ev->cv);
 	pthread_mutex_destroy(&ev->lock);
 	free(ev);
 }
@@ -333,11 +439,10 @@ static void sim_event_destroy(struct dev_event *e)
 static int sim_event_record(struct dev_event *e, struct dev_stream *s)
 {
 	struct sim_event *ev = event_of(e);
-	struct sim_op op = {.kind = SIM_SIGNAL, .u.ev = {ev, 0}};
+	/* an event is used by one thread at a time: relaxed, the caller orders it */
+	uint64_t gen = atomic_fetch_add_explicit(&ev->issued, 1, memory_order_relaxed) + 1;
+	struct sim_op op = {.kind = SIM_SIGNAL, .u.ev = {ev, gen}};
 
-	pthread_mutex_lock(&ev->lock);
-	op.u.ev.gen = ++ev->issued;
-	pthread_mutex_unlock(&ev->lock);
 	return enqueue(stream_of(s), &op);
 }
 
@@ -346,9 +451,7 @@ static int sim_stream_wait(struct dev_stream *s, struct dev_event *e)
 	struct sim_event *ev = event_of(e);
 	struct sim_op op = {.kind = SIM_WAIT, .u.ev = {ev, 0}};
 
-	pthread_mutex_lock(&ev->lock);
-	op.u.ev.gen = ev->issued;
-	pthread_mutex_unlock(&ev->lock);
+	op.u.ev.gen = atomic_load_explicit(&ev->issued, memory_order_relaxed);
 	if (op.u.ev.gen == 0)
 		return 0; /* never recorded: complete */
 	return enqueue(stream_of(s), &op);
@@ -358,20 +461,21 @@ static int sim_stream_wait(struct dev_stream *s, struct dev_event *e)
 static int event_wait(struct dev_event *e, bool block)
 {
 	struct sim_event *ev = event_of(e);
+	uint64_t target = atomic_load_explicit(&ev->issued, memory_order_relaxed);
 	char msg[DEV_ERRMSG_MAX];
-	uint64_t target;
 	int err;
 
-	pthread_mutex_lock(&ev->lock);
-	target = ev->issued;
-	while (block && ev->done < target)
-		pthread_cond_wait(&ev->cv, &ev->lock);
-	if (ev->done < target) {
-		pthread_mutex_unlock(&ev->lock);
+	if (block)
+		sim_wait_ge(&ev->done, target, &ev->park, SIM_SPIN_NS);
+	else if (atomic_load_explicit(&ev->done, memory_order_acquire) < target)
 		return -EBUSY;
-	}
+	/* Taken even without an error to read: it waits out the signal that made done
+	 * reach target (see signal_event). A later record may have moved done on since;
+	 * its error is as good as this one's. */
+	pthread_mutex_lock(&ev->lock);
 	err = ev->err;
-	memcpy(msg, ev->msg, sizeof(msg));
+	if (err)
+		memcpy(msg, ev->msg, sizeof(msg));
 	pthread_mutex_unlock(&ev->lock);
 	return err ? dev_fail(e->dev, err, "%s", msg) : 0;
 }

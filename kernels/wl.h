@@ -187,8 +187,10 @@ struct wl_exec;
 int wl_exec_create(struct wl_exec **out, struct dev *d, unsigned nstreams);
 void wl_exec_destroy(struct wl_exec *x);
 
-/* Runs @st's tasks: task i on stream lane % nstreams, after its dependencies (events
- * across streams), then waits for all of them. Returns the first error. */
+/* Runs @st's tasks: task i on stream lane % nstreams — or, when it has exactly one
+ * dependency that no earlier task continued, on that dependency's stream (a chain
+ * stays on one stream) — after its dependencies (events across streams), then waits
+ * for all of them. Returns the first error. */
 int wl_exec_run(struct wl_exec *x, const struct wl_step *st);
 
 #endif

@@ -11,6 +11,8 @@ struct wl_exec {
 	struct dev_event **events; /* one per task index, created on first need */
 	uint32_t nevents;
 	uint8_t *needed; /* task i is waited on from another stream */
+	uint8_t *stream; /* the stream task i runs on */
+	uint8_t *taken;	 /* a task already continued its dependency's stream */
 	uint32_t cap;
 };
 
@@ -47,6 +49,8 @@ void wl_exec_destroy(struct wl_exec *x)
 		dev_event_destroy(x->events[i]);
 	free(x->events);
 	free(x->needed);
+	free(x->stream);
+	free(x->taken);
 	free(x);
 }
 
@@ -64,6 +68,14 @@ static int reserve(struct wl_exec *x, uint32_t n)
 		if (!needed)
 			return -ENOMEM;
 		x->needed = needed;
+		needed = realloc(x->stream, n);
+		if (!needed)
+			return -ENOMEM;
+		x->stream = needed;
+		needed = realloc(x->taken, n);
+		if (!needed)
+			return -ENOMEM;
+		x->taken = needed;
 		x->cap = n;
 	}
 	return 0;
@@ -85,13 +97,13 @@ static int event_for(struct wl_exec *x, uint32_t i)
 static int submit(struct wl_exec *x, const struct wl_step *st, uint32_t i)
 {
 	const struct wl_task *t = &st->tasks[i];
-	struct dev_stream *s = x->streams[t->lane % x->nstreams];
+	struct dev_stream *s = x->streams[x->stream[i]];
 	int err;
 
 	for (uint32_t j = 0; j < t->ndeps; j++) {
 		uint32_t dep = t->deps[j];
 
-		if (x->streams[st->tasks[dep].lane % x->nstreams] == s)
+		if (x->stream[dep] == x->stream[i])
 			continue; /* stream order covers it */
 		err = dev_stream_wait(s, x->events[dep]);
 		if (err)
@@ -116,16 +128,25 @@ int wl_exec_run(struct wl_exec *x, const struct wl_step *st)
 	if (err)
 		return err;
 	for (i = 0; i < st->n; i++)
-		x->needed[i] = 0;
+		x->needed[i] = x->taken[i] = 0;
+	/* Placement: a task with one dependency continues that task's stream when no
+	 * other task did yet (a chain runs on one stream, in stream order, without an
+	 * event per hop: a cross-stream hop costs a thread hand-off); every other task
+	 * runs on its lane's stream, so independent requests still run side by side. */
 	for (i = 0; i < st->n; i++) {
 		const struct wl_task *t = &st->tasks[i];
 
-		for (j = 0; j < t->ndeps; j++) {
+		x->stream[i] = (uint8_t)(t->lane % x->nstreams);
+		for (j = 0; j < t->ndeps; j++)
 			if (t->deps[j] >= i)
 				return -EINVAL; /* a dependency must come first */
-			if (st->tasks[t->deps[j]].lane % x->nstreams != t->lane % x->nstreams)
-				x->needed[t->deps[j]] = 1;
+		if (t->ndeps == 1 && !x->taken[t->deps[0]]) {
+			x->stream[i] = x->stream[t->deps[0]];
+			x->taken[t->deps[0]] = 1;
 		}
+		for (j = 0; j < t->ndeps; j++)
+			if (x->stream[t->deps[j]] != x->stream[i])
+				x->needed[t->deps[j]] = 1;
 	}
 	for (i = 0, err = 0; i < st->n && !err; i++)
 		if (x->needed[i])

@@ -33,3 +33,9 @@ CHIPD_BUILD_PACKAGES=(build-essential cmake pkg-config check libsubunit-dev libb
 # to check `chipctl stats --prom`.
 # shellcheck disable=SC2034
 CHIPD_TEST_PACKAGES=(clang libclang-rt-14-dev prometheus)
+# Optional peers of the benchmarks, installed by the quick start: StarPU, the baseline
+# of `chipbench dispatch` (libstarpu-dev: up to 14.0 MB to download with its dependencies,
+# 63 MB installed; too big for the test command, and the benchmark skips the peer
+# without it).
+# shellcheck disable=SC2034
+CHIPD_BENCH_PACKAGES=(libstarpu-dev)

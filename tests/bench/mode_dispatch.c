@@ -3,16 +3,20 @@
  * executor S uses (wl_exec_run on the sim device), in steps of --step tasks:
  *
  *   independent  no dependencies, lanes round robin over the streams
- *   chain        every task depends on the one before it, on the next stream (one
- *                event per task)
+ *   chain        every task depends on the one before it, its lane the next one
+ *                (the executor keeps a chain on its first task's stream: stream
+ *                order instead of an event per hop)
  *
- * Prints ns/task and tasks/s, the median of --runs runs. StarPU's empty-task
- * throughput is to be the baseline where libstarpu-dev is installed; the StarPU side
- * is not written yet (no machine here has the package), so the line says why it is
- * skipped. */
+ * Prints ns/task and tasks/s, the median of --runs runs. The baseline is StarPU
+ * (peer_starpu.c, where the build found libstarpu-dev): the same number of empty
+ * tasks in the same steps, measured with the same runs and median in this process,
+ * and the ratio of the throughputs. Without StarPU the line says why it is skipped. */
 #include "modes.h"
 
 #include "device.h"
+#ifdef CHIPD_HAVE_STARPU
+#include "peer_starpu.h"
+#endif
 #include "wait.h"
 #include "wl.h"
 
@@ -21,15 +25,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DS_MAX_RUNS 101u
 
 struct ds_opts {
-	unsigned tasks;	  /* per run */
-	unsigned step;	  /* tasks per wl_exec_run */
-	unsigned runs;	  /* measured runs; the median is printed */
-	unsigned streams; /* 1..WL_EXEC_STREAMS */
+	unsigned tasks;	       /* per run */
+	unsigned step;	       /* tasks per wl_exec_run */
+	unsigned runs;	       /* measured runs; the median is printed */
+	unsigned streams;      /* 1..WL_EXEC_STREAMS */
+	unsigned starpu_ncpus; /* StarPU's CPU workers; 0: the default (ds_starpu_ncpus) */
+	bool starpu;	       /* measure the StarPU peer when it is built in */
 };
+
+/* One run of a variant: ns per task, or a negative errno. */
+typedef double (*ds_run_fn)(void *ctx, const struct ds_opts *o, bool chain);
 
 struct ds_ctx {
 	struct dev *dev;
@@ -107,8 +117,9 @@ static int ds_fill(struct ds_ctx *c, uint32_t n, bool chain, unsigned streams)
 }
 
 /* One run: @o->tasks tasks in steps of @o->step. ns per task, or a negative errno. */
-static double ds_run(struct ds_ctx *c, const struct ds_opts *o, bool chain)
+static double ds_run(void *ctx, const struct ds_opts *o, bool chain)
 {
+	struct ds_ctx *c = ctx;
 	uint64_t t0, t1;
 	uint32_t left = o->tasks, filled = 0;
 	int err = 0;
@@ -144,26 +155,119 @@ static int ds_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* A warm-up run, then @o->runs measured ones: the median ns/task in *@med, or a
+ * negative errno. The same scheme for chipd and its peer. */
+static int ds_measure(ds_run_fn run, void *ctx, const struct ds_opts *o, bool chain, double *med)
+{
+	double ns[DS_MAX_RUNS];
+
+	*med = run(ctx, o, chain); /* warm-up: events, threads, allocations */
+	if (*med < 0)
+		return (int)*med;
+	for (unsigned i = 0; i < o->runs; i++) {
+		ns[i] = run(ctx, o, chain);
+		if (ns[i] < 0)
+			return (int)ns[i];
+	}
+	qsort(ns, o->runs, sizeof(ns[0]), ds_cmp);
+	*med = ns[o->runs / 2];
+	return 0;
+}
+
+static void ds_row(const char *name, double ns)
+{
+	printf("%-18s %12.1f %14.0f\n", name, ns, ns > 0 ? 1e9 / ns : 0.0);
+}
+
+#ifdef CHIPD_HAVE_STARPU
+/* StarPU's CPU workers unless told: one core fewer than the machine has, since the
+ * submitting thread needs one too (and StarPU's idle workers poll), at least one,
+ * and no more than chipd's streams. */
+static unsigned ds_starpu_ncpus(const struct ds_opts *o)
+{
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = online > 1 ? (unsigned)online - 1 : 1;
+
+	if (o->starpu_ncpus)
+		return o->starpu_ncpus;
+	return n < o->streams ? n : o->streams;
+}
+
+static double ds_starpu_run(void *ctx, const struct ds_opts *o, bool chain)
+{
+	return peer_starpu_run(ctx, o->tasks, chain);
+}
+
+/* Measures StarPU and prints its rows and the ratios against @chipd_ns. */
+static void ds_starpu(const struct ds_opts *o, const double chipd_ns[2])
+{
+	static const char *const row[] = {"starpu independent", "starpu chain"};
+	static const char *const kind[] = {"independent", "chain"};
+	unsigned ncpus = ds_starpu_ncpus(o);
+	struct peer_starpu *p;
+	double ns[2];
+	char why[160];
+	int err = peer_starpu_open(&p, ncpus, o->step, why, sizeof(why));
+
+	if (err) {
+		printf("starpu: skipped (%s)\n", why);
+		return;
+	}
+	peer_starpu_describe(p, why, sizeof(why));
+	printf("starpu: %s, %u CPU worker%s (conf.ncpus; --starpu-ncpus), no accelerators\n", why,
+	       ncpus, ncpus == 1 ? "" : "s");
+	for (int k = 0; k < 2; k++) {
+		err = ds_measure(ds_starpu_run, p, o, k == 1, &ns[k]);
+		if (err) {
+			printf("starpu: %s failed: %s\n", kind[k], strerror(-err));
+			ns[k] = 0;
+			continue;
+		}
+		ds_row(row[k], ns[k]);
+	}
+	peer_starpu_close(p);
+	for (int k = 0; k < 2; k++)
+		if (chipd_ns[k] > 0 && ns[k] > 0)
+			printf("ratio chipd/starpu %-12s %8.1fx tasks/s\n", kind[k],
+			       ns[k] / chipd_ns[k]);
+}
+#else
+static void ds_starpu(const struct ds_opts *o, const double chipd_ns[2])
+{
+	(void)o;
+	(void)chipd_ns;
+	printf("starpu: skipped (chipbench was built without StarPU: pkg-config found no "
+	       "starpu-1.3; Debian package libstarpu-dev)\n");
+}
+#endif
+
 static void ds_usage(FILE *f)
 {
 	fputs("usage: chipbench dispatch [--tasks N] [--step N] [--runs N] [--streams N]\n"
+	      "                          [--starpu-ncpus N] [--no-starpu]\n"
 	      "  empty tasks through the step executor on the sim device, independent and\n"
-	      "  in dependency chains; ns/task and tasks/s, median of --runs runs\n",
+	      "  in dependency chains; ns/task and tasks/s, median of --runs runs; the same\n"
+	      "  tasks through StarPU (when built in) and the ratio of the throughputs\n",
 	      f);
 }
 
 int mode_dispatch(int argc, char **argv)
 {
 	static const struct option lopts[] = {
-	    {"tasks", required_argument, NULL, 'n'}, {"step", required_argument, NULL, 's'},
-	    {"runs", required_argument, NULL, 'r'},  {"streams", required_argument, NULL, 'S'},
-	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0},
+	    {"tasks", required_argument, NULL, 'n'},
+	    {"step", required_argument, NULL, 's'},
+	    {"runs", required_argument, NULL, 'r'},
+	    {"streams", required_argument, NULL, 'S'},
+	    {"starpu-ncpus", required_argument, NULL, 'c'},
+	    {"no-starpu", no_argument, NULL, 'N'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	static const char *const kind[] = {"independent", "chain"};
-	struct ds_opts o = {20000, 1024, 5, 4};
-	double ns[DS_MAX_RUNS];
+	struct ds_opts o = {20000, 1024, 5, 4, 0, true};
+	double ns[2] = {0, 0};
 	struct ds_ctx c;
-	int ch, fails = 0;
+	int ch, err, fails = 0;
 
 	while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		switch (ch) {
@@ -179,6 +283,12 @@ int mode_dispatch(int argc, char **argv)
 		case 'S':
 			o.streams = (unsigned)strtoul(optarg, NULL, 0);
 			break;
+		case 'c':
+			o.starpu_ncpus = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'N':
+			o.starpu = false;
+			break;
 		case 'h':
 			ds_usage(stdout);
 			return 0;
@@ -188,7 +298,8 @@ int mode_dispatch(int argc, char **argv)
 		}
 	}
 	if (o.tasks < 1 || o.step < 1 || o.step > (1u << 20) || o.runs < 1 ||
-	    o.runs > DS_MAX_RUNS || o.streams < 1 || o.streams > WL_EXEC_STREAMS) {
+	    o.runs > DS_MAX_RUNS || o.streams < 1 || o.streams > WL_EXEC_STREAMS ||
+	    o.starpu_ncpus > 1024) {
 		ds_usage(stderr);
 		return 64;
 	}
@@ -199,30 +310,21 @@ int mode_dispatch(int argc, char **argv)
 	printf("dispatch: %u empty tasks per run in steps of %u, %u streams, median of %u "
 	       "runs (sim device)\n",
 	       o.tasks, o.step, o.streams, o.runs);
-	printf("%-12s %12s %14s\n", "tasks", "ns/task", "tasks/s");
+	printf("%-18s %12s %14s\n", "tasks", "ns/task", "tasks/s");
 	for (int k = 0; k < 2; k++) {
-		double med;
-		unsigned i;
-
-		(void)ds_run(&c, &o, k == 1); /* warm-up: events, stream threads */
-		for (i = 0; i < o.runs; i++) {
-			ns[i] = ds_run(&c, &o, k == 1);
-			if (ns[i] < 0)
-				break;
-		}
-		if (i < o.runs) {
+		err = ds_measure(ds_run, &c, &o, k == 1, &ns[k]);
+		if (err) {
+			ns[k] = 0;
 			fails++;
 			continue;
 		}
-		qsort(ns, o.runs, sizeof(ns[0]), ds_cmp);
-		med = ns[o.runs / 2];
-		printf("%-12s %12.1f %14.0f\n", kind[k], med, med > 0 ? 1e9 / med : 0.0);
+		ds_row(kind[k], ns[k]);
 	}
-#ifdef CHIPD_BENCH_STARPU_FOUND
-	printf("starpu: skipped (libstarpu-dev found, but its measurement is not written yet)\n");
-#else
-	printf("starpu: skipped (libstarpu-dev not installed)\n");
-#endif
+	/* chipd's stream threads are gone before StarPU's workers start */
 	ds_close(&c);
+	if (o.starpu)
+		ds_starpu(&o, ns);
+	else
+		printf("starpu: skipped (--no-starpu)\n");
 	return fails ? 1 : 0;
 }
