@@ -1,0 +1,74 @@
+/* layout.c - prints the size, alignment and field offsets of every struct of chipd.h
+ * that the Python package mirrors with ctypes (proto/python/chipd/_lib.py), one line
+ * each: "STRUCT size N align A" then "STRUCT.FIELD OFFSET". test_layout.py compares
+ * them with ctypes' view. A field added to chipd.h goes here and in _lib.py; were it
+ * forgotten in both, the sizes would still differ (unless it fits in padding). */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "chipd.h"
+
+#define STRUCT(s)   printf(#s " size %zu align %zu\n", sizeof(struct s), _Alignof(struct s))
+#define FIELD(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
+
+int main(void)
+{
+	STRUCT(chipd_error);
+	FIELD(chipd_error, errnum);
+	FIELD(chipd_error, code);
+	FIELD(chipd_error, retryable);
+	FIELD(chipd_error, has_request);
+	FIELD(chipd_error, has_chip);
+	FIELD(chipd_error, request);
+	FIELD(chipd_error, chip);
+	FIELD(chipd_error, message);
+
+	STRUCT(chipd_param);
+	FIELD(chipd_param, key);
+	FIELD(chipd_param, value);
+
+	STRUCT(chipd_request);
+	FIELD(chipd_request, workload);
+	FIELD(chipd_request, params);
+	FIELD(chipd_request, nparams);
+	FIELD(chipd_request, id);
+	FIELD(chipd_request, chip);
+	FIELD(chipd_request, max_tokens);
+	FIELD(chipd_request, deadline_ms);
+
+	STRUCT(chipd_token);
+	FIELD(chipd_token, request);
+	FIELD(chipd_token, seq);
+	FIELD(chipd_token, final);
+	FIELD(chipd_token, value);
+	FIELD(chipd_token, ts_ns);
+
+	STRUCT(chipd_chip_status);
+	FIELD(chipd_chip_status, chip);
+	FIELD(chipd_chip_status, state);
+	FIELD(chipd_chip_status, pid);
+	FIELD(chipd_chip_status, gpu);
+	FIELD(chipd_chip_status, restarts);
+	FIELD(chipd_chip_status, queued);
+	FIELD(chipd_chip_status, active);
+
+	STRUCT(chipd_status);
+	FIELD(chipd_status, state);
+	FIELD(chipd_status, pid);
+	FIELD(chipd_status, uptime_ms);
+	FIELD(chipd_status, nchips);
+	FIELD(chipd_status, chips);
+
+	STRUCT(chipd_stat);
+	FIELD(chipd_stat, block);
+	FIELD(chipd_stat, name);
+	FIELD(chipd_stat, gauge);
+	FIELD(chipd_stat, value);
+
+	/* Constants the Python side hard-codes. */
+	printf("const MSG_MAX %d\nconst NAME_MAX %d\nconst KEY_MAX %d\nconst MAX_PARAMS %d\n",
+	       CHIPD_MSG_MAX, CHIPD_NAME_MAX, CHIPD_KEY_MAX, CHIPD_MAX_PARAMS);
+	printf("const MAX_CHIPS %d\nconst NCODES %d\nconst enum_size %zu\n", CHIPD_MAX_CHIPS,
+	       CHIPD_NCODES, sizeof(enum chipd_code));
+	return 0;
+}
