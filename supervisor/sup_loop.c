@@ -13,6 +13,7 @@
 
 #include "proc.h"
 #include "proto.h"
+#include "ring.h"
 #include "wait.h"
 
 #include <errno.h>
@@ -200,9 +201,16 @@ static void dead_clients(struct sup *s)
 		struct sup_req *e = &s->reqs[i];
 		struct sup_worker *w;
 
+		struct ring r;
+
 		if (!e->used || e->ended || e->forwarding || e->cancel_sent || e->client == 0 ||
 		    shm_proc_alive(e->client, e->client_start))
 			continue;
+		(void)proto_node_ring(&s->node, i, &r);
+		if (ring_finished(&r)) { /* it ended before its reader left: nothing to cancel */
+			e->ended = true;
+			continue;
+		}
 		e->cancel_sent = true;
 		w = &s->workers[e->chip];
 		if (!req) {
