@@ -641,8 +641,8 @@ START_TEST(cli_submit_ctrl_c_cancels)
 	finish(r, pid);
 	EXPECT(r, 128 + SIGINT);
 	ck_assert_msg(strstr(r->err, "interrupted"), "%s", r->err);
+	cx_stop(&x); /* joins the server thread: its writes to x.streams are seen after */
 	ck_assert(x.streams[0].used && x.streams[0].id == 9 && x.streams[0].ended);
-	cx_stop(&x);
 	free(r);
 }
 END_TEST
