@@ -350,12 +350,18 @@ static int stream_error(chipd_stream *s, uint32_t flags, struct chipd_error *err
 static int stream_pop(chipd_stream *s, struct ring_rec *rec, uint64_t deadline)
 {
 	int rc = ring_pop(&s->ring, rec, deadline);
+	bool orphaned = false;
 
 	/* The producing worker died: the supervisor takes the ring over and ends the
-	 * stream (worker_lost); wait for that record until the deadline. */
-	while (rc == -EOWNERDEAD && shm_now_ns() < deadline) {
+	 * stream (worker_lost); wait for that record until the deadline — unless the
+	 * supervisor is gone too, when nobody ever will. A stream that stays orphaned
+	 * until the deadline is -EPIPE, not a timeout. */
+	while (rc == -EOWNERDEAD || (orphaned && rc == -ETIMEDOUT)) {
 		struct timespec ts = {0, ORPHAN_POLL_NS};
 
+		orphaned = true;
+		if (shm_now_ns() >= deadline || !shm_region_creator_alive(&s->conn->node.region))
+			return -EPIPE;
 		nanosleep(&ts, NULL);
 		rc = ring_pop(&s->ring, rec, deadline);
 	}

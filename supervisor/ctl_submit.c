@@ -125,7 +125,10 @@ static void print_end(const struct ctl *g, const struct flow *f, int rc,
 		      const struct chipd_error *err)
 {
 	double ms = (double)(ctl_now_ns() - f->t0_ns) / 1e6;
-	const char *code = err->code != CHIPD_OK ? chipd_code_name(err->code) : "local";
+	/* @err is filled only when the stream failed */
+	const char *code = rc == 0		   ? "completed"
+			   : err->code != CHIPD_OK ? chipd_code_name(err->code)
+						   : "local";
 
 	if (rc)
 		report_end(f, err);

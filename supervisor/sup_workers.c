@@ -40,8 +40,9 @@ int sup_workers_init(struct sup *s)
 		w->backoff_ms = s->cfg.backoff_min_ms;
 		rc = shm_region_create_anon(&w->ctl, SHM_KIND_CONTROL, ctl_size());
 		if (rc == 0)
-			rc = mbox_init(&w->mb, shm_region_body(&w->ctl), shm_region_body_size(&w->ctl),
-				       SUP_WRK_SLOTS, PROTO_REQ_MAX, PROTO_RESP_MAX);
+			rc = mbox_init(&w->mb, shm_region_body(&w->ctl),
+				       shm_region_body_size(&w->ctl), SUP_WRK_SLOTS, PROTO_REQ_MAX,
+				       PROTO_RESP_MAX);
 		if (rc)
 			return rc;
 		shm_region_ready(&w->ctl);
@@ -252,9 +253,8 @@ static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now)
 		pthread_mutex_unlock(&s->lock);
 		SUP_INFO((int)w->chip, 0, "worker ready, pid %d", (int)w->pid);
 	}
-	if (!w->hb_pending &&
-	    (w->state == CHIPD_CHIP_STARTING ||
-	     now >= w->hb_next_ns + (uint64_t)s->cfg.heartbeat_ms * MS_NS))
+	if (!w->hb_pending && (w->state == CHIPD_CHIP_STARTING ||
+			       now >= w->hb_next_ns + (uint64_t)s->cfg.heartbeat_ms * MS_NS))
 		hb_send(w, now);
 	if (now - w->hb_last_ok_ns > (uint64_t)s->cfg.stuck_ms * MS_NS && !w->stopping) {
 		SUP_WARN((int)w->chip, 0, "no heartbeat for %u ms: killing pid %d", s->cfg.stuck_ms,
@@ -267,7 +267,8 @@ static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now)
 bool sup_workers_settled(struct sup *s)
 {
 	for (uint32_t i = 0; i < s->cfg.chips; i++)
-		if (s->workers[i].state != CHIPD_CHIP_READY && s->workers[i].state != CHIPD_CHIP_FAILED)
+		if (s->workers[i].state != CHIPD_CHIP_READY &&
+		    s->workers[i].state != CHIPD_CHIP_FAILED)
 			return false;
 	return true;
 }
@@ -275,30 +276,34 @@ bool sup_workers_settled(struct sup *s)
 /* ---- death ---- */
 
 /* The least loaded READY worker other than @not, or NULL. Under sup.lock. */
-static struct sup_worker *pick_other(struct sup *s, const struct sup_worker *not)
+static struct sup_worker *pick_other(struct sup *s, const struct sup_worker * not )
 {
 	struct sup_worker *best = NULL;
 
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
-		if (w != not && w->state == CHIPD_CHIP_READY && (!best || w->load < best->load))
+		if (w != not &&w->state == CHIPD_CHIP_READY && (!best || w->load < best->load))
 			best = w;
 	}
 	return best;
 }
 
 /* Moves @e (not started: no token out) to another worker, or ends it worker_lost.
- * Called with sup.lock held; drops it around the call to the new worker. */
+ * Called with sup.lock held; drops it around the call to the new worker. The
+ * supervisor holds the ring (ring_take_over) until the new worker admitted the
+ * request and only then names it the producer, so a refused or failed move can still
+ * be ended here. */
 static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 {
 	struct sup_worker *to = pick_other(s, dead);
 	struct proto_msg *req = NULL, *ans = NULL;
 	struct ring r;
+	pid_t pid = 0;
 	int rc = -ENODEV;
 
 	(void)proto_node_ring(&s->node, sup_table_index(s, e), &r);
-	if (to && ring_take_over(&r) == 0 && ring_hand_over(&r, to->pid) == 0) {
+	if (to && e->client != 0 && ring_take_over(&r) == 0) {
 		req = calloc(1, sizeof(*req));
 		ans = calloc(1, sizeof(*ans));
 	}
@@ -316,10 +321,11 @@ static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 		req->ring = sup_table_index(s, e);
 		req->ring_gen = e->ring_gen;
 		req->client = e->client;
+		pid = to->pid;
 		dead->load--;
 		to->load++;
 		e->chip = to->chip;
-		e->producer = to->pid;
+		e->producer = shm_proc_self();
 		e->forwarding = true;
 		pthread_mutex_unlock(&s->lock);
 		rc = sup_worker_call(s, to, req, ans, SUP_FORWARD_MS);
@@ -327,8 +333,12 @@ static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 		e->forwarding = false;
 		if (rc == 0 && !ans->ok)
 			rc = -EREMOTEIO;
-		if (rc == 0 && to->pid != e->producer)
+		if (rc == 0 && to->pid != pid)
 			rc = -EPIPE; /* the new worker died meanwhile */
+		if (rc == 0)
+			rc = ring_hand_over(&r, pid);
+		if (rc == 0)
+			e->producer = pid;
 	}
 	if (rc == 0)
 		SUP_INFO((int)to->chip, e->id, "re-queued from chip %u", dead->chip);
@@ -353,7 +363,8 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 			e->ended = true;
 			continue;
 		}
-		if (requeue_unstarted && atomic_load_explicit(&r.hdr->head, memory_order_acquire) == 0)
+		if (requeue_unstarted &&
+		    atomic_load_explicit(&r.hdr->head, memory_order_acquire) == 0)
 			requeue(s, w, e);
 		else {
 			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
@@ -383,8 +394,8 @@ static void schedule_restart(struct sup *s, struct sup_worker *w, uint64_t now)
 	}
 	w->restart_at_ns = now + (uint64_t)w->backoff_ms * MS_NS;
 	SUP_INFO((int)w->chip, 0, "restart in %u ms", w->backoff_ms);
-	w->backoff_ms = w->backoff_ms * 2 > s->cfg.backoff_max_ms ? s->cfg.backoff_max_ms
-								    : w->backoff_ms * 2;
+	w->backoff_ms =
+	    w->backoff_ms * 2 > s->cfg.backoff_max_ms ? s->cfg.backoff_max_ms : w->backoff_ms * 2;
 	sup_worker_set_state(s, w, CHIPD_CHIP_BACKOFF);
 }
 
@@ -421,8 +432,8 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 
 void sup_workers_tick(struct sup *s, uint64_t now)
 {
-	bool draining = atomic_load_explicit(&s->sup_state, memory_order_acquire) >=
-			CHIPD_SUP_DRAINING;
+	bool draining =
+	    atomic_load_explicit(&s->sup_state, memory_order_acquire) >= CHIPD_SUP_DRAINING;
 
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];

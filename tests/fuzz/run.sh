@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# run.sh SECONDS [BUILD_DIR] - builds the decoder's libFuzzer target with clang
+# run.sh SECONDS [BUILD_DIR] [TARGET] - builds a libFuzzer target with clang
 # (-fsanitize=fuzzer,address,undefined) if needed, then fuzzes it for SECONDS on the
-# committed seed corpus (tests/fuzz/corpus/decode), growing a scratch copy of it in
-# BUILD_DIR (default build/fuzz). Exit 0: no finding; 1: a finding (the crashing
+# committed seed corpus (tests/fuzz/corpus/TARGET), growing a scratch copy of it in
+# BUILD_DIR (default build/fuzz). TARGET: decode (the message decoder, the default)
+# or region (node-region attach). Exit 0: no finding; 1: a finding (the crashing
 # input is saved in BUILD_DIR and named in the output); 77: clang or its fuzzer
 # runtime (Debian: clang, libclang-rt-14-dev) is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-secs=${1:?usage: run.sh SECONDS [BUILD_DIR]}
+secs=${1:?usage: run.sh SECONDS [BUILD_DIR] [decode|region]}
 out=${2:-$root/build/fuzz}
+target=${3:-decode}
 mkdir -p "$out"
 
 cc=""
@@ -29,12 +31,27 @@ if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;ret
 	exit 77
 fi
 
-bin=$out/fuzz_decode
-srcs=("$here/fuzz_decode.c" "$root/proto/mpread.c" "$root/proto/codec.c" "$root/proto/schema.c"
-	"$root/proto/errors.c")
+bin=$out/fuzz_$target
+case $target in
+decode)
+	srcs=("$here/fuzz_decode.c" "$root/proto/mpread.c" "$root/proto/codec.c"
+		"$root/proto/schema.c" "$root/proto/errors.c")
+	max_len=8192
+	;;
+region)
+	# all of libchipd and shm/: attach, counters, rings, mailbox
+	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,schema,errors,dispatch,node,client}.c
+		"$root"/shm/{proc,wait,region,mbox,ring,ctr}.c)
+	max_len=4096 # header, descriptor, directory, counters, mailbox header
+	;;
+*)
+	echo "fuzz: unknown target $target (decode, region)" >&2
+	exit 2
+	;;
+esac
 stale=0
 [ -x "$bin" ] || stale=1
-for s in "${srcs[@]}" "$root"/proto/*.h; do
+for s in "${srcs[@]}" "$root"/proto/*.h "$root"/shm/*.h; do
 	[ "$s" -nt "$bin" ] && stale=1
 done
 if [ "$stale" = 1 ]; then
@@ -42,16 +59,18 @@ if [ "$stale" = 1 ]; then
 	# shellcheck disable=SC2046 # pkg-config prints several words on purpose
 	"$cc" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=undefined -I"$root/proto" -I"$root/shm" \
-		$(pkg-config --cflags msgpack) "${srcs[@]}" $(pkg-config --libs msgpack) -o "$bin"
+		$(pkg-config --cflags msgpack) "${srcs[@]}" $(pkg-config --libs msgpack) -lpthread -lrt \
+		-o "$bin"
 fi
 
-corpus=$out/corpus
+corpus=$out/corpus-$target
+[ "$target" = decode ] && corpus=$out/corpus # where earlier runs grew it
 mkdir -p "$corpus"
-cp -n "$here"/corpus/decode/* "$corpus"/ 2>/dev/null || true
-echo "fuzz: running $secs s on $(find "$corpus" -type f | wc -l) inputs"
+cp -n "$here/corpus/$target"/* "$corpus"/ 2>/dev/null || true
+echo "fuzz: $target: running $secs s on $(find "$corpus" -type f | wc -l) inputs"
 cd "$out"
 # -rss_limit_mb and -malloc_limit_mb make an unbounded allocation a finding.
-"$bin" -max_total_time="$secs" -max_len=8192 -rss_limit_mb=512 -malloc_limit_mb=64 \
+"$bin" -max_total_time="$secs" -max_len="$max_len" -rss_limit_mb=512 -malloc_limit_mb=64 \
 	-timeout=5 -print_final_stats=1 "$corpus" 2>&1 | tail -25
 status=${PIPESTATUS[0]}
 if [ "$status" -ne 0 ]; then

@@ -1,0 +1,40 @@
+# The fault matrix and the load test (issue 8): a real chipd (sim chips) hit by one
+# fault per tcase, and many clients with exact accounting. Same shape as chipd_check
+# (tests/CMakeLists.txt), with the sources in tests/fault/.
+function(chipd_fault_check name timeout) # extra sources in ARGN
+  list(TRANSFORM ARGN PREPEND fault/)
+  add_executable(${name} fault/${name}.c fault/fault_util.c unit/testutil.c
+                 unit/chipd_fixture.c ${ARGN})
+  target_include_directories(${name} PRIVATE unit fault)
+  target_link_libraries(${name} PRIVATE chipd_proto chipd_shm PkgConfig::CHECK Threads::Threads)
+  target_compile_definitions(${name} PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd_sup>")
+  add_dependencies(${name} chipd_sup)
+  add_test(NAME ${name} COMMAND ${name})
+  # CK_DEFAULT_TIMEOUT bounds each tcase (a row that hangs fails, it never stalls
+  # the run); sanitizer builds are several times slower, hence the margin.
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77
+                       LABELS fault ENVIRONMENT "CK_DEFAULT_TIMEOUT=60")
+endfunction()
+
+chipd_fault_check(check_fault 600 fault_worker.c fault_client.c fault_msgs.c)
+# 64 clients x 50 requests in CI; FT_LOAD_REQUESTS=1000 for the full run.
+chipd_fault_check(check_load 300)
+
+# 60 seconds of libFuzzer on node-region attach, beside the decoder's (proto.cmake);
+# its build carries its own ASan+UBSan, so it runs from the plain build only.
+if(CHIPD_SANITIZE STREQUAL "")
+  add_test(NAME fuzz_region COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh 60
+           ${CMAKE_BINARY_DIR}/fuzz-region region)
+  set_tests_properties(fuzz_region PROPERTIES LABELS fuzz TIMEOUT 400 SKIP_RETURN_CODE 77)
+endif()
+
+# valgrind memcheck over a short integration run (chipctl and a small load run
+# against a native chipd: valgrind 3.19 lacks pidfd_open, which chipd needs); ~15 s.
+# Plain build only (valgrind does not run sanitizer builds); skipped (77) without
+# valgrind.
+if(CHIPD_SANITIZE STREQUAL "" AND TARGET chipctl)
+  add_test(NAME memcheck_clients COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault/memcheck.sh
+           $<TARGET_FILE:chipd_sup> $<TARGET_FILE:chipctl> $<TARGET_FILE:check_load>)
+  set_tests_properties(memcheck_clients PROPERTIES LABELS "memcheck;fault" TIMEOUT 300
+                       SKIP_RETURN_CODE 77)
+endif()

@@ -1,0 +1,407 @@
+/* fault_client.c - rows of the fault matrix that hit a client: SIGKILL in each
+ * mailbox state and while reading a stream, SIGSTOP, and a call's deadline expiring
+ * in each mailbox state.
+ *
+ * How a state is held from outside: CLAIMED and DONE the raw child holds by itself
+ * (claim and stop; wait for the answer and do not release). POSTED needs the router
+ * not to take the slot: chipd (only the supervisor process; its workers run on) is
+ * SIGSTOPped while the child posts. TAKEN needs the router to hold the request: a
+ * submit to a SIGSTOPped worker keeps the router in its forward (SUP_FORWARD_MS, 2 s)
+ * with the client's slot TAKEN. */
+#include "fault.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const one_chip[] = {"--chips", "1", NULL};
+
+/* The bytes of a ping and of a synthetic submit, encoded by the library. */
+static size_t ping_msg(unsigned char *buf, size_t cap)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	size_t len;
+
+	ck_assert_ptr_nonnull(m);
+	m->op = PROTO_OP_PING;
+	len = ft_encode(m, buf, cap);
+	free(m);
+	return len;
+}
+
+static size_t submit_msg(unsigned char *buf, size_t cap, uint32_t tokens)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	size_t len;
+
+	ck_assert_ptr_nonnull(m);
+	m->op = PROTO_OP_SUBMIT;
+	strcpy(m->wl, "synthetic");
+	m->nparams = 1;
+	strcpy(m->params[0].key, "tokens");
+	m->params[0].value = tokens;
+	m->chip = -1;
+	len = ft_encode(m, buf, cap);
+	free(m);
+	return len;
+}
+
+static void ping_ok(struct cd *d)
+{
+	struct chipd_error err;
+	int rc = chipd_ping(d->conn, CD_CALL_MS, NULL, &err);
+
+	ck_assert_msg(rc == 0, "ping after the fault: %d %s", rc, err.message);
+}
+
+/* Kills the raw client @r and waits until its slot is FREE in a later generation. */
+static void kill_and_expect_free(struct ft_raw *r, struct proto_node *n, unsigned ms)
+{
+	tu_kill(r->pid);
+	ck_assert_msg(ft_slot_wait(n, r->slot, MBOX_FREE, r->gen, ms),
+		      "slot %u still in state %d %u ms after its owner died", r->slot,
+		      ft_slot_state(n, r->slot), ms);
+}
+
+START_TEST(client_killed_while_claimed)
+{
+	unsigned char msg[256];
+	struct ft_ledger l = {0};
+	struct proto_node n;
+	struct ft_raw r;
+	struct cd d;
+
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	ft_raw_start(&r, &d, FT_RAW_CLAIMED, msg, (uint32_t)ping_msg(msg, sizeof(msg)), 5000);
+	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_CLAIMED);
+	kill_and_expect_free(&r, &n, 3000); /* the event loop's tick reaps it */
+	ping_ok(&d);
+	proto_node_detach(&n);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+START_TEST(client_killed_while_posted)
+{
+	unsigned char msg[256];
+	struct ft_ledger l = {0};
+	struct proto_node n;
+	struct ft_raw r;
+	struct cd d;
+
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	ft_sigstop(d.pid); /* the router cannot take it */
+	ft_raw_start(&r, &d, FT_RAW_POSTED, msg, (uint32_t)ping_msg(msg, sizeof(msg)), 5000);
+	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_POSTED);
+	tu_kill(r.pid);
+	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_POSTED);
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	ck_assert_msg(ft_slot_wait(&n, r.slot, MBOX_FREE, r.gen, 3000), "slot %u in state %d",
+		      r.slot, ft_slot_state(&n, r.slot));
+	ping_ok(&d);
+	proto_node_detach(&n);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+/* Raw submit to a stopped worker: the router holds the slot TAKEN in its forward;
+ * the client dies; the reaper turns the slot RESET, the router's answer finds RESET
+ * and acknowledges it (FREE); the forward's failure kills the stuck worker and the
+ * request (admitted by nobody) ends worker_lost with no reader; the chip restarts. */
+START_TEST(client_killed_while_taken)
+{
+	unsigned char msg[256];
+	struct ft_ledger l = {0};
+	struct ft_stats st;
+	struct proto_node n;
+	struct ft_raw r;
+	struct cd d;
+	pid_t w[2];
+
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	w[0] = cd_worker_pid(&d, 0);
+	ft_sigstop(w[0]);
+	ft_raw_start(&r, &d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, sizeof(msg), 5), 5000);
+	ck_assert_msg(ft_slot_wait(&n, r.slot, MBOX_TAKEN, 0, 3000), "router did not take it");
+	kill_and_expect_free(&r, &n, 6000);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w[0], 10000));
+	w[1] = cd_worker_pid(&d, 0);
+	ping_ok(&d);
+	ft_stats(&d, &st);
+	ck_assert_uint_ge(st.sup[PROTO_SUP_mbox_resets], 1);
+	proto_node_detach(&n);
+	{
+		chipd_stream *s;
+		struct chipd_error err;
+
+		ck_assert_int_eq(ft_submit(&d, 5, 0, 0, -1, 0, &s, &err), 0);
+		l.submitted++;
+		ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
+		chipd_stream_close(s, CD_CALL_MS);
+	}
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, w, 2);
+}
+END_TEST
+
+START_TEST(client_killed_while_done)
+{
+	unsigned char msg[256];
+	struct ft_ledger l = {0};
+	struct proto_node n;
+	struct ft_raw r;
+	struct cd d;
+
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	ft_raw_start(&r, &d, FT_RAW_DONE, msg, (uint32_t)ping_msg(msg, sizeof(msg)), 5000);
+	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_DONE);
+	kill_and_expect_free(&r, &n, 3000);
+	ping_ok(&d);
+	proto_node_detach(&n);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+/* A libchipd client that dies while reading a long stream: its request is cancelled
+ * (once), its ring returns to the pool, the server keeps serving. */
+static int reading_client(void *arg)
+{
+	struct cd *d = arg;
+	struct chipd_param p[] = {{"tokens", 1 << 20}, {"device_us", 200}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	if (chipd_connect(d->instance, &c, &err) ||
+	    chipd_submit(c, &req, CD_CALL_MS, &id, &s, &err))
+		return 1;
+	for (int i = 0; i < 10; i++)
+		if (chipd_stream_next(s, &tok, CD_CALL_MS, &err))
+			return 2;
+	for (;;)
+		chipd_stream_next(s, &tok, CD_CALL_MS, &err); /* reading when killed */
+}
+
+START_TEST(client_killed_while_reading)
+{
+	struct ft_ledger l = {0};
+	struct ft_stats st;
+	struct chipd_error err;
+	chipd_stream *s;
+	struct cd d;
+	pid_t pid;
+
+	ft_start(&d, one_chip);
+	pid = tu_fork(reading_client, &d);
+	for (uint64_t end = ft_now_ms() + 5000; ft_now_ms() < end; usleep(5000)) {
+		ft_stats(&d, &st);
+		if (st.chip[0][PROTO_WRK_tokens] >= 10)
+			break;
+	}
+	ck_assert_uint_ge(st.chip[0][PROTO_WRK_tokens], 10);
+	tu_kill(pid);
+	ft_quiesce(&d, &st, 5000);
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_cancelled], 1);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_rings_in_use], 0);
+	ck_assert_int_eq(ft_submit(&d, 5, 0, 0, -1, 0, &s, &err), 0);
+	l.submitted++;
+	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	/* the dead client's request ended (cancelled) on the worker: balance it */
+	l.submitted++;
+	l.ended[CHIPD_E_CANCELLED]++;
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+/* A stopped client is alive: the design reclaims nothing of it. Its request pauses
+ * once its ring is full (1023 tokens ahead), the worker keeps serving others; when
+ * it resumes it reads the whole stream in order; killed instead, it is reclaimed as
+ * any dead client. */
+static int slow_client(void *arg)
+{
+	struct cd *d = arg;
+	struct chipd_param p[] = {{"tokens", 5000}, {"device_us", 0}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+	uint32_t n = 0;
+
+	if (chipd_connect(d->instance, &c, &err) ||
+	    chipd_submit(c, &req, CD_CALL_MS, &id, &s, &err))
+		return 1;
+	raise(SIGSTOP); /* the test continues it */
+	for (;;) {
+		int rc = chipd_stream_next(s, &tok, CD_CALL_MS, &err);
+
+		if (rc)
+			return 2;
+		if (tok.seq != n++)
+			return 3;
+		if (tok.final)
+			return n == 5000 ? 0 : 4;
+	}
+}
+
+static pid_t wait_stopped(pid_t pid)
+{
+	int status;
+
+	ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(status));
+	return pid;
+}
+
+START_TEST(client_stopped_pauses_only_itself)
+{
+	struct ft_ledger l = {0};
+	struct ft_stats st;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t tokens;
+	struct cd d;
+	pid_t pid;
+
+	ft_start(&d, one_chip);
+	pid = wait_stopped(tu_fork(slow_client, &d));
+	tu_sleep_ms(300);
+	ft_stats(&d, &st);
+	tokens = st.chip[0][PROTO_WRK_tokens];
+	ck_assert_msg(tokens <= 1023, "%llu tokens pushed into a 1024-record ring",
+		      (unsigned long long)tokens);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_rings_in_use], 1); /* nothing reclaimed */
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_active], 1);   /* paused, not dropped */
+	/* others proceed meanwhile */
+	ck_assert_int_eq(ft_submit(&d, 50, 0, 0, -1, 0, &s, &err), 0);
+	l.submitted++;
+	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	ck_assert_int_eq(tu_wait(pid, 10000), 0); /* read 5000 in order, final */
+	l.submitted++;
+	l.completed++;
+	l.tokens += 5000;
+	ft_check_accounting(&d, &l, 0);
+	/* stopped again and killed: reclaimed like any dead client */
+	pid = wait_stopped(tu_fork(slow_client, &d));
+	tu_kill(pid);
+	ft_quiesce(&d, &st, 5000);
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_cancelled], 1);
+	l.submitted++;
+	l.ended[CHIPD_E_CANCELLED]++;
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+/* A call's deadline expiring in each mailbox state: the slot goes back to FREE
+ * (directly, or through RESET and the router's acknowledgement), the call reports
+ * -ETIMEDOUT, the next call works. */
+START_TEST(call_deadline_in_every_state)
+{
+	unsigned char msg[256];
+	struct ft_ledger l = {0};
+	struct proto_node n;
+	struct mbox_ticket t;
+	struct chipd_error err;
+	struct ft_stats st0, st;
+	chipd_stream *s;
+	uint32_t len;
+	pid_t w[2];
+	struct cd d;
+	int rc;
+
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	len = (uint32_t)ping_msg(msg, sizeof(msg));
+	/* CLAIMED: give up before posting */
+	ck_assert_int_eq(mbox_claim(&n.mbox, &t), 0);
+	ck_assert_int_eq(mbox_give_up(&n.mbox, t), 0);
+	ck_assert(ft_slot_wait(&n, t.slot, MBOX_FREE, t.gen, 0));
+	/* POSTED: the router is stopped; libchipd's ping times out and gives up */
+	ft_sigstop(d.pid);
+	rc = chipd_ping(d.conn, 200, NULL, &err);
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	ck_assert_msg(rc == -ETIMEDOUT, "ping to a stopped router: %d (%s)", rc, strerror(-rc));
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ping_ok(&d);
+	/* TAKEN: a submit held in the router's forward to a stopped worker */
+	ft_stats(&d, &st0);
+	w[0] = cd_worker_pid(&d, 0);
+	ft_sigstop(w[0]);
+	{
+		struct chipd_param p[] = {{"tokens", 5}};
+		struct chipd_request req = {
+		    .workload = "synthetic", .params = p, .nparams = 1, .chip = -1};
+		uint64_t id;
+
+		rc = chipd_submit(d.conn, &req, 300, &id, &s, &err);
+	}
+	ck_assert_msg(rc == -ETIMEDOUT, "submit to a stopped worker: %d (%s)", rc, strerror(-rc));
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	/* the reset is acknowledged once the router's forward gives up */
+	for (uint64_t end = ft_now_ms() + 6000; ft_now_ms() < end; usleep(10000)) {
+		ft_stats(&d, &st);
+		if (st.sup[PROTO_SUP_mbox_resets] > st0.sup[PROTO_SUP_mbox_resets])
+			break;
+	}
+	ck_assert_uint_gt(st.sup[PROTO_SUP_mbox_resets], st0.sup[PROTO_SUP_mbox_resets]);
+	for (uint32_t i = 0; i < n.mbox.nslots; i++)
+		ck_assert_msg(ft_slot_wait(&n, i, MBOX_FREE, UINT32_MAX, 3000),
+			      "slot %u not FREE: state %d", i, ft_slot_state(&n, i));
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w[0], 10000));
+	w[1] = cd_worker_pid(&d, 0);
+	ping_ok(&d);
+	/* DONE: the answer is there, the caller gives up instead of reading it */
+	ck_assert_int_eq(mbox_claim(&n.mbox, &t), 0);
+	memcpy(mbox_req_buf(&n.mbox, t), msg, len);
+	ck_assert_int_eq(mbox_post(&n.mbox, t, len), 0);
+	ck_assert_int_eq(mbox_wait(&n.mbox, t, shm_now_ns() + 5000ull * 1000000u), 0);
+	ck_assert_int_eq(mbox_give_up(&n.mbox, t), 0);
+	ck_assert(ft_slot_wait(&n, t.slot, MBOX_FREE, t.gen, 0));
+	/* every slot is usable: fill them all with calls */
+	for (uint32_t i = 0; i < n.mbox.nslots; i++)
+		ping_ok(&d);
+	proto_node_detach(&n);
+	/* a request's own deadline: the stream ends timeout, once */
+	ck_assert_int_eq(ft_submit(&d, 1u << 20, 0, 1000, -1, 200, &s, &err), 0);
+	l.submitted++;
+	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_E_TIMEOUT);
+	chipd_stream_close(s, CD_CALL_MS);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, w, 2);
+}
+END_TEST
+
+void ft_add_client_cases(Suite *s)
+{
+	const struct tu_case cases[] = {
+	    {"client_killed_while_claimed", client_killed_while_claimed},
+	    {"client_killed_while_posted", client_killed_while_posted},
+	    {"client_killed_while_taken", client_killed_while_taken},
+	    {"client_killed_while_done", client_killed_while_done},
+	    {"client_killed_while_reading", client_killed_while_reading},
+	    {"client_stopped_pauses_only_itself", client_stopped_pauses_only_itself},
+	    {"call_deadline_in_every_state", call_deadline_in_every_state},
+	};
+
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+}
