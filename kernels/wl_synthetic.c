@@ -8,14 +8,20 @@
 #include <stdlib.h>
 #include <time.h>
 
-enum { P_HOST_US, P_DEVICE_US, P_TOKENS, P_SEED };
+enum { P_HOST_US, P_DEVICE_US, P_TOKENS, P_SEED, P_FAIL_STEP };
 
 static const struct wl_pspec specs[] = {
     [P_HOST_US] = {"host_us", 0, 0, 1000000},
     [P_DEVICE_US] = {"device_us", 50, 0, 1000000},
     [P_TOKENS] = {"tokens", 16, 1, 1 << 20},
     [P_SEED] = {"seed", 1, 0, INT64_MAX},
+    /* fault injection (tests, the fault matrix): step N launches a kernel the device
+     * layer refuses, as a device error mid-request would; -1 none */
+    [P_FAIL_STEP] = {"fail_step", -1, -1, 1 << 20},
 };
+
+/* A spin longer than the device layer accepts (kcheck: at most an hour). */
+#define SY_BAD_SPIN_NS (3601ull * 1000000000ull)
 
 struct sy_state {
 	int32_t *tok; /* device */
@@ -75,6 +81,9 @@ static int sy_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_
 	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {st->tok, (uint64_t)r->cfg[P_DEVICE_US] * 1000u,
 						     sy_token(r->cfg, r->built)}};
 	int t;
+
+	if (r->cfg[P_FAIL_STEP] == (int64_t)r->built)
+		c.u.spin.ns = SY_BAD_SPIN_NS;
 
 	if (stp->n + 2 > stp->cap)
 		return -ENOBUFS; /* before burning the host cost for nothing */

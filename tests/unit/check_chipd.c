@@ -66,7 +66,7 @@ START_TEST(submit_and_stream)
 }
 END_TEST
 
-#define CLIENTS 16
+#define CLIENTS	   16
 #define PER_CLIENT 8
 
 struct client_arg {
@@ -179,9 +179,9 @@ END_TEST
 
 START_TEST(crash_loop_marks_the_chip_failed)
 {
-	const char *const args[] = {"--chips",	      "2",	 "--crash-limit", "3",
-				    "--crash-window-ms", "60000", "--backoff-max-ms", "200",
-				    NULL};
+	const char *const args[] = {
+	    "--chips", "2", "--crash-limit", "3", "--crash-window-ms", "60000", "--backoff-max-ms",
+	    "200",     NULL};
 	struct chipd_status st;
 	struct chipd_error err;
 	enum chipd_code code;
@@ -397,7 +397,8 @@ static int vanishing_client(void *arg)
 	chipd_stream *s;
 	uint64_t id;
 
-	if (chipd_connect(d->instance, &c, &err) || chipd_submit(c, &req, CD_CALL_MS, &id, &s, &err))
+	if (chipd_connect(d->instance, &c, &err) ||
+	    chipd_submit(c, &req, CD_CALL_MS, &id, &s, &err))
 		return 1;
 	_exit(0); /* no close, no cancel */
 }
@@ -465,8 +466,8 @@ END_TEST
 
 START_TEST(stuck_worker_is_killed_and_restarted)
 {
-	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "100", "--stuck-ms", "600",
-				    NULL};
+	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "100", "--stuck-ms",
+				    "600",     NULL};
 	enum chipd_code code;
 	chipd_stream *s;
 	struct cd d;
@@ -481,6 +482,52 @@ START_TEST(stuck_worker_is_killed_and_restarted)
 	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 5);
 	ck_assert_int_eq(code, CHIPD_OK);
 	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A launch the device layer refuses mid-request (synthetic fail_step): the stream
+ * ends device_error after the tokens before it — as does any request that shared that
+ * step on the chip, since they share the device — while the other chip's request
+ * completes, and the failing chip keeps serving and counts it. */
+static chipd_stream *submit_on(struct cd *d, int32_t chip, const struct chipd_param *p, uint32_t np)
+{
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = np, .chip = chip};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	uint64_t id;
+
+	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	return s;
+}
+
+START_TEST(device_error_mid_step_ends_only_its_stream)
+{
+	struct chipd_param badp[] = {{"tokens", 10}, {"device_us", 1000}, {"fail_step", 3}};
+	struct chipd_param okp[] = {{"tokens", 20}, {"device_us", 1000}};
+	enum chipd_code code;
+	chipd_stream *bad, *good;
+	uint64_t end;
+	struct cd d;
+
+	cd_start(&d, two_chips, NULL);
+	good = submit_on(&d, 1, okp, 2);
+	bad = submit_on(&d, 0, badp, 3);
+	ck_assert_uint_eq(cd_drain_stream(bad, &code, CD_CALL_MS), 3);
+	ck_assert_int_eq(code, CHIPD_E_DEVICE_ERROR);
+	ck_assert_uint_eq(cd_drain_stream(good, &code, CD_CALL_MS), 20);
+	ck_assert_int_eq(code, CHIPD_OK);
+	chipd_stream_close(bad, CD_CALL_MS);
+	chipd_stream_close(good, CD_CALL_MS);
+	end = now_ms() + 2000;
+	while (now_ms() < end && stat_value(&d, "chip0", "device_errors") < 1)
+		usleep(5000);
+	ck_assert_uint_ge(stat_value(&d, "chip0", "device_errors"), 1);
+	good = submit_on(&d, 0, okp, 2); /* the chip that failed a step still serves */
+	ck_assert_uint_eq(cd_drain_stream(good, &code, CD_CALL_MS), 20);
+	ck_assert_int_eq(code, CHIPD_OK);
+	chipd_stream_close(good, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -503,6 +550,7 @@ int main(void)
 	    {"dead_client", dead_client_is_cancelled_and_its_ring_reclaimed},
 	    {"requeue", unstarted_request_moves_to_a_healthy_worker},
 	    {"stuck_worker", stuck_worker_is_killed_and_restarted},
+	    {"device_error", device_error_mid_step_ends_only_its_stream},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
