@@ -125,6 +125,8 @@ uint32_t sup_table_sweep(struct sup *s);
  * will not write again): takes the ring over and writes the terminal record, unless
  * the stream already ended. */
 void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code);
+/* The assign that hands @e to its worker (e->chip's; the ring and generation of @e). */
+void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *m);
 /* Entries not yet ended. */
 uint32_t sup_table_live(struct sup *s);
 

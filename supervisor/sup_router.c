@@ -130,23 +130,6 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	return e;
 }
 
-static void assign_of(struct sup *s, const struct sup_req *e, struct proto_msg *m)
-{
-	proto_msg_init(m, PROTO_OP_ASSIGN);
-	m->id = (int64_t)e->id;
-	memcpy(m->wl, e->wl, sizeof(m->wl));
-	m->nparams = e->nparams;
-	for (uint32_t i = 0; i < e->nparams; i++) {
-		memcpy(m->params[i].key, e->keys[i], CHIPD_KEY_MAX);
-		m->params[i].value = e->params[i].value;
-	}
-	m->max_tokens = e->max_tokens;
-	m->deadline_ns = e->deadline_ns;
-	m->ring = sup_table_index(s, e);
-	m->ring_gen = e->ring_gen;
-	m->client = e->client;
-}
-
 /* The worker did not answer a forward: it is stuck or dead. */
 static void forward_failed(struct sup_worker *w, pid_t pid, int rc)
 {
@@ -181,7 +164,7 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	pthread_mutex_lock(&s->lock);
 	e = admit(s, req, err, &w);
 	if (e) {
-		assign_of(s, e, fwd);
+		sup_table_assign(s, e, fwd);
 		pid = e->producer;
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -159,3 +159,20 @@ uint32_t sup_table_live(struct sup *s)
 	}
 	return live;
 }
+
+void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *m)
+{
+	proto_msg_init(m, PROTO_OP_ASSIGN);
+	m->id = (int64_t)e->id;
+	memcpy(m->wl, e->wl, sizeof(m->wl));
+	m->nparams = e->nparams;
+	for (uint32_t i = 0; i < e->nparams; i++) {
+		memcpy(m->params[i].key, e->keys[i], CHIPD_KEY_MAX);
+		m->params[i].value = e->params[i].value;
+	}
+	m->max_tokens = e->max_tokens;
+	m->deadline_ns = e->deadline_ns;
+	m->ring = sup_table_index(s, e);
+	m->ring_gen = e->ring_gen;
+	m->client = e->client;
+}

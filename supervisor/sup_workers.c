@@ -308,19 +308,7 @@ static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 		ans = calloc(1, sizeof(*ans));
 	}
 	if (req && ans) {
-		proto_msg_init(req, PROTO_OP_ASSIGN);
-		req->id = (int64_t)e->id;
-		memcpy(req->wl, e->wl, sizeof(req->wl));
-		req->nparams = e->nparams;
-		for (uint32_t i = 0; i < e->nparams; i++) {
-			memcpy(req->params[i].key, e->keys[i], CHIPD_KEY_MAX);
-			req->params[i].value = e->params[i].value;
-		}
-		req->max_tokens = e->max_tokens;
-		req->deadline_ns = e->deadline_ns;
-		req->ring = sup_table_index(s, e);
-		req->ring_gen = e->ring_gen;
-		req->client = e->client;
+		sup_table_assign(s, e, req);
 		pid = to->pid;
 		dead->load--;
 		to->load++;
