@@ -16,6 +16,9 @@ static const struct mode modes[] = {
     {"overlap", "worker tokens/s with O/S overlap vs --no-overlap (synthetic)", mode_overlap},
     {"dispatch", "empty tasks through the step executor: ns/task, vs StarPU if installed",
      mode_dispatch},
+    {"e2e", "a real chipd under 1..64 concurrent clients: req/s, tok/s, latencies", mode_e2e},
+    {"startup", "chipd exec -> ready by chip count; killed worker -> serving again", mode_startup},
+    {"idle", "an idle chipd's CPU and resident memory against issue 9's targets", mode_idle},
 };
 
 static void usage(FILE *f)

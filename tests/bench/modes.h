@@ -6,5 +6,8 @@
 int mode_mailbox(int argc, char **argv);
 int mode_overlap(int argc, char **argv);
 int mode_dispatch(int argc, char **argv);
+int mode_e2e(int argc, char **argv);
+int mode_startup(int argc, char **argv);
+int mode_idle(int argc, char **argv);
 
 #endif

@@ -1,0 +1,351 @@
+/* mode_e2e.c - `chipbench e2e`: a real chipd (2 sim chips) under 1, 4, 16, 64
+ * concurrent clients. Each client is a thread of this process with its own libchipd
+ * connection; it submits synthetic requests back to back (submit, read every token,
+ * close) for a fixed time. Per row: requests/s, tokens/s, token delivery latency
+ * (the worker's ts_ns vs CLOCK_MONOTONIC when the client has the token) and
+ * admission latency (the chipd_submit call) p50/p99.
+ *
+ * The baseline is the 1-client row of the same run: there is no other server to put
+ * in front of the same client loop, so the ratios say how the node scales with
+ * concurrency, not how it compares with something else. */
+#include "modes.h"
+
+#include "bench.h"
+#include "bench_chipd.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define E2E_MAX_ROWS	8
+#define E2E_MAX_CLIENTS 256
+#define E2E_CALL_MS	5000u
+#define E2E_BACKOFF_US	100 /* a refused submit (queue full) waits this before the next */
+
+struct e2e_opts {
+	const char *chipd;
+	unsigned clients[E2E_MAX_ROWS];
+	unsigned nrows;
+	double seconds; /* per row */
+	unsigned tokens, device_us;
+	bool json;
+};
+
+/* A growable array of ns samples. */
+struct e2e_samples {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+struct e2e_client {
+	pthread_t th;
+	const char *instance;
+	const struct e2e_opts *o;
+	atomic_bool *go;
+	atomic_uint *ready; /* clients connected (or failed to) */
+	uint64_t end_ns;
+	/* results */
+	uint64_t requests, tokens, refused;
+	int rc; /* 0, or the first failure's -errno */
+	struct e2e_samples tok_lat, adm_lat;
+};
+
+struct e2e_row {
+	unsigned clients;
+	int rc;
+	uint64_t requests, tokens, refused;
+	double elapsed_s;
+	double rps, tps;
+	double tok_p50, tok_p99, adm_p50, adm_p99; /* ns */
+};
+
+static int e2e_push(struct e2e_samples *s, uint64_t x)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 4096;
+		uint64_t *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = x;
+	return 0;
+}
+
+/* One client: requests back to back until the row's end. */
+static void *e2e_client(void *arg)
+{
+	struct e2e_client *c = arg;
+	struct chipd_param p[] = {{"tokens", c->o->tokens}, {"device_us", c->o->device_us}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
+	struct chipd_error err;
+	chipd_conn *conn = NULL;
+
+	c->rc = chipd_connect(c->instance, &conn, &err);
+	atomic_fetch_add_explicit(c->ready, 1, memory_order_release);
+	while (!atomic_load_explicit(c->go, memory_order_acquire))
+		sched_yield();
+	while (c->rc == 0 && bench_chipd_now_ns() < c->end_ns) {
+		struct chipd_token tok = {0};
+		chipd_stream *s = NULL;
+		uint64_t id, t0 = bench_chipd_now_ns();
+		int rc = chipd_submit(conn, &req, E2E_CALL_MS, &id, &s, &err);
+
+		if (rc == -EAGAIN || (rc == -EREMOTEIO && err.retryable)) {
+			c->refused++; /* the node said "later": that is its admission control */
+			usleep(E2E_BACKOFF_US);
+			continue;
+		}
+		if (rc == 0)
+			rc = e2e_push(&c->adm_lat, bench_chipd_now_ns() - t0);
+		while (rc == 0 && !tok.final) {
+			rc = chipd_stream_next(s, &tok, E2E_CALL_MS, &err);
+			if (rc == 0) {
+				uint64_t now = bench_chipd_now_ns();
+
+				c->tokens++;
+				rc = e2e_push(&c->tok_lat, now > tok.ts_ns ? now - tok.ts_ns : 0);
+			}
+		}
+		chipd_stream_close(s, E2E_CALL_MS);
+		if (rc) {
+			fprintf(stderr, "chipbench e2e: request failed: %s (%s)\n", strerror(-rc),
+				err.message);
+			c->rc = rc;
+			break;
+		}
+		c->requests++;
+	}
+	chipd_close(conn);
+	return NULL;
+}
+
+/* Merges the clients' samples of one kind and returns p50 and p99. */
+static int e2e_merge(struct e2e_client *cl, unsigned n, bool tok, double *p50, double *p99)
+{
+	size_t total = 0, at = 0;
+	uint64_t *all;
+
+	for (unsigned i = 0; i < n; i++)
+		total += tok ? cl[i].tok_lat.n : cl[i].adm_lat.n;
+	all = malloc((total ? total : 1) * sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		const struct e2e_samples *s = tok ? &cl[i].tok_lat : &cl[i].adm_lat;
+
+		memcpy(all + at, s->v, s->n * sizeof(*all));
+		at += s->n;
+	}
+	*p50 = bench_quantile(all, total, 0.50);
+	*p99 = bench_quantile(all, total, 0.99);
+	free(all);
+	return 0;
+}
+
+/* Runs one row with @r->clients clients. Returns 0 or -errno (@r->rc). */
+static int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct e2e_row *r)
+{
+	struct e2e_client *cl = calloc(r->clients, sizeof(*cl));
+	atomic_bool go = false;
+	atomic_uint ready = 0;
+	unsigned started = 0;
+	uint64_t t0, t1, end;
+
+	if (!cl)
+		return r->rc = -ENOMEM;
+	for (unsigned i = 0; i < r->clients; i++)
+		cl[i] = (struct e2e_client){
+		    .instance = d->instance, .o = o, .go = &go, .ready = &ready};
+	for (; started < r->clients; started++)
+		if (pthread_create(&cl[started].th, NULL, e2e_client, &cl[started]))
+			break;
+	/* the clients connect first (bounded); the clock starts when all may go (the
+	 * end is published to them by the release of go) */
+	end = bench_chipd_now_ns() + E2E_CALL_MS * 1000000ull;
+	while (atomic_load_explicit(&ready, memory_order_acquire) < started &&
+	       bench_chipd_now_ns() < end)
+		usleep(100);
+	t0 = bench_chipd_now_ns();
+	for (unsigned i = 0; i < started; i++)
+		cl[i].end_ns = t0 + (uint64_t)(o->seconds * 1e9);
+	atomic_store_explicit(&go, true, memory_order_release);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(cl[i].th, NULL);
+	t1 = bench_chipd_now_ns();
+
+	r->rc = started == r->clients ? 0 : -EAGAIN;
+	for (unsigned i = 0; i < started; i++) {
+		r->requests += cl[i].requests;
+		r->tokens += cl[i].tokens;
+		r->refused += cl[i].refused;
+		if (!r->rc)
+			r->rc = cl[i].rc;
+	}
+	r->elapsed_s = (double)(t1 - t0) / 1e9;
+	r->rps = (double)r->requests / r->elapsed_s;
+	r->tps = (double)r->tokens / r->elapsed_s;
+	if (!r->rc)
+		r->rc = e2e_merge(cl, started, true, &r->tok_p50, &r->tok_p99);
+	if (!r->rc)
+		r->rc = e2e_merge(cl, started, false, &r->adm_p50, &r->adm_p99);
+	for (unsigned i = 0; i < started; i++) {
+		free(cl[i].tok_lat.v);
+		free(cl[i].adm_lat.v);
+	}
+	free(cl);
+	return r->rc;
+}
+
+static double e2e_ratio(double x, double base)
+{
+	return base > 0 ? x / base : 0;
+}
+
+static void e2e_print_table(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n)
+{
+	const struct e2e_row *b = &rows[0];
+
+	printf("e2e: chipd, 2 sim chips; synthetic tokens=%u device_us=%u; %.1f s per row; each "
+	       "client a thread with its own connection\n",
+	       o->tokens, o->device_us, o->seconds);
+	printf("%7s %10s %11s %9s %9s %9s %9s %8s  %s\n", "clients", "req/s", "tok/s", "tok p50",
+	       "tok p99", "adm p50", "adm p99", "refused",
+	       "ratios vs the 1st row: req/s, tok p50, adm p50");
+	for (unsigned i = 0; i < n; i++) {
+		const struct e2e_row *r = &rows[i];
+
+		if (r->rc) {
+			printf("%7u failed: %s\n", r->clients, strerror(-r->rc));
+			continue;
+		}
+		printf("%7u %10.0f %11.0f %7.1fus %7.1fus %7.1fus %7.1fus %8llu  %.2fx %.2fx "
+		       "%.2fx\n",
+		       r->clients, r->rps, r->tps, r->tok_p50 / 1e3, r->tok_p99 / 1e3,
+		       r->adm_p50 / 1e3, r->adm_p99 / 1e3, (unsigned long long)r->refused,
+		       e2e_ratio(r->rps, b->rps), e2e_ratio(r->tok_p50, b->tok_p50),
+		       e2e_ratio(r->adm_p50, b->adm_p50));
+	}
+	printf("baseline: the %u-client row of this run (no other server runs the same client "
+	       "loop); ratios show scaling with concurrency\n",
+	       b->clients);
+}
+
+static void e2e_print_json(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n)
+{
+	printf("{\"mode\": \"e2e\", \"chips\": 2, \"tokens\": %u, \"device_us\": %u, "
+	       "\"seconds\": %.3f, \"connection\": \"one per client thread\", "
+	       "\"baseline\": \"first row\", \"rows\": [",
+	       o->tokens, o->device_us, o->seconds);
+	for (unsigned i = 0; i < n; i++) {
+		const struct e2e_row *r = &rows[i];
+
+		printf("%s\n    {\"clients\": %u, \"ok\": %s", i ? "," : "", r->clients,
+		       r->rc ? "false" : "true");
+		if (!r->rc)
+			printf(", \"requests\": %llu, \"tokens\": %llu, \"refused\": %llu, "
+			       "\"rps\": %.1f, \"tps\": %.1f, \"token_p50_ns\": %.0f, "
+			       "\"token_p99_ns\": %.0f, \"admit_p50_ns\": %.0f, "
+			       "\"admit_p99_ns\": %.0f, \"rps_ratio\": %.3f, "
+			       "\"token_p50_ratio\": %.3f, \"admit_p50_ratio\": %.3f",
+			       (unsigned long long)r->requests, (unsigned long long)r->tokens,
+			       (unsigned long long)r->refused, r->rps, r->tps, r->tok_p50,
+			       r->tok_p99, r->adm_p50, r->adm_p99, e2e_ratio(r->rps, rows[0].rps),
+			       e2e_ratio(r->tok_p50, rows[0].tok_p50),
+			       e2e_ratio(r->adm_p50, rows[0].adm_p50));
+		printf("}");
+	}
+	printf("\n  ]}\n");
+}
+
+static void e2e_usage(FILE *f)
+{
+	fputs("usage: chipbench e2e [--chipd PATH] [--clients N,N,...] [--seconds S]\n"
+	      "                     [--tokens N] [--device-us N] [--json]\n"
+	      "  a real chipd with 2 sim chips; each client a thread with its own connection\n"
+	      "  submitting synthetic requests back to back; defaults: clients 1,4,16,64,\n"
+	      "  2 s per row, tokens 16, device_us 0; ratios against the first row\n",
+	      f);
+}
+
+int mode_e2e(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+	    {"chipd", required_argument, NULL, 'C'},
+	    {"clients", required_argument, NULL, 'c'},
+	    {"seconds", required_argument, NULL, 's'},
+	    {"tokens", required_argument, NULL, 't'},
+	    {"device-us", required_argument, NULL, 'd'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct e2e_opts o = {.clients = {1, 4, 16, 64}, .nrows = 4, .seconds = 2, .tokens = 16};
+	struct e2e_row rows[E2E_MAX_ROWS] = {0};
+	struct bench_chipd d;
+	int c, fails = 0, rc;
+
+	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'C':
+			o.chipd = optarg;
+			break;
+		case 'c':
+			if (bench_chipd_parse_list(optarg, o.clients, E2E_MAX_ROWS, E2E_MAX_CLIENTS,
+						   &o.nrows)) {
+				e2e_usage(stderr);
+				return 64;
+			}
+			break;
+		case 's':
+			o.seconds = strtod(optarg, NULL);
+			break;
+		case 't':
+			o.tokens = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'd':
+			o.device_us = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'j':
+			o.json = true;
+			break;
+		case 'h':
+			e2e_usage(stdout);
+			return 0;
+		default:
+			e2e_usage(stderr);
+			return 64;
+		}
+	}
+	if (optind < argc || !(o.seconds > 0 && o.seconds <= 3600) || o.tokens < 1) {
+		e2e_usage(stderr);
+		return 64;
+	}
+	/* default router limits (max-pending 256, queue 64 per chip) exceed 64 clients */
+	rc = bench_chipd_start(&d, bench_chipd_bin(o.chipd), "e2e", 2, NULL);
+	if (rc)
+		return 1;
+	for (unsigned i = 0; i < o.nrows; i++) {
+		rows[i].clients = o.clients[i];
+		if (e2e_row(&o, &d, &rows[i]))
+			fails++;
+	}
+	rc = bench_chipd_stop(&d, NULL);
+	if (rc) {
+		fprintf(stderr, "chipbench e2e: chipd exited %d\n", rc);
+		fails++;
+	}
+	if (o.json)
+		e2e_print_json(&o, rows, o.nrows);
+	else
+		e2e_print_table(&o, rows, o.nrows);
+	return fails ? 1 : 0;
+}
