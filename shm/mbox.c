@@ -87,7 +87,12 @@ int mbox_init(struct mbox *mb, void *mem, size_t avail, uint32_t nslots, uint32_
 		return -EINVAL;
 	if (need > avail)
 		return -EMSGSIZE;
-	memset(mem, 0, need);
+	/* Header, bitmap and each slot's header line are zeroed; the request and
+	 * response buffers are not: a side writes them before it publishes their length,
+	 * and nobody reads beyond a published length. Left untouched, a fresh region's
+	 * buffers cost no memory until used (64 slots of 68 KiB: 4.3 MiB otherwise
+	 * resident in every process that created the mailbox). */
+	memset(mem, 0, slots_offset(nslots));
 
 	struct mbox_hdr *h = mem;
 	h->magic = MBOX_MAGIC;
@@ -104,8 +109,10 @@ int mbox_init(struct mbox *mb, void *mem, size_t avail, uint32_t nslots, uint32_
 	atomic_init(&h->server_start, 0);
 	shm_wake_init(&h->doorbell);
 	bind(mb, h);
-	for (uint32_t i = 0; i < nslots; i++)
+	for (uint32_t i = 0; i < nslots; i++) {
+		memset(slot_at(mb, i), 0, sizeof(struct mbox_slot));
 		atomic_init(&slot_at(mb, i)->ctl, MBOX_CTL(1, 0, MBOX_FREE));
+	}
 	return 0;
 }
 

@@ -40,7 +40,9 @@ int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity)
 		return -EINVAL;
 	if (need > avail)
 		return -EMSGSIZE;
-	memset(mem, 0, need);
+	/* The header only: a record is written before head publishes it and never read
+	 * otherwise, so untouched records of a fresh region cost no memory until used. */
+	memset(mem, 0, sizeof(struct ring_hdr));
 
 	struct ring_hdr *h = mem;
 	h->magic = RING_MAGIC;

@@ -100,8 +100,9 @@ int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline
 		if (how->peer_lost && how->peer_lost(how->arg))
 			return how->ready(how->arg) ? 0 : -EPIPE;
 
-		uint64_t slice_end =
-		    deadline_ns - now > SHM_WAIT_SLICE_NS ? now + SHM_WAIT_SLICE_NS : deadline_ns;
+		uint64_t slice = how->slice_ns ? how->slice_ns : SHM_WAIT_SLICE_NS;
+		uint64_t slice_end = how->peer_lost && deadline_ns - now > slice ? now + slice
+										  : deadline_ns;
 		atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
 		uint32_t seq = atomic_load_explicit(&w->seq, memory_order_seq_cst);
 		bool ready = how->ready(how->arg);

@@ -40,12 +40,15 @@ _Static_assert(sizeof(struct shm_wake) == 8, "shm_wake layout");
 
 /* What a waiter waits for. @ready must read the condition with seq_cst loads.
  * @peer_lost, when set, is called between sleep slices and ends the wait with
- * -EPIPE when it returns true. */
+ * -EPIPE when it returns true. Without @peer_lost the waiter sleeps until it is
+ * woken or its deadline passes: nothing but a wake can change its condition, and an
+ * idle waiter should not wake up for nothing. */
 struct shm_waiter {
 	bool (*ready)(void *arg);
 	bool (*peer_lost)(void *arg);
 	void *arg;
-	uint64_t spin_ns; /* 0: never spin, sleep at once */
+	uint64_t spin_ns;  /* 0: never spin, sleep at once */
+	uint64_t slice_ns; /* how often @peer_lost is asked; 0: SHM_WAIT_SLICE_NS */
 };
 
 /* CLOCK_MONOTONIC in nanoseconds. */
@@ -82,8 +85,9 @@ void shm_wake_init(struct shm_wake *w);
  * change that the sleepers wait for. Cheap (one load) when no one sleeps. */
 void shm_wake_all(struct shm_wake *w);
 
-/* Waits for @how->ready: spins for @how->spin_ns, then sleeps on @w in slices of
- * SHM_WAIT_SLICE_NS, checking @how->peer_lost between slices. Returns 0 when ready,
+/* Waits for @how->ready: spins for @how->spin_ns, then sleeps on @w — in slices of
+ * @how->slice_ns (default SHM_WAIT_SLICE_NS), checking @how->peer_lost between them,
+ * when there is a @peer_lost. Returns 0 when ready,
  * -ETIMEDOUT at @deadline_ns, -EPIPE when the peer is lost. Never blocks past the
  * deadline by more than scheduling noise. */
 int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns);

@@ -16,10 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MS_NS 1000000ull
-/* How long the router waits for a request before checking whether to leave. */
-#define ROUTER_SLICE_NS (100ull * MS_NS)
+/* How long the router waits for a request before checking whether to leave (a stop
+ * rings the doorbell, so this only bounds a lost wake; an idle chipd should not wake
+ * for nothing). */
+#define ROUTER_SLICE_NS (1000ull * MS_NS)
 
 static enum chipd_code fail_count(struct sup *s, enum chipd_code code)
 {
@@ -410,7 +413,21 @@ void sup_router_stop(struct sup *s)
 	if (!s->router_running)
 		return;
 	atomic_store_explicit(&s->router_quit, true, memory_order_release);
-	pthread_join(s->router, NULL);
+	/* It may sleep on the doorbell; a wake that lands just before it goes to sleep
+	 * is lost, so ring until it is gone (each ring is one syscall at most). */
+	for (;;) {
+		struct timespec until;
+
+		shm_wake_all(&s->node.mbox.hdr->doorbell);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 10 * 1000 * 1000;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(s->router, NULL, &until) == 0)
+			break;
+	}
 	s->router_running = false;
 	mbox_server_detach(&s->node.mbox);
 }

@@ -83,8 +83,10 @@ struct wrk_bank *wrk_bank_acquire(struct wrk *w, uint64_t deadline_ns, int *err)
 {
 	uint64_t e = atomic_load_explicit(&w->sync.published, memory_order_relaxed) + 1;
 	struct o_wait_arg a = {w, e > w->nbanks ? e - w->nbanks : 0};
-	/* S's failure must end the wait at once, not at the next sleep slice */
-	struct shm_waiter how = {bank_free_or_s_lost, s_lost, &a, w->cfg.spin_ns};
+	/* S's failure must end the wait at once, not at the next sleep slice: S wakes O
+	 * when it fails (ready sees it), so the slice is only a backstop */
+	struct shm_waiter how = {bank_free_or_s_lost, s_lost, &a, w->cfg.spin_ns,
+				 WRK_PEER_SLICE_NS};
 	struct wrk_bank *b;
 	int owner = WRK_OWNER_FREE;
 
@@ -144,8 +146,9 @@ static bool epoch_or_o_lost(void *arg)
 struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, int *err)
 {
 	struct s_wait_arg a = {w, e};
-	/* O's exit must end the wait at once, not at the next sleep slice */
-	struct shm_waiter how = {epoch_or_o_lost, o_lost, &a, w->cfg.spin_ns};
+	/* O's exit must end the wait at once, not at the next sleep slice: O wakes S when
+	 * it leaves (ready sees it), so the slice is only a backstop */
+	struct shm_waiter how = {epoch_or_o_lost, o_lost, &a, w->cfg.spin_ns, WRK_PEER_SLICE_NS};
 	struct wrk_bank *b;
 
 	*err = shm_wait(&w->sync.s_wake, &how, deadline_ns);

@@ -65,6 +65,10 @@ enum wrk_req_state {
  * once: the stop they ask for is under way). */
 #define WRK_MAX_DEFERRED 8u
 
+/* O and S wake each other when one fails or leaves; their waits ask the peer's state
+ * this seldom only as a backstop (an idle worker should not wake for nothing). */
+#define WRK_PEER_SLICE_NS (1000ull * 1000u * 1000u)
+
 struct wrk_req {
 	uint64_t id;
 	struct wl_req *wl;
