@@ -532,7 +532,8 @@ static bool next_flagged(struct mbox *mb, uint32_t *slot)
 		}
 		bool any = false;
 		for (uint32_t w = 0; w < words; w++) {
-			uint64_t seen = atomic_load_explicit(&mb->attention[w], memory_order_relaxed);
+			uint64_t seen =
+			    atomic_load_explicit(&mb->attention[w], memory_order_relaxed);
 
 			if (seen == 0)
 				continue;

@@ -266,5 +266,6 @@ bool ring_drained(const struct ring *r)
 {
 	uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
 
-	return ring_finished(r) && atomic_load_explicit(&r->hdr->tail, memory_order_acquire) == head;
+	return ring_finished(r) &&
+	       atomic_load_explicit(&r->hdr->tail, memory_order_acquire) == head;
 }

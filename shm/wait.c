@@ -101,8 +101,8 @@ int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline
 			return how->ready(how->arg) ? 0 : -EPIPE;
 
 		uint64_t slice = how->slice_ns ? how->slice_ns : SHM_WAIT_SLICE_NS;
-		uint64_t slice_end = how->peer_lost && deadline_ns - now > slice ? now + slice
-										  : deadline_ns;
+		uint64_t slice_end =
+		    how->peer_lost && deadline_ns - now > slice ? now + slice : deadline_ns;
 		atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
 		uint32_t seq = atomic_load_explicit(&w->seq, memory_order_seq_cst);
 		bool ready = how->ready(how->arg);

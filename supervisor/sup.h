@@ -93,16 +93,16 @@ struct sup {
 	uint32_t nreqs;
 	uint64_t next_id;
 
-	_Atomic int sup_state;	    /* enum chipd_sup_state; router reads (acquire) */
+	_Atomic int sup_state; /* enum chipd_sup_state; router reads (acquire) */
 	/* 0, or SUP_STOP_ASKED | the drain's grace in ms: set once by a drain or stop
 	 * request or a signal (sup_ask_stop), read by the event loop */
 	_Atomic uint64_t stop_req;
-	_Atomic bool router_quit;   /* the router thread leaves */
+	_Atomic bool router_quit; /* the router thread leaves */
 	pthread_t router;
 	bool router_running;
 	pid_t router_client; /* router thread only: who sent the request being served */
-	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
-	pid_t spawner_pid; /* it forks the workers: a single-threaded process */
+	int spawn_fd;	     /* the spawner's request socket (sup_spawner.c) */
+	pid_t spawner_pid;   /* it forks the workers: a single-threaded process */
 	struct pidfh *pidfh;
 	int notify_fd; /* --notify-fd: a newline when ready */
 	int daemon_fd; /* detached: the waiting parent's pipe, a newline when ready */

@@ -27,12 +27,12 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#define MS_NS		  1000000ull
-#define TAG_SIGNAL	  1ull
-#define TAG_TIMER	  2ull
-#define TAG_PIDFD	  100ull /* + chip */
-#define SHUTDOWN_WAIT_MS  3000u	 /* after shutdown, before SIGKILL */
-#define KILL_WAIT_MS	  2000u	 /* after SIGKILL, before giving up on a pidfd */
+#define MS_NS		 1000000ull
+#define TAG_SIGNAL	 1ull
+#define TAG_TIMER	 2ull
+#define TAG_PIDFD	 100ull /* + chip */
+#define SHUTDOWN_WAIT_MS 3000u	/* after shutdown, before SIGKILL */
+#define KILL_WAIT_MS	 2000u	/* after SIGKILL, before giving up on a pidfd */
 
 enum phase { PH_START, PH_RUN, PH_DRAIN, PH_SHUTDOWN, PH_KILL, PH_DONE };
 
@@ -120,11 +120,13 @@ static void on_signals(struct loop *l)
 		switch (si.ssi_signo) {
 		case SIGTERM:
 		case SIGINT:
-			SUP_INFO(-1, 0, "signal %u from pid %u: stopping", si.ssi_signo, si.ssi_pid);
+			SUP_INFO(-1, 0, "signal %u from pid %u: stopping", si.ssi_signo,
+				 si.ssi_pid);
 			sup_ask_stop(l->s, l->s->cfg.grace_ms);
 			break;
 		case SIGHUP:
-			SUP_INFO(-1, 0, "SIGHUP: nothing to reload (configuration is fixed at start)");
+			SUP_INFO(-1, 0,
+				 "SIGHUP: nothing to reload (configuration is fixed at start)");
 			break;
 		default: /* SIGCHLD: workers are reaped through their pidfds */
 			break;
@@ -279,21 +281,20 @@ static void stop_tick(struct loop *l, uint64_t now)
 	uint32_t live;
 
 	switch (l->phase) {
-	case PH_RUN:
-		{
-			uint64_t req = atomic_load_explicit(&s->stop_req, memory_order_acquire);
-			/* set by whoever asked: the request's, or the configured one */
-			uint32_t grace = (uint32_t)req;
+	case PH_RUN: {
+		uint64_t req = atomic_load_explicit(&s->stop_req, memory_order_acquire);
+		/* set by whoever asked: the request's, or the configured one */
+		uint32_t grace = (uint32_t)req;
 
-			if (!req)
-				return;
-			set_sup_state(s, CHIPD_SUP_DRAINING);
-			shm_region_set_state(&s->node.region, SHM_STATE_DRAINING);
-			sup_notify(s->cfg.notify_socket, "STOPPING=1");
-			SUP_INFO(-1, 0, "draining: grace %u ms", grace);
-			l->phase = PH_DRAIN;
-			l->deadline_ns = now + (uint64_t)grace * MS_NS;
-		}
+		if (!req)
+			return;
+		set_sup_state(s, CHIPD_SUP_DRAINING);
+		shm_region_set_state(&s->node.region, SHM_STATE_DRAINING);
+		sup_notify(s->cfg.notify_socket, "STOPPING=1");
+		SUP_INFO(-1, 0, "draining: grace %u ms", grace);
+		l->phase = PH_DRAIN;
+		l->deadline_ns = now + (uint64_t)grace * MS_NS;
+	}
 		return;
 	case PH_DRAIN:
 		pthread_mutex_lock(&s->lock);

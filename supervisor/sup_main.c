@@ -35,7 +35,8 @@ static int take_pidfile(struct sup *s)
 	if (s->pidfh)
 		return 0;
 	if (errno == EEXIST) {
-		fprintf(stderr, "chipd: instance \"%s\" is already served by pid %d (pid file %s)\n",
+		fprintf(stderr,
+			"chipd: instance \"%s\" is already served by pid %d (pid file %s)\n",
 			s->cfg.instance, (int)other, s->cfg.pidfile);
 		return EXIT_BUSY;
 	}

@@ -83,7 +83,8 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	struct ring r;
 
 	if (id && sup_table_find(s, id)) {
-		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live", (unsigned long long)id);
+		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
+			   (unsigned long long)id);
 		err->request = (int64_t)id;
 		return NULL;
 	}
@@ -116,9 +117,8 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	    .submitted_ns = shm_now_ns(),
 	    .nparams = req->nparams,
 	    .max_tokens = req->max_tokens,
-	    .deadline_ns = req->deadline_ms ? (int64_t)(shm_now_ns() + (uint64_t)req->deadline_ms *
-									     MS_NS)
-					    : 0,
+	    .deadline_ns =
+		req->deadline_ms ? (int64_t)(shm_now_ns() + (uint64_t)req->deadline_ms * MS_NS) : 0,
 	};
 	memcpy(e->wl, req->wl, sizeof(e->wl));
 	for (uint32_t i = 0; i < req->nparams; i++) {
@@ -162,7 +162,8 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY) {
 		free(fwd);
 		free(wans);
-		return fail_count(s, proto_fail(err, CHIPD_E_DRAINING, "chipd is draining: no new work"));
+		return fail_count(
+		    s, proto_fail(err, CHIPD_E_DRAINING, "chipd is draining: no new work"));
 	}
 	pthread_mutex_lock(&s->lock);
 	e = admit(s, req, err, &w);
@@ -204,7 +205,8 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (code == CHIPD_OK)
-		SUP_DEBUG((int)w->chip, (uint64_t)ans->id, "admitted on ring %lld", (long long)ans->ring);
+		SUP_DEBUG((int)w->chip, (uint64_t)ans->id, "admitted on ring %lld",
+			  (long long)ans->ring);
 	free(fwd);
 	free(wans);
 	return code == CHIPD_OK ? CHIPD_OK : fail_count(s, code);
@@ -231,7 +233,8 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		w = &s->workers[e->chip];
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
-		code = proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
+		code =
+		    proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
 		err->request = req->id;
 	} else {
 		proto_msg_init(fwd, PROTO_OP_CANCEL);
@@ -301,8 +304,9 @@ static int stats_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	char block[16];
 
 	if (req->chip >= (int64_t)s->cfg.chips)
-		return fail_count(s, proto_fail(err, CHIPD_E_BAD_REQUEST, "\"chip\": %lld, this node has %u",
-					     (long long)req->chip, s->cfg.chips));
+		return fail_count(s, proto_fail(err, CHIPD_E_BAD_REQUEST,
+						"\"chip\": %lld, this node has %u",
+						(long long)req->chip, s->cfg.chips));
 	if (req->chip < 0)
 		stats_block(&s->node.sup_ctr, "supervisor", ans);
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {

@@ -24,8 +24,9 @@
 #include <unistd.h>
 
 #define SPAWN_REPLY_MS 5000 /* a fork takes milliseconds; beyond this the spawner is gone */
-#define SPAWN_POLL_MS  1000 /* how often the spawner reaps while idle (deaths are seen
-			    * through pidfds: reaping late only keeps a zombie longer) */
+#define SPAWN_POLL_MS                                                                              \
+	1000 /* how often the spawner reaps while idle (deaths are seen                            \
+	      * through pidfds: reaping late only keeps a zombie longer) */
 
 struct spawn_msg {
 	uint32_t chip;

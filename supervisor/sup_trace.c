@@ -111,7 +111,8 @@ int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64
 		}
 		rc = sup_worker_call(s, w, req, ans, SUP_FORWARD_MS);
 		if (rc || !ans->ok) {
-			SUP_WARN((int)i, 0, "trace %s: %s", act == PROTO_TRACE_COLLECT ? "collect" : "",
+			SUP_WARN((int)i, 0, "trace %s: %s",
+				 act == PROTO_TRACE_COLLECT ? "collect" : "",
 				 rc ? strerror(-rc) : ans->err.message);
 			if (!rc && act == PROTO_TRACE_COLLECT && code == CHIPD_OK) {
 				*err = ans->err;

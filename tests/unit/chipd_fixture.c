@@ -26,7 +26,7 @@ static uint64_t now_ms(void)
 }
 
 pid_t cd_spawn_as(struct cd *d, const char *instance, const char *const *args,
-		 const char *const *env, int *notify_fd)
+		  const char *const *env, int *notify_fd)
 {
 	const char *argv[48];
 	int p[2], n = 0;
@@ -156,8 +156,8 @@ bool cd_wait_chip(struct cd *d, uint32_t chip, enum chipd_chip_state state, pid_
 	while (!ok && now_ms() < end) {
 		if (chipd_status(d->conn, CD_CALL_MS, st, &err) == 0 && chip < st->nchips)
 			ok = st->chips[chip].state == state &&
-			     (not_pid == 0 || ((pid_t)st->chips[chip].pid != not_pid &&
-					       st->chips[chip].pid != 0));
+			     (not_pid == 0 ||
+			      ((pid_t)st->chips[chip].pid != not_pid && st->chips[chip].pid != 0));
 		if (!ok)
 			usleep(5000);
 	}
