@@ -446,6 +446,10 @@ static bool work_ready(void *arg)
 {
 	struct mbox *mb = arg;
 
+	/* seq_cst, like the attention loads: pairs with the store in
+	 * mbox_server_interrupt against shm_wait's sleepers count */
+	if (atomic_load_explicit(&mb->interrupted, memory_order_seq_cst))
+		return true;
 	for (uint32_t w = 0; w < mb->hdr->bitmap_words; w++)
 		if (atomic_load_explicit(&mb->attention[w], memory_order_seq_cst))
 			return true;
@@ -564,12 +568,21 @@ int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_n
 	struct shm_waiter how = {.ready = work_ready, .arg = mb, .spin_ns = mb->spin_ns};
 
 	for (;;) {
+		if (atomic_load_explicit(&mb->interrupted, memory_order_acquire))
+			return -EINTR;
 		if (scan(mb, ev))
 			return 0;
 		int rc = shm_wait(&mb->hdr->doorbell, &how, deadline_ns);
 		if (rc)
 			return rc;
 	}
+}
+
+void mbox_server_interrupt(struct mbox *mb)
+{
+	atomic_store_explicit(&mb->interrupted, true, memory_order_seq_cst);
+	/* the waiter re-evaluates work_ready after any wake of the doorbell */
+	shm_wake_all(&mb->hdr->doorbell);
 }
 
 int mbox_answer(struct mbox *mb, struct mbox_ticket t, uint32_t len)

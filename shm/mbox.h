@@ -28,6 +28,7 @@
 #include "wait.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -109,6 +110,8 @@ struct mbox {
 	uint32_t scan_cursor;	       /* server: where the next scan starts */
 	/* server: attention bits taken from the shared bitmap, not yet examined */
 	uint64_t pending[MBOX_MAX_SLOTS / 64];
+	/* this process only: set by mbox_server_interrupt, read by mbox_server_next */
+	_Atomic bool interrupted;
 };
 
 /* A client's hold on one slot in one generation. */
@@ -203,8 +206,14 @@ void mbox_server_detach(struct mbox *mb);
 /* Waits for the next event until @deadline_ns: a posted request (now TAKEN, answer
  * it) or a reset of a slot the server holds (acknowledge it). Spins, then sleeps on
  * the doorbell. A request whose length exceeds the buffer is answered by the mailbox
- * layer itself (status EMSGSIZE) and not reported. Returns 0 or -ETIMEDOUT. */
+ * layer itself (status EMSGSIZE) and not reported. Returns 0, -ETIMEDOUT, or -EINTR
+ * once mbox_server_interrupt was called. */
 int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns);
+
+/* Makes mbox_server_next return -EINTR at once, and from then on, in the thread that
+ * waits in it (another thread of the server process calls this to stop it). Local to
+ * this process: nothing in the shared layout changes. */
+void mbox_server_interrupt(struct mbox *mb);
 
 /* The response buffer of a taken slot (mbox_resp_cap bytes). */
 void *mbox_resp_buf(struct mbox *mb, struct mbox_ticket t);

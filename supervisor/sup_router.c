@@ -20,7 +20,7 @@
 
 #define MS_NS 1000000ull
 /* How long the router waits for a request before checking whether to leave (a stop
- * rings the doorbell, so this only bounds a lost wake; an idle chipd should not wake
+ * interrupts the wait, so this only bounds a lost wake; an idle chipd should not wake
  * for nothing). */
 #define ROUTER_SLICE_NS (1000ull * MS_NS)
 
@@ -379,7 +379,7 @@ static void *router_main(void *arg)
 		int rc = mbox_server_next(mb, &ev, shm_now_ns() + ROUTER_SLICE_NS);
 
 		if (rc)
-			continue; /* -ETIMEDOUT: look at router_quit again */
+			continue; /* -ETIMEDOUT or -EINTR: look at router_quit again */
 		if (ev.kind == MBOX_EV_RESET) {
 			mbox_ack_reset(mb, ev.t);
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
@@ -417,21 +417,10 @@ void sup_router_stop(struct sup *s)
 	if (!s->router_running)
 		return;
 	atomic_store_explicit(&s->router_quit, true, memory_order_release);
-	/* It may sleep on the doorbell; a wake that lands just before it goes to sleep
-	 * is lost, so ring until it is gone (each ring is one syscall at most). */
-	for (;;) {
-		struct timespec until;
-
-		shm_wake_all(&s->node.mbox.hdr->doorbell);
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 10 * 1000 * 1000;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		if (pthread_timedjoin_np(s->router, NULL, &until) == 0)
-			break;
-	}
+	/* wakes it from the doorbell; a request it is handling ends within its bounds
+	 * (a forward to a worker gives up after SUP_FORWARD_MS) */
+	mbox_server_interrupt(&s->node.mbox);
+	pthread_join(s->router, NULL);
 	s->router_running = false;
 	mbox_server_detach(&s->node.mbox);
 }

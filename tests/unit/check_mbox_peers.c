@@ -288,6 +288,46 @@ START_TEST(idle_server_stops_spinning)
 }
 END_TEST
 
+struct interrupt_ctx {
+	struct fixture *fx;
+	int rc;
+	uint64_t waited_ns;
+};
+
+static void *interrupted_server(void *arg)
+{
+	struct interrupt_ctx *c = arg;
+	struct mbox_event ev;
+	uint64_t t0 = shm_now_ns();
+
+	c->rc = mbox_server_next(&c->fx->mb, &ev, shm_deadline_in(10000 * MS));
+	c->waited_ns = shm_now_ns() - t0;
+	return NULL;
+}
+
+/* A server thread asleep on the doorbell with a 10 s deadline leaves at once when
+ * another thread interrupts it (a supervisor stopping its router), and stays out. */
+START_TEST(interrupt_ends_a_sleeping_server_wait)
+{
+	struct fixture fx;
+	struct interrupt_ctx c = {.fx = &fx};
+	struct mbox_event ev;
+	pthread_t th;
+
+	fx_init(&fx, 8, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, interrupted_server, &c), 0);
+	usleep(50 * 1000); /* past its spin: asleep in FUTEX_WAIT */
+	mbox_server_interrupt(&fx.mb);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(c.rc, -EINTR);
+	ck_assert_msg(c.waited_ns < 5000 * MS, "interrupted wait took %llu ns",
+		      (unsigned long long)c.waited_ns);
+	ck_assert_int_eq(mbox_server_next(&fx.mb, &ev, shm_deadline_in(10000 * MS)), -EINTR);
+	fx_fini(&fx);
+}
+END_TEST
+
 /* ---- the multi-process stream ---- */
 
 #define STREAM_CLIENTS	2
@@ -492,6 +532,7 @@ void mbox_add_peer_tcases(Suite *s)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, futex_sleep_path_across_processes);
 	tcase_add_test(tc, idle_server_stops_spinning);
+	tcase_add_test(tc, interrupt_ends_a_sleeping_server_wait);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stream");
