@@ -138,6 +138,13 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 /* The request id of @s. */
 uint64_t chipd_stream_id(const chipd_stream *s);
 
+/* How long chipd_stream_next spins (checking the ring without a system call) before
+ * it sleeps on the ring's futex; default 50 us. A reader that wants each token the
+ * moment it is published, and can spare a CPU for it, sets this up to its timeout
+ * (a futex wake costs tens of microseconds; a spinning reader sees a token within a
+ * cache-line transfer). 0 sleeps at once. */
+void chipd_stream_set_spin(chipd_stream *s, uint32_t spin_us);
+
 /* Closes @s. If it has not ended, cancels the request first (best effort, within
  * @timeout_ms) and discards what the worker still writes until the end or the
  * timeout, so that the ring can be given to another stream. NULL is allowed. */

@@ -330,6 +330,13 @@ uint64_t chipd_stream_id(const chipd_stream *s)
 	return s->id;
 }
 
+void chipd_stream_set_spin(chipd_stream *s, uint32_t spin_us)
+{
+	pthread_mutex_lock(&s->lock);
+	ring_set_spin(&s->ring, (uint64_t)spin_us * 1000u);
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* The record that ended a stream with an error, as the error envelope would say it. */
 static int stream_error(chipd_stream *s, uint32_t flags, struct chipd_error *err)
 {

@@ -27,6 +27,7 @@
 #define E2E_MAX_CLIENTS 256
 #define E2E_CALL_MS	5000u
 #define E2E_BACKOFF_US	100 /* a refused submit (queue full) waits this before the next */
+#define E2E_TARGET_NS	10000.0 /* token delivery p50 with a spinning reader */
 
 struct e2e_opts {
 	const char *chipd;
@@ -34,6 +35,8 @@ struct e2e_opts {
 	unsigned nrows;
 	double seconds; /* per row */
 	unsigned tokens, device_us;
+	unsigned dl_tokens, dl_device_us; /* the delivery rows' requests */
+	bool delivery;			  /* run the delivery rows */
 	bool json;
 };
 
@@ -43,10 +46,22 @@ struct e2e_samples {
 	size_t n, cap;
 };
 
+struct e2e_row {
+	/* the load: clients submitting requests of @req_tokens tokens, @device_us per
+	 * step, read with a spin of @spin_us (0: the library's default) */
+	unsigned clients, req_tokens, device_us, spin_us;
+	int rc;
+	uint64_t requests, tokens, refused;
+	double elapsed_s;
+	double rps, tps;
+	double tok_p50, tok_p99, adm_p50, adm_p99; /* ns */
+};
+
 struct e2e_client {
 	pthread_t th;
 	const char *instance;
 	const struct e2e_opts *o;
+	const struct e2e_row *row; /* its load */
 	atomic_bool *go;
 	atomic_uint *ready; /* clients connected (or failed to) */
 	uint64_t end_ns;
@@ -56,14 +71,6 @@ struct e2e_client {
 	struct e2e_samples tok_lat, adm_lat;
 };
 
-struct e2e_row {
-	unsigned clients;
-	int rc;
-	uint64_t requests, tokens, refused;
-	double elapsed_s;
-	double rps, tps;
-	double tok_p50, tok_p99, adm_p50, adm_p99; /* ns */
-};
 
 static int e2e_push(struct e2e_samples *s, uint64_t x)
 {
@@ -84,7 +91,7 @@ static int e2e_push(struct e2e_samples *s, uint64_t x)
 static void *e2e_client(void *arg)
 {
 	struct e2e_client *c = arg;
-	struct chipd_param p[] = {{"tokens", c->o->tokens}, {"device_us", c->o->device_us}};
+	struct chipd_param p[] = {{"tokens", c->row->req_tokens}, {"device_us", c->row->device_us}};
 	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
 	struct chipd_error err;
 	chipd_conn *conn = NULL;
@@ -106,6 +113,8 @@ static void *e2e_client(void *arg)
 		}
 		if (rc == 0)
 			rc = e2e_push(&c->adm_lat, bench_chipd_now_ns() - t0);
+		if (rc == 0 && c->row->spin_us)
+			chipd_stream_set_spin(s, c->row->spin_us);
 		while (rc == 0 && !tok.final) {
 			rc = chipd_stream_next(s, &tok, E2E_CALL_MS, &err);
 			if (rc == 0) {
@@ -164,7 +173,7 @@ static int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct
 		return r->rc = -ENOMEM;
 	for (unsigned i = 0; i < r->clients; i++)
 		cl[i] = (struct e2e_client){
-		    .instance = d->instance, .o = o, .go = &go, .ready = &ready};
+		    .instance = d->instance, .o = o, .row = r, .go = &go, .ready = &ready};
 	for (; started < r->clients; started++)
 		if (pthread_create(&cl[started].th, NULL, e2e_client, &cl[started]))
 			break;
@@ -210,7 +219,14 @@ static double e2e_ratio(double x, double base)
 	return base > 0 ? x / base : 0;
 }
 
-static void e2e_print_table(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n)
+/* Issue 9's target: token delivery p50 <= 10 us with a spinning reader. */
+static bool e2e_delivery_met(const struct e2e_row *dl)
+{
+	return !dl[1].rc && dl[1].tok_p50 <= E2E_TARGET_NS;
+}
+
+static void e2e_print_table(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n,
+			    const struct e2e_row *dl)
 {
 	const struct e2e_row *b = &rows[0];
 
@@ -237,9 +253,46 @@ static void e2e_print_table(const struct e2e_opts *o, const struct e2e_row *rows
 	printf("baseline: the %u-client row of this run (no other server runs the same client "
 	       "loop); ratios show scaling with concurrency\n",
 	       b->clients);
+	if (!o->delivery)
+		return;
+	printf("\ntoken delivery (worker publish -> client has it): 1 client, synthetic "
+	       "tokens=%u device_us=%u\n%-34s %9s %9s %8s\n",
+	       o->dl_tokens, o->dl_device_us, "reader", "tok p50", "tok p99", "tokens");
+	for (unsigned i = 0; i < 2; i++) {
+		const char *what = i ? "spins (never sleeps)" : "spins 50 us, then sleeps";
+
+		if (dl[i].rc)
+			printf("%-34s failed: %s\n", what, strerror(-dl[i].rc));
+		else
+			printf("%-34s %7.1fus %7.1fus %8llu\n", what, dl[i].tok_p50 / 1e3,
+			       dl[i].tok_p99 / 1e3, (unsigned long long)dl[i].tokens);
+	}
+	printf("spinning / sleeping p50: %.3fx; target p50 <= %.0f us with a spinning reader: "
+	       "%s\n",
+	       e2e_ratio(dl[1].tok_p50, dl[0].tok_p50), E2E_TARGET_NS / 1e3,
+	       e2e_delivery_met(dl) ? "met" : "missed");
 }
 
-static void e2e_print_json(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n)
+/* One row as a JSON object; ratios against @b. */
+static void e2e_print_row_json(const struct e2e_row *r, const struct e2e_row *b)
+{
+	printf("{\"clients\": %u, \"spin_us\": %u, \"ok\": %s", r->clients, r->spin_us,
+	       r->rc ? "false" : "true");
+	if (!r->rc)
+		printf(", \"requests\": %llu, \"tokens\": %llu, \"refused\": %llu, "
+		       "\"rps\": %.1f, \"tps\": %.1f, \"token_p50_ns\": %.0f, "
+		       "\"token_p99_ns\": %.0f, \"admit_p50_ns\": %.0f, "
+		       "\"admit_p99_ns\": %.0f, \"rps_ratio\": %.3f, "
+		       "\"token_p50_ratio\": %.3f, \"admit_p50_ratio\": %.3f",
+		       (unsigned long long)r->requests, (unsigned long long)r->tokens,
+		       (unsigned long long)r->refused, r->rps, r->tps, r->tok_p50, r->tok_p99,
+		       r->adm_p50, r->adm_p99, e2e_ratio(r->rps, b->rps),
+		       e2e_ratio(r->tok_p50, b->tok_p50), e2e_ratio(r->adm_p50, b->adm_p50));
+	printf("}");
+}
+
+static void e2e_print_json(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n,
+			   const struct e2e_row *dl)
 {
 	printf("{\"mode\": \"e2e\", \"chips\": 2, \"tokens\": %u, \"device_us\": %u, "
 	       "\"seconds\": %.3f, \"connection\": \"one per client thread\", "
@@ -248,31 +301,34 @@ static void e2e_print_json(const struct e2e_opts *o, const struct e2e_row *rows,
 	for (unsigned i = 0; i < n; i++) {
 		const struct e2e_row *r = &rows[i];
 
-		printf("%s\n    {\"clients\": %u, \"ok\": %s", i ? "," : "", r->clients,
-		       r->rc ? "false" : "true");
-		if (!r->rc)
-			printf(", \"requests\": %llu, \"tokens\": %llu, \"refused\": %llu, "
-			       "\"rps\": %.1f, \"tps\": %.1f, \"token_p50_ns\": %.0f, "
-			       "\"token_p99_ns\": %.0f, \"admit_p50_ns\": %.0f, "
-			       "\"admit_p99_ns\": %.0f, \"rps_ratio\": %.3f, "
-			       "\"token_p50_ratio\": %.3f, \"admit_p50_ratio\": %.3f",
-			       (unsigned long long)r->requests, (unsigned long long)r->tokens,
-			       (unsigned long long)r->refused, r->rps, r->tps, r->tok_p50,
-			       r->tok_p99, r->adm_p50, r->adm_p99, e2e_ratio(r->rps, rows[0].rps),
-			       e2e_ratio(r->tok_p50, rows[0].tok_p50),
-			       e2e_ratio(r->adm_p50, rows[0].adm_p50));
-		printf("}");
+		printf("%s\n    ", i ? "," : "");
+		e2e_print_row_json(r, &rows[0]);
 	}
-	printf("\n  ]}\n");
+	printf("\n  ]");
+	if (o->delivery) {
+		printf(",\n  \"delivery\": {\"clients\": 1, \"tokens\": %u, \"device_us\": %u, "
+		       "\"sleeping\": ",
+		       o->dl_tokens, o->dl_device_us);
+		e2e_print_row_json(&dl[0], &dl[0]);
+		printf(",\n    \"spinning\": ");
+		e2e_print_row_json(&dl[1], &dl[0]);
+		printf(",\n    \"target_p50_ns\": %.0f, \"target_met\": %s}", E2E_TARGET_NS,
+		       e2e_delivery_met(dl) ? "true" : "false");
+	}
+	printf("}\n");
 }
 
 static void e2e_usage(FILE *f)
 {
 	fputs("usage: chipbench e2e [--chipd PATH] [--clients N,N,...] [--seconds S]\n"
-	      "                     [--tokens N] [--device-us N] [--json]\n"
+	      "                     [--tokens N] [--device-us N] [--delivery-tokens N]\n"
+	      "                     [--delivery-device-us N] [--no-delivery] [--json]\n"
 	      "  a real chipd with 2 sim chips; each client a thread with its own connection\n"
 	      "  submitting synthetic requests back to back; defaults: clients 1,4,16,64,\n"
-	      "  2 s per row, tokens 16, device_us 0; ratios against the first row\n",
+	      "  2 s per row, tokens 16, device_us 0; ratios against the first row.\n"
+	      "  Then token delivery with one client (tokens 64, device_us 200: spaced tokens),\n"
+	      "  its reader spinning 50 us before sleeping (the default) against one that\n"
+	      "  never sleeps\n",
 	      f);
 }
 
@@ -284,12 +340,21 @@ int mode_e2e(int argc, char **argv)
 	    {"seconds", required_argument, NULL, 's'},
 	    {"tokens", required_argument, NULL, 't'},
 	    {"device-us", required_argument, NULL, 'd'},
+	    {"delivery-tokens", required_argument, NULL, 'T'},
+	    {"delivery-device-us", required_argument, NULL, 'D'},
+	    {"no-delivery", no_argument, NULL, 'n'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct e2e_opts o = {.clients = {1, 4, 16, 64}, .nrows = 4, .seconds = 2, .tokens = 16};
-	struct e2e_row rows[E2E_MAX_ROWS] = {0};
+	struct e2e_opts o = {.clients = {1, 4, 16, 64},
+			     .nrows = 4,
+			     .seconds = 2,
+			     .tokens = 16,
+			     .dl_tokens = 64,
+			     .dl_device_us = 200,
+			     .delivery = true};
+	struct e2e_row rows[E2E_MAX_ROWS] = {0}, dl[2] = {0};
 	struct bench_chipd d;
 	int c, fails = 0, rc;
 
@@ -314,6 +379,15 @@ int mode_e2e(int argc, char **argv)
 		case 'd':
 			o.device_us = (unsigned)strtoul(optarg, NULL, 0);
 			break;
+		case 'T':
+			o.dl_tokens = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'D':
+			o.dl_device_us = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'n':
+			o.delivery = false;
+			break;
 		case 'j':
 			o.json = true;
 			break;
@@ -325,7 +399,8 @@ int mode_e2e(int argc, char **argv)
 			return 64;
 		}
 	}
-	if (optind < argc || !(o.seconds > 0 && o.seconds <= 3600) || o.tokens < 1) {
+	if (optind < argc || !(o.seconds > 0 && o.seconds <= 3600) || o.tokens < 1 ||
+	    o.dl_tokens < 1) {
 		e2e_usage(stderr);
 		return 64;
 	}
@@ -334,8 +409,18 @@ int mode_e2e(int argc, char **argv)
 	if (rc)
 		return 1;
 	for (unsigned i = 0; i < o.nrows; i++) {
-		rows[i].clients = o.clients[i];
+		rows[i] = (struct e2e_row){
+		    .clients = o.clients[i], .req_tokens = o.tokens, .device_us = o.device_us};
 		if (e2e_row(&o, &d, &rows[i]))
+			fails++;
+	}
+	for (unsigned i = 0; o.delivery && i < 2; i++) {
+		/* the spinning reader spins for its whole call timeout */
+		dl[i] = (struct e2e_row){.clients = 1,
+					 .req_tokens = o.dl_tokens,
+					 .device_us = o.dl_device_us,
+					 .spin_us = i ? E2E_CALL_MS * 1000u : 0};
+		if (e2e_row(&o, &d, &dl[i]))
 			fails++;
 	}
 	rc = bench_chipd_stop(&d, NULL);
@@ -344,8 +429,8 @@ int mode_e2e(int argc, char **argv)
 		fails++;
 	}
 	if (o.json)
-		e2e_print_json(&o, rows, o.nrows);
+		e2e_print_json(&o, rows, o.nrows, dl);
 	else
-		e2e_print_table(&o, rows, o.nrows);
+		e2e_print_table(&o, rows, o.nrows, dl);
 	return fails ? 1 : 0;
 }

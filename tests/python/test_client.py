@@ -39,6 +39,17 @@ def test_iteration_ends_after_final(conn):
         assert stream.wait(timeout=CALL_TIMEOUT_S) == []
 
 
+def test_spinning_reader_reads_every_token(conn):
+    # a reader that never sleeps (spin up to the whole wait) gets the same stream
+    with conn.submit("synthetic", tokens=6, device_us=200, seed=3) as stream:
+        stream.set_spin(int(CALL_TIMEOUT_S * 1e6))
+        toks = stream.wait(timeout=CALL_TIMEOUT_S)
+    assert [t.seq for t in toks] == list(range(6))
+    assert toks[-1].final
+    with pytest.raises(ValueError):
+        stream.set_spin(-1)
+
+
 def test_explicit_id_chip_and_max_tokens(conn):
     with conn.submit("synthetic", id=4242, chip=1, max_tokens=3, tokens=3, device_us=100) as s:
         assert s.id == 4242

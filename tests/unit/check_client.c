@@ -90,6 +90,37 @@ START_TEST(submit_streams_tokens_in_order_then_final)
 }
 END_TEST
 
+/* A reader that sleeps at once (spin 0) and one that never sleeps (spin as long as
+ * its timeout) read the same stream. */
+START_TEST(stream_spin_setting_keeps_every_token)
+{
+	static const uint32_t spins_us[] = {0, T_MS * 1000u};
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	for (uint32_t k = 0; k < 2; k++) {
+		uint64_t id;
+		chipd_stream *s = submit(c, "synthetic", 40, 0, &id);
+
+		chipd_stream_set_spin(s, spins_us[k]);
+		for (uint32_t i = 0; i < 40; i++) {
+			ck_assert_msg(chipd_stream_next(s, &tok, T_MS, &err) == 0, "%u/%u: %s", k,
+				      i, err.message);
+			ck_assert_uint_eq(tok.seq, i);
+			ck_assert_int_eq(tok.final, i == 39);
+		}
+		ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -ENODATA);
+		chipd_stream_close(s, T_MS);
+	}
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(cancel_ends_stream_with_cancelled)
 {
 	struct cx x;
@@ -316,6 +347,7 @@ static Suite *client_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("streams");
 	tcase_add_test(tc, submit_streams_tokens_in_order_then_final);
+	tcase_add_test(tc, stream_spin_setting_keeps_every_token);
 	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
 	tcase_add_test(tc, close_of_open_stream_cancels_it);
 	tcase_add_test(tc, stream_error_record_arrives_as_struct);

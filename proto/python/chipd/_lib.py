@@ -190,6 +190,7 @@ _PROTOTYPES = {
     ),
     "chipd_stream_next": (c_int, [_STREAM, POINTER(TokenStruct), c_uint32, _ERR]),
     "chipd_stream_id": (c_uint64, [_STREAM]),
+    "chipd_stream_set_spin": (None, [_STREAM, c_uint32]),
     "chipd_stream_close": (None, [_STREAM, c_uint32]),
     "chipd_cancel": (c_int, [_CONN, c_uint64, c_uint32, _ERR]),
     "chipd_sup_state_name": (c_char_p, [c_enum]),
