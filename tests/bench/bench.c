@@ -89,7 +89,7 @@ int bench_reap(int pid, unsigned timeout_ms)
 	return -ETIMEDOUT;
 }
 
-static void json_string(FILE *f, const char *s)
+void bench_json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -103,6 +103,14 @@ static void json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+void bench_json_num(FILE *f, double v, int decimals)
+{
+	if (v > 0)
+		fprintf(f, "%.*f", decimals, v);
+	else
+		fputs("null", f);
+}
+
 void bench_print_json(FILE *f, const struct bench_result *res, size_t n)
 {
 	fputs("[", f);
@@ -110,12 +118,12 @@ void bench_print_json(FILE *f, const struct bench_result *res, size_t n)
 		const struct bench_result *r = &res[i];
 
 		fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-		json_string(f, r->name);
+		bench_json_string(f, r->name);
 		fputs(", \"label\": ", f);
-		json_string(f, r->label);
+		bench_json_string(f, r->label);
 		if (r->skipped) {
 			fputs(", \"skipped\": true, \"why\": ", f);
-			json_string(f, r->why);
+			bench_json_string(f, r->why);
 			fputs("}", f);
 			continue;
 		}
@@ -159,6 +167,25 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int bench_loop(int (*round_trip)(void *ctx, uint64_t i), void *ctx, unsigned warmup, unsigned iters,
+	       uint64_t *samples, uint64_t *elapsed_ns)
+{
+	uint64_t start;
+	int rc = 0;
+
+	for (unsigned i = 0; i < warmup && rc == 0; i++)
+		rc = round_trip(ctx, i);
+	start = now_ns();
+	for (unsigned i = 0; i < iters && rc == 0; i++) {
+		uint64_t t0 = now_ns();
+
+		rc = round_trip(ctx, warmup + i);
+		samples[i] = now_ns() - t0;
+	}
+	*elapsed_ns = now_ns() - start;
+	return rc;
+}
+
 int bench_pingpong(const struct bench_opts *opts, const struct bench_pingpong *pp,
 		   struct bench_result *out)
 {
@@ -179,16 +206,8 @@ int bench_pingpong(const struct bench_opts *opts, const struct bench_pingpong *p
 		return pid;
 	}
 	bench_pin(opts->cpu_client);
-
-	for (unsigned i = 0; i < warmup && rc == 0; i++)
-		rc = pp->round_trip(pp->ctx, i);
-	uint64_t start = now_ns();
-	for (unsigned i = 0; i < iters && rc == 0; i++) {
-		uint64_t t0 = now_ns();
-		rc = pp->round_trip(pp->ctx, warmup + i);
-		samples[i] = now_ns() - t0;
-	}
-	uint64_t elapsed = now_ns() - start;
+	uint64_t elapsed = 0;
+	rc = bench_loop(pp->round_trip, pp->ctx, warmup, iters, samples, &elapsed);
 
 	int stop_rc = pp->stop(pp->ctx);
 	int status = bench_reap(pid, 10000);

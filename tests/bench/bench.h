@@ -62,6 +62,12 @@ struct bench_pingpong {
 	unsigned iters, warmup;			  /* 0: take them from the options */
 };
 
+/* Runs @warmup untimed, then @iters timed calls of @round_trip(@ctx, i), i counting
+ * on from the warm-up; @samples (@iters entries) receives each call's ns, *@elapsed_ns
+ * the timed calls' total. Stops at the first failure. Returns 0 or its -errno. */
+int bench_loop(int (*round_trip)(void *ctx, uint64_t i), void *ctx, unsigned warmup, unsigned iters,
+	       uint64_t *samples, uint64_t *elapsed_ns);
+
 /* Forks the server, runs warmup + iters round trips timing each, stops and reaps the
  * server, and fills @out. Returns 0, or -errno with @out marked skipped and why. */
 int bench_pingpong(const struct bench_opts *opts, const struct bench_pingpong *pp,
@@ -72,6 +78,13 @@ void bench_name(struct bench_result *r, const char *name, const char *label);
 
 /* Prints @n results as an aligned table under @title. */
 void bench_print_table(FILE *f, const char *title, const struct bench_result *res, size_t n);
+
+/* Prints @s as a JSON string (quoted, escaped). */
+void bench_json_string(FILE *f, const char *s);
+
+/* Prints @v with @decimals decimals, or null when it is not positive (n/a: what it
+ * measures, or one side of a ratio, was skipped or failed). */
+void bench_json_num(FILE *f, double v, int decimals);
 
 /* Prints @n results as a JSON array (no trailing newline). */
 void bench_print_json(FILE *f, const struct bench_result *res, size_t n);

@@ -214,12 +214,13 @@ pid_t bench_chipd_wait_chip(struct bench_chipd *d, uint32_t chip, pid_t not_pid,
 	return pid;
 }
 
-int bench_chipd_synthetic(chipd_conn *c, int32_t chip, uint32_t tokens, uint32_t device_us,
-			  uint32_t timeout_ms)
+int bench_chipd_synthetic(chipd_conn *c, int32_t chip, uint32_t tokens, uint32_t host_us,
+			  uint32_t device_us, uint32_t timeout_ms)
 {
-	struct chipd_param p[] = {{"tokens", tokens}, {"device_us", device_us}};
+	struct chipd_param p[] = {
+	    {"tokens", tokens}, {"host_us", host_us}, {"device_us", device_us}};
 	struct chipd_request req = {
-	    .workload = "synthetic", .params = p, .nparams = 2, .chip = chip};
+	    .workload = "synthetic", .params = p, .nparams = 3, .chip = chip};
 	struct chipd_token tok = {0};
 	struct chipd_error err;
 	chipd_stream *s = NULL;

@@ -1,7 +1,8 @@
 /* bench_chipd.h - a real chipd for the chipbench modes that measure the whole node
- * (e2e, startup, idle): started --foreground with a unique instance and
- * --notify-fd, waited for with a bound, connected through libchipd, and always
- * stopped (SIGTERM, then SIGKILL after a bound) with its region and pidfile gone. */
+ * (e2e, startup, idle; the chipd rows of mailbox and overlap): started --foreground
+ * with a unique instance and --notify-fd, waited for with a bound, connected through
+ * libchipd, and always stopped (SIGTERM, then SIGKILL after a bound) with its region
+ * and pidfile gone. */
 #ifndef CHIPD_BENCH_CHIPD_H
 #define CHIPD_BENCH_CHIPD_H
 
@@ -48,10 +49,12 @@ int bench_chipd_stop(struct bench_chipd *d, uint64_t *stop_ns);
 pid_t bench_chipd_wait_chip(struct bench_chipd *d, uint32_t chip, pid_t not_pid, unsigned ms,
 			    uint64_t *left_ready_ns);
 
-/* Submits a synthetic request (@tokens tokens, @device_us per step) to @chip (-1:
- * any) and reads its stream to the end. Returns 0, or the failing call's -errno. */
-int bench_chipd_synthetic(chipd_conn *c, int32_t chip, uint32_t tokens, uint32_t device_us,
-			  uint32_t timeout_ms);
+/* Submits a synthetic request (kernels/wl_synthetic.c: @tokens tokens, @host_us of
+ * host and @device_us of device cost per step) to @chip (-1: any) and reads its
+ * stream to the end, waiting up to @timeout_ms for each call. Returns 0, or the
+ * failing call's -errno. */
+int bench_chipd_synthetic(chipd_conn *c, int32_t chip, uint32_t tokens, uint32_t host_us,
+			  uint32_t device_us, uint32_t timeout_ms);
 
 /* Parses "1,4,16" (at most @cap numbers, each 1..@max) into @out; *@n receives the
  * count. Returns 0 or -EINVAL. */

@@ -10,8 +10,12 @@
  * Prints ns/task and tasks/s, the median of --runs runs. The baseline is StarPU
  * (peer_starpu.c, where the build found libstarpu-dev): the same number of empty
  * tasks in the same steps, measured with the same runs and median in this process,
- * and the ratio of the throughputs. Without StarPU the line says why it is skipped. */
+ * and the ratio of the throughputs. Without StarPU the line says why it is skipped.
+ * Everything is measured first, then printed (dispatch_print.c): a table, or with
+ * --json one JSON document with each run's ns/task too. */
 #include "modes.h"
+
+#include "dispatch.h"
 
 #include "device.h"
 #ifdef CHIPD_HAVE_STARPU
@@ -26,17 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define DS_MAX_RUNS 101u
-
-struct ds_opts {
-	unsigned tasks;	       /* per run */
-	unsigned step;	       /* tasks per wl_exec_run */
-	unsigned runs;	       /* measured runs; the median is printed */
-	unsigned streams;      /* 1..WL_EXEC_STREAMS */
-	unsigned starpu_ncpus; /* StarPU's CPU workers; 0: the default (ds_starpu_ncpus) */
-	bool starpu;	       /* measure the StarPU peer when it is built in */
-};
 
 /* One run of a variant: ns per task, or a negative errno. */
 typedef double (*ds_run_fn)(void *ctx, const struct ds_opts *o, bool chain);
@@ -155,28 +148,27 @@ static int ds_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A warm-up run, then @o->runs measured ones: the median ns/task in *@med, or a
- * negative errno. The same scheme for chipd and its peer. */
-static int ds_measure(ds_run_fn run, void *ctx, const struct ds_opts *o, bool chain, double *med)
+/* A warm-up run, then @o->runs measured ones into @s (each run and the median).
+ * Returns 0 or the failing run's negative errno (also in s->err). The same scheme
+ * for chipd and its peer. */
+static int ds_measure(ds_run_fn run, void *ctx, const struct ds_opts *o, bool chain,
+		      struct ds_series *s)
 {
-	double ns[DS_MAX_RUNS];
+	double sorted[DS_MAX_RUNS], ns = run(ctx, o, chain); /* warm-up: events, threads */
 
-	*med = run(ctx, o, chain); /* warm-up: events, threads, allocations */
-	if (*med < 0)
-		return (int)*med;
-	for (unsigned i = 0; i < o->runs; i++) {
-		ns[i] = run(ctx, o, chain);
-		if (ns[i] < 0)
-			return (int)ns[i];
+	memset(s, 0, sizeof(*s));
+	if (ns < 0)
+		return s->err = (int)ns;
+	for (; s->n < o->runs; s->n++) {
+		ns = run(ctx, o, chain);
+		if (ns < 0)
+			return s->err = (int)ns;
+		s->ns[s->n] = ns;
 	}
-	qsort(ns, o->runs, sizeof(ns[0]), ds_cmp);
-	*med = ns[o->runs / 2];
+	memcpy(sorted, s->ns, s->n * sizeof(sorted[0]));
+	qsort(sorted, s->n, sizeof(sorted[0]), ds_cmp);
+	s->median = sorted[s->n / 2];
 	return 0;
-}
-
-static void ds_row(const char *name, double ns)
-{
-	printf("%-18s %12.1f %14.0f\n", name, ns, ns > 0 ? 1e9 / ns : 0.0);
 }
 
 #ifdef CHIPD_HAVE_STARPU
@@ -198,56 +190,40 @@ static double ds_starpu_run(void *ctx, const struct ds_opts *o, bool chain)
 	return peer_starpu_run(ctx, o->tasks, chain);
 }
 
-/* Measures StarPU and prints its rows and the ratios against @chipd_ns. */
-static void ds_starpu(const struct ds_opts *o, const double chipd_ns[2])
+/* Measures StarPU into @peer (or says in it why not). */
+static void ds_starpu(const struct ds_opts *o, struct ds_peer *peer)
 {
-	static const char *const row[] = {"starpu independent", "starpu chain"};
-	static const char *const kind[] = {"independent", "chain"};
-	unsigned ncpus = ds_starpu_ncpus(o);
 	struct peer_starpu *p;
-	double ns[2];
-	char why[160];
-	int err = peer_starpu_open(&p, ncpus, o->step, why, sizeof(why));
 
-	if (err) {
-		printf("starpu: skipped (%s)\n", why);
+	peer->ncpus = ds_starpu_ncpus(o);
+	if (peer_starpu_open(&p, peer->ncpus, o->step, peer->what, sizeof(peer->what))) {
+		peer->skipped = true;
 		return;
 	}
-	peer_starpu_describe(p, why, sizeof(why));
-	printf("starpu: %s, %u CPU worker%s (conf.ncpus; --starpu-ncpus), no accelerators\n", why,
-	       ncpus, ncpus == 1 ? "" : "s");
-	for (int k = 0; k < 2; k++) {
-		err = ds_measure(ds_starpu_run, p, o, k == 1, &ns[k]);
-		if (err) {
-			printf("starpu: %s failed: %s\n", kind[k], strerror(-err));
-			ns[k] = 0;
-			continue;
-		}
-		ds_row(row[k], ns[k]);
-	}
+	peer_starpu_describe(p, peer->what, sizeof(peer->what));
+	for (int k = 0; k < DS_KINDS; k++)
+		ds_measure(ds_starpu_run, p, o, k == DS_CHAIN, &peer->s[k]);
 	peer_starpu_close(p);
-	for (int k = 0; k < 2; k++)
-		if (chipd_ns[k] > 0 && ns[k] > 0)
-			printf("ratio chipd/starpu %-12s %8.1fx tasks/s\n", kind[k],
-			       ns[k] / chipd_ns[k]);
 }
 #else
-static void ds_starpu(const struct ds_opts *o, const double chipd_ns[2])
+static void ds_starpu(const struct ds_opts *o, struct ds_peer *peer)
 {
 	(void)o;
-	(void)chipd_ns;
-	printf("starpu: skipped (chipbench was built without StarPU: pkg-config found no "
-	       "starpu-1.3; Debian package libstarpu-dev)\n");
+	peer->skipped = true;
+	snprintf(peer->what, sizeof(peer->what),
+		 "chipbench was built without StarPU: pkg-config found no starpu-1.3; Debian "
+		 "package libstarpu-dev");
 }
 #endif
 
 static void ds_usage(FILE *f)
 {
 	fputs("usage: chipbench dispatch [--tasks N] [--step N] [--runs N] [--streams N]\n"
-	      "                          [--starpu-ncpus N] [--no-starpu]\n"
+	      "                          [--starpu-ncpus N] [--no-starpu] [--json]\n"
 	      "  empty tasks through the step executor on the sim device, independent and\n"
 	      "  in dependency chains; ns/task and tasks/s, median of --runs runs; the same\n"
-	      "  tasks through StarPU (when built in) and the ratio of the throughputs\n",
+	      "  tasks through StarPU (when built in) and the ratio of the throughputs;\n"
+	      "  --json: one JSON document on stdout (each run too) instead of the table\n",
 	      f);
 }
 
@@ -260,14 +236,15 @@ int mode_dispatch(int argc, char **argv)
 	    {"streams", required_argument, NULL, 'S'},
 	    {"starpu-ncpus", required_argument, NULL, 'c'},
 	    {"no-starpu", no_argument, NULL, 'N'},
+	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	static const char *const kind[] = {"independent", "chain"};
-	struct ds_opts o = {20000, 1024, 5, 4, 0, true};
-	double ns[2] = {0, 0};
+	struct ds_opts o = {20000, 1024, 5, 4, 0, true, false};
+	struct ds_series chipd[DS_KINDS];
+	struct ds_peer peer = {0};
 	struct ds_ctx c;
-	int ch, err, fails = 0;
+	int ch, fails = 0;
 
 	while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		switch (ch) {
@@ -289,6 +266,9 @@ int mode_dispatch(int argc, char **argv)
 		case 'N':
 			o.starpu = false;
 			break;
+		case 'j':
+			o.json = true;
+			break;
 		case 'h':
 			ds_usage(stdout);
 			return 0;
@@ -297,7 +277,7 @@ int mode_dispatch(int argc, char **argv)
 			return 64;
 		}
 	}
-	if (o.tasks < 1 || o.step < 1 || o.step > (1u << 20) || o.runs < 1 ||
+	if (optind < argc || o.tasks < 1 || o.step < 1 || o.step > (1u << 20) || o.runs < 1 ||
 	    o.runs > DS_MAX_RUNS || o.streams < 1 || o.streams > WL_EXEC_STREAMS ||
 	    o.starpu_ncpus > 1024) {
 		ds_usage(stderr);
@@ -307,24 +287,20 @@ int mode_dispatch(int argc, char **argv)
 		ds_close(&c);
 		return 1;
 	}
-	printf("dispatch: %u empty tasks per run in steps of %u, %u streams, median of %u "
-	       "runs (sim device)\n",
-	       o.tasks, o.step, o.streams, o.runs);
-	printf("%-18s %12s %14s\n", "tasks", "ns/task", "tasks/s");
-	for (int k = 0; k < 2; k++) {
-		err = ds_measure(ds_run, &c, &o, k == 1, &ns[k]);
-		if (err) {
-			ns[k] = 0;
+	for (int k = 0; k < DS_KINDS; k++)
+		if (ds_measure(ds_run, &c, &o, k == DS_CHAIN, &chipd[k]))
 			fails++;
-			continue;
-		}
-		ds_row(kind[k], ns[k]);
-	}
 	/* chipd's stream threads are gone before StarPU's workers start */
 	ds_close(&c);
-	if (o.starpu)
-		ds_starpu(&o, ns);
+	if (o.starpu) {
+		ds_starpu(&o, &peer);
+	} else {
+		peer.skipped = true;
+		snprintf(peer.what, sizeof(peer.what), "--no-starpu");
+	}
+	if (o.json)
+		ds_print_json(&o, chipd, &peer);
 	else
-		printf("starpu: skipped (--no-starpu)\n");
+		ds_print_table(&o, chipd, &peer);
 	return fails ? 1 : 0;
 }

@@ -1,8 +1,10 @@
 /* mode_mailbox.c - `chipbench mailbox`: the chipd mailbox round trip against the raw
- * floor, a raw futex, a unix socket and (where installed) iceoryx, in one run. */
+ * floor, a raw futex, a unix socket and (where installed) iceoryx, in one run; and
+ * what a client pays for a ping through a real chipd (ping_chipd.c). */
 #include "bench.h"
 #include "modes.h"
 #include "peer_raw.h"
+#include "ping_chipd.h"
 #ifdef CHIPD_HAVE_ICEORYX
 #include "peer_iceoryx.h"
 #endif
@@ -223,19 +225,22 @@ out_free:
 static void usage(FILE *f)
 {
 	fputs("usage: chipbench mailbox [--iters N] [--sleep-iters N] [--cpus C,S] [--json]\n"
-	      "                         [--no-iceoryx]\n"
+	      "                         [--no-iceoryx] [--no-chipd] [--chipd PATH]\n"
 	      "  Round trip of a 64-byte request and a 64-byte answer between two processes\n"
 	      "  pinned to two CPUs, for the chipd mailbox and its baselines, in one run.\n"
 	      "  --iters N        round trips for spinning variants (default 200000)\n"
 	      "  --sleep-iters N  round trips for sleeping variants (default 20000)\n"
 	      "  --cpus C,S       client and server CPUs (default 0,1; -1 = unpinned)\n"
 	      "  --json           one JSON document on stdout instead of the table\n"
-	      "  --no-iceoryx     do not start RouDi; report the iceoryx row as skipped\n",
+	      "  --no-iceoryx     do not start RouDi; report the iceoryx row as skipped\n"
+	      "  --no-chipd       do not start chipd; report the chipd_ping row as skipped\n"
+	      "  --chipd PATH     the chipd binary (default: the one built with chipbench);\n"
+	      "                   chipd_ping takes --sleep-iters round trips, chipd unpinned\n",
 	      f);
 }
 
 /* Index of each variant in the results array. */
-enum { V_SPIN, V_SLEEP, V_RAW_SPIN, V_RAW_FUTEX, V_SOCK, V_PIPE, V_ICEORYX, V_COUNT };
+enum { V_SPIN, V_SLEEP, V_RAW_SPIN, V_RAW_FUTEX, V_SOCK, V_PIPE, V_ICEORYX, V_CHIPD, V_COUNT };
 
 static double ratio(const struct bench_result *a, const struct bench_result *b)
 {
@@ -248,10 +253,8 @@ static void print_ratio(FILE *f, bool json, bool *first, const char *key, const 
 			double value, const char *target)
 {
 	if (json) {
-		if (value == 0)
-			fprintf(f, "%s\n    \"%s\": null", *first ? "" : ",", key);
-		else
-			fprintf(f, "%s\n    \"%s\": %.3f", *first ? "" : ",", key, value);
+		fprintf(f, "%s\n    \"%s\": ", *first ? "" : ",", key);
+		bench_json_num(f, value, 3);
 		*first = false;
 		return;
 	}
@@ -266,13 +269,17 @@ int mode_mailbox(int argc, char **argv)
 	struct bench_opts opts = {
 	    .iters = 200000, .warmup = 20000, .cpu_client = 0, .cpu_server = 1};
 	unsigned sleep_iters = 20000;
-	bool iceoryx = true;
+	bool iceoryx = true, chipd = true;
+	const char *chipd_bin = NULL;
+	cpu_set_t unpinned;
 	static const struct option longopts[] = {
 	    {"iters", required_argument, NULL, 'i'},
 	    {"sleep-iters", required_argument, NULL, 's'},
 	    {"cpus", required_argument, NULL, 'c'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"no-iceoryx", no_argument, NULL, 'n'},
+	    {"no-chipd", no_argument, NULL, 'N'},
+	    {"chipd", required_argument, NULL, 'C'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -299,6 +306,12 @@ int mode_mailbox(int argc, char **argv)
 		case 'n':
 			iceoryx = false;
 			break;
+		case 'N':
+			chipd = false;
+			break;
+		case 'C':
+			chipd_bin = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -312,6 +325,9 @@ int mode_mailbox(int argc, char **argv)
 		return 64;
 	}
 
+	/* before the first variant pins this thread: chipd must not inherit that */
+	if (sched_getaffinity(0, sizeof(unpinned), &unpinned))
+		CPU_ZERO(&unpinned);
 	struct bench_result res[V_COUNT];
 	run_mbox(&opts, "mbox_spin", "chipd mailbox, spinning", SPIN_FOREVER_NS, opts.iters,
 		 &res[V_SPIN]);
@@ -331,6 +347,12 @@ int mode_mailbox(int argc, char **argv)
 	bench_skip(&res[V_ICEORYX], "built without iceoryx (libiceoryx-binding-c-dev)");
 	(void)iceoryx;
 #endif
+	if (chipd) {
+		ping_chipd_row(&opts, chipd_bin, &unpinned, sleep_iters, &res[V_CHIPD]);
+	} else {
+		bench_name(&res[V_CHIPD], PING_CHIPD_NAME, PING_CHIPD_LABEL);
+		bench_skip(&res[V_CHIPD], "--no-chipd");
+	}
 
 	FILE *f = stdout;
 	bool first = true;
@@ -353,6 +375,9 @@ int mode_mailbox(int argc, char **argv)
 	print_ratio(f, opts.json, &first, "unix_seqpacket_over_mbox_spin",
 		    "(e) unix socket / mailbox spin", ratio(&res[V_SOCK], &res[V_SPIN]),
 		    "(context)");
+	print_ratio(f, opts.json, &first, "chipd_ping_over_mbox_spin",
+		    "(h) chipd_ping / mailbox spin", ratio(&res[V_CHIPD], &res[V_SPIN]),
+		    "(context)");
 	if (opts.json) {
 		fprintf(f, "\n  },\n  \"pipelined_rps\": %.1f\n}\n",
 			res[V_PIPE].skipped ? 0.0 : res[V_PIPE].rps);
@@ -361,5 +386,7 @@ int mode_mailbox(int argc, char **argv)
 			"(f) mailbox pipelined, 8 in flight", res[V_PIPE].rps / 1e6);
 	}
 	/* Skipped optional peers are reported, not failures; a failed chipd variant is. */
-	return res[V_SPIN].skipped || res[V_SLEEP].skipped || res[V_PIPE].skipped ? 1 : 0;
+	bool failed = res[V_SPIN].skipped || res[V_SLEEP].skipped || res[V_PIPE].skipped ||
+		      (chipd && res[V_CHIPD].skipped);
+	return failed ? 1 : 0;
 }

@@ -3,8 +3,13 @@
  * device) runs through a real worker (wrk_main on a thread, assigns through its
  * control mailbox, tokens read from the node's rings), once with arena banks
  * overlapping and once with --no-overlap (one bank), at host cost = 0.5x, 1x and 2x
- * the device cost. Prints tokens/s of both and their ratio (ideal 2.0 at 1x). */
+ * the device cost. Prints tokens/s of both and their ratio (ideal 2.0 at 1x).
+ * The same through the whole node follows (overlap_chipd.c): a real chipd started
+ * plain and --no-overlap, one request submitted through libchipd. Everything is
+ * measured first, then printed (overlap_print.c): a table, or one JSON document. */
 #include "modes.h"
+
+#include "overlap.h"
 
 #include "node.h"
 #include "proto.h"
@@ -22,13 +27,6 @@
 #define OV_CALL_NS (5ull * 1000 * 1000 * 1000)
 /* A whole run's bound: far beyond any sane configuration's duration. */
 #define OV_READ_NS (600ull * 1000 * 1000 * 1000)
-
-struct ov_opts {
-	unsigned requests; /* in flight together, one step each per batch */
-	unsigned tokens;   /* per request */
-	unsigned device_us;
-	const char *trace; /* write the 1x overlapped run's trace here (NULL: none) */
-};
 
 struct ov_run {
 	char name[64];
@@ -184,9 +182,12 @@ out:
 static void ov_usage(FILE *f)
 {
 	fputs("usage: chipbench overlap [--requests N] [--tokens N] [--device-us N] [--trace F]\n"
+	      "                         [--no-chipd] [--chipd PATH] [--json]\n"
 	      "  synthetic workload through a worker; host cost per step = 0.5x, 1x, 2x the\n"
 	      "  device cost; tokens/s with overlap (2 banks) and --no-overlap (1 bank);\n"
-	      "  --trace writes the 1x overlapped run as Chrome JSON and prints its summary\n",
+	      "  then the same through a real chipd (1 chip, one request; --no-chipd skips\n"
+	      "  it, --chipd picks the binary); --trace writes the 1x overlapped run as\n"
+	      "  Chrome JSON and prints its summary; --json: one JSON document on stdout\n",
 	      f);
 }
 
@@ -197,11 +198,15 @@ int mode_overlap(int argc, char **argv)
 	    {"tokens", required_argument, NULL, 't'},
 	    {"device-us", required_argument, NULL, 'd'},
 	    {"trace", required_argument, NULL, 'T'},
+	    {"chipd", required_argument, NULL, 'C'},
+	    {"no-chipd", no_argument, NULL, 'N'},
+	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	static const double cost[] = {0.5, 1.0, 2.0};
-	struct ov_opts o = {1, 200, 2000, NULL};
+	static const double ov_cost[OV_COSTS] = {0.5, 1.0, 2.0};
+	struct ov_opts o = {.requests = 1, .tokens = 200, .device_us = 2000};
+	struct ov_report rep = {0};
 	int c, fails = 0;
 
 	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
@@ -218,6 +223,15 @@ int mode_overlap(int argc, char **argv)
 		case 'T':
 			o.trace = optarg;
 			break;
+		case 'C':
+			o.chipd = optarg;
+			break;
+		case 'N':
+			o.no_chipd = true;
+			break;
+		case 'j':
+			o.json = true;
+			break;
 		case 'h':
 			ov_usage(stdout);
 			return 0;
@@ -226,47 +240,42 @@ int mode_overlap(int argc, char **argv)
 			return 64;
 		}
 	}
-	if (o.requests < 1 || o.requests > 64 || o.tokens < 1 || o.device_us < 1) {
+	if (optind < argc || o.requests < 1 || o.requests > 64 || o.tokens < 1 || o.device_us < 1) {
 		ov_usage(stderr);
 		return 64;
 	}
-	printf("overlap: %u requests x %u tokens, device %u us per step (requests on "
-	       "separate streams)\n",
-	       o.requests, o.tokens, o.device_us);
-	printf("%-10s %14s %14s %8s %12s\n", "host/dev", "overlap tok/s", "no-overlap tok/s",
-	       "ratio", "O||S of S");
-	for (size_t i = 0; i < sizeof(cost) / sizeof(cost[0]); i++) {
-		/* O burns host_us per request per step: a step's host cost is requests x */
-		unsigned host_us = (unsigned)(cost[i] * o.device_us / o.requests);
-		double pct_on = 0, pct_off = 0;
+	for (int i = 0; i < OV_COSTS; i++) {
+		struct ov_row *r = &rep.worker[i];
 		struct wrk_trace *tr = NULL;
-		double on, off;
 
-		if (o.trace && cost[i] == 1.0 && wrk_trace_create(&tr, 1u << 16))
+		/* O burns host_us per request per step: a step's host cost is requests x */
+		r->cost = ov_cost[i];
+		r->host_us = (unsigned)(ov_cost[i] * o.device_us / o.requests);
+		/* through chipd one request carries the whole host cost of a step */
+		rep.chipd[i].cost = ov_cost[i];
+		rep.chipd[i].host_us = (unsigned)(ov_cost[i] * o.device_us);
+		if (o.trace && ov_cost[i] == 1.0 && wrk_trace_create(&tr, 1u << 16))
 			tr = NULL;
-		on = ov_measure(&o, host_us, false, &pct_on, tr);
-		off = ov_measure(&o, host_us, true, &pct_off, NULL);
+		r->tps_on = ov_measure(&o, r->host_us, false, &r->pct_on, tr);
+		r->tps_off = ov_measure(&o, r->host_us, true, &r->pct_off, NULL);
 		if (tr) {
-			struct wrk_trace_summary sum;
-
-			if (wrk_trace_write_json(tr, o.trace, 0) == 0 &&
-			    wrk_trace_summarize(tr, &sum) == 0)
-				printf(
-				    "trace %s: %llu spans (%llu dropped), overlap %.2f, build end "
-				    "-> tokens p50 %.0f us p99 %.0f us\n",
-				    o.trace, (unsigned long long)sum.spans,
-				    (unsigned long long)sum.dropped, sum.overlap_ratio,
-				    sum.latency_p50_ns / 1e3, sum.latency_p99_ns / 1e3);
+			rep.traced = wrk_trace_write_json(tr, o.trace, 0) == 0 &&
+				     wrk_trace_summarize(tr, &rep.trace) == 0;
 			wrk_trace_destroy(tr);
 		}
-
-		if (on <= 0 || off <= 0) {
-			fprintf(stderr, "chipbench overlap: run at %.1fx failed\n", cost[i]);
+		if (r->tps_on <= 0 || r->tps_off <= 0) {
+			fprintf(stderr, "chipbench overlap: run at %.1fx failed\n", ov_cost[i]);
 			fails++;
-			continue;
 		}
-		printf("%-10.1f %14.0f %16.0f %8.2f %11.0f%%\n", cost[i], on, off, on / off,
-		       pct_on);
 	}
+	rep.chipd_skipped = o.no_chipd;
+	if (o.no_chipd)
+		snprintf(rep.chipd_why, sizeof(rep.chipd_why), "--no-chipd");
+	else
+		fails += ov_chipd_measure(&o, rep.chipd);
+	if (o.json)
+		ov_print_json(&o, &rep);
+	else
+		ov_print_table(&o, &rep);
 	return fails ? 1 : 0;
 }

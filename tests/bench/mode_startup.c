@@ -119,7 +119,7 @@ static int su_recover_once(const struct su_opts *o, unsigned run, uint64_t *dete
 	/* READY in the directory may precede the worker taking work: retry until served */
 	end = bench_chipd_now_ns() + SU_SERVE_MS * 1000000ull;
 	for (;;) {
-		rc = bench_chipd_synthetic(d.conn, 0, 1, 0, BENCH_CHIPD_CALL_MS);
+		rc = bench_chipd_synthetic(d.conn, 0, 1, 0, 0, BENCH_CHIPD_CALL_MS);
 		if (rc == 0 || bench_chipd_now_ns() >= end)
 			break;
 		usleep(1000);
