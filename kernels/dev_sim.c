@@ -35,6 +35,8 @@
 /* Ops a stream holds before dev_launch waits for room: a GPU's queue is finite too,
  * and a host that runs far ahead only grows latency. */
 #define SIM_QUEUE_CAP 256u
+/* A full ring's producer waits until this many slots are free. */
+#define SIM_QUEUE_REFILL (SIM_QUEUE_CAP / 4)
 /* Alignment of sim allocations: what hipMalloc guarantees, so kernels may assume it. */
 #define SIM_ALIGN 256u
 /* Keeps the words one side writes off the cache line the other side writes. */
@@ -90,6 +92,8 @@ struct sim_stream {
 	/* written by the producer: */
 	_Alignas(SIM_LINE) _Atomic uint64_t tail; /* ops queued so far (seq_cst store) */
 	struct sim_park more;			  /* the stream thread waits for tail */
+	uint64_t head_seen; /* the producer's last look at head: it reads head (a line the
+			     * stream thread writes per op) only when the ring looks full */
 	/* written by the stream thread: */
 	_Alignas(SIM_LINE) _Atomic uint64_t head; /* ops finished so far (seq_cst store) */
 	struct sim_park done;			  /* syncs and a full queue wait for head */
@@ -290,13 +294,17 @@ static void run_op(struct sim_stream *ss, struct sim_op *op)
 static void *stream_main(void *arg)
 {
 	struct sim_stream *ss = arg;
-	uint64_t head = 0; /* only this thread writes ss->head */
+	uint64_t head = 0;	/* only this thread writes ss->head */
+	uint64_t tail_seen = 0; /* ops known queued: tail is read once per batch, not per op */
 	bool stop;
 
 	do {
 		struct sim_op *op = &ss->ops[head % SIM_QUEUE_CAP];
 
-		sim_wait_ge(&ss->tail, head + 1, &ss->more, SIM_IDLE_SPIN_NS);
+		if (head == tail_seen) {
+			sim_wait_ge(&ss->tail, head + 1, &ss->more, SIM_IDLE_SPIN_NS);
+			tail_seen = atomic_load_explicit(&ss->tail, memory_order_acquire);
+		}
 		run_op(ss, op);
 		stop = op->kind == SIM_STOP; /* read before head frees the slot */
 		atomic_store_explicit(&ss->head, ++head, memory_order_seq_cst);
@@ -311,8 +319,17 @@ static int enqueue(struct sim_stream *ss, const struct sim_op *op)
 {
 	uint64_t tail = atomic_load_explicit(&ss->tail, memory_order_relaxed);
 
-	if (tail - atomic_load_explicit(&ss->head, memory_order_acquire) >= SIM_QUEUE_CAP)
-		sim_wait_ge(&ss->head, tail - SIM_QUEUE_CAP + 1, &ss->done, SIM_SPIN_NS);
+	if (tail - ss->head_seen >= SIM_QUEUE_CAP) {
+		ss->head_seen = atomic_load_explicit(&ss->head, memory_order_acquire);
+		/* Full: wait for a quarter of the ring to drain, not for one slot, or the two
+		 * threads trade the head and tail lines once per op (lockstep). Every queued
+		 * op completes without this thread (an op waits only for records queued
+		 * before it), so waiting for more of them cannot deadlock. */
+		if (tail - ss->head_seen >= SIM_QUEUE_CAP)
+			sim_wait_ge(&ss->head, tail - SIM_QUEUE_CAP + SIM_QUEUE_REFILL, &ss->done,
+				    SIM_SPIN_NS);
+		ss->head_seen = atomic_load_explicit(&ss->head, memory_order_acquire);
+	}
 	ss->ops[tail % SIM_QUEUE_CAP] = *op;
 	atomic_store_explicit(&ss->tail, tail + 1, memory_order_seq_cst);
 	sim_wake(&ss->more);

@@ -12,7 +12,7 @@
 #define MS 1000000ull
 /* Two streams sleeping this long each finish well under twice it if they overlap. */
 #define OVERLAP_NS (300 * MS)
-#define STRESS_OPS 200
+#define STRESS_OPS 1000 /* several times the sim queue (256 ops): full rings, refills */
 
 static struct dev *open_sim(void)
 {
