@@ -645,8 +645,7 @@ static bool owner_alive(struct mbox_slot *s, uint64_t c)
 
 int mbox_reap(struct mbox *mb)
 {
-	int changed = 0;
-	bool server = server_alive(mb);
+	int changed = 0, server = -1; /* asked once, and only when a slot needs it */
 
 	for (uint32_t i = 0; i < mb->nslots; i++) {
 		struct mbox_slot *s = slot_at(mb, i);
@@ -655,6 +654,8 @@ int mbox_reap(struct mbox *mb)
 
 		if (st == MBOX_FREE)
 			continue;
+		if (server < 0) /* a /proc read: an idle mailbox's reap costs none */
+			server = server_alive(mb);
 		if (st == MBOX_RESET || (st == MBOX_TAKEN && !server)) {
 			if (!server && free_slot(s, c))
 				changed++;

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 /* Slots of a worker's control mailbox: the router's forwards, the event loop's
  * heartbeat and shutdown, and a few spares. */
@@ -32,6 +33,10 @@
 #define SUP_FORWARD_MS 2000u
 /* The event loop's tick: heartbeats due, restarts due, drain progress, reaping. */
 #define SUP_TICK_MS 50u
+/* The tick while nothing is going on (no live request, every chip READY, running):
+ * heartbeats, the watchdog and dead clients need no finer grain, and an idle node
+ * should not wake 20 times a second. */
+#define SUP_IDLE_TICK_MS 250u
 
 struct sup_worker {
 	uint32_t chip;
@@ -102,6 +107,8 @@ struct sup {
 	bool router_running;
 	pid_t router_client; /* router thread only: who sent the request being served */
 	int spawn_fd;	     /* the spawner's request socket (sup_spawner.c) */
+	int loop_wake_fd;    /* an eventfd the event loop polls: a stop asked by another
+			      * thread is acted on at once, not at the next (idle) tick */
 	pid_t spawner_pid;   /* it forks the workers: a single-threaded process */
 	struct pidfh *pidfh;
 	int notify_fd; /* --notify-fd: a newline when ready */
@@ -178,11 +185,16 @@ static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
 {
 	uint64_t none = 0;
 
-	/* new work is refused from the moment the request is answered; the event loop
-	 * does the rest on its next tick */
+	/* new work is refused from the moment the request is answered; the event loop,
+	 * woken through loop_wake_fd, does the rest */
 	if (atomic_compare_exchange_strong_explicit(&s->stop_req, &none, SUP_STOP_ASKED | grace_ms,
-						    memory_order_acq_rel, memory_order_relaxed))
+						    memory_order_acq_rel, memory_order_relaxed)) {
+		uint64_t one = 1;
+
 		atomic_store_explicit(&s->sup_state, CHIPD_SUP_DRAINING, memory_order_release);
+		if (s->loop_wake_fd >= 0) /* EAGAIN: a wake is pending anyway */
+			(void)!write(s->loop_wake_fd, &one, sizeof(one));
+	}
 }
 
 /* ---- router (sup_router.c) ---- */

@@ -30,6 +30,7 @@
 #define MS_NS		 1000000ull
 #define TAG_SIGNAL	 1ull
 #define TAG_TIMER	 2ull
+#define TAG_WAKE	 3ull
 #define TAG_PIDFD	 100ull /* + chip */
 #define SHUTDOWN_WAIT_MS 3000u	/* after shutdown, before SIGKILL */
 #define KILL_WAIT_MS	 2000u	/* after SIGKILL, before giving up on a pidfd */
@@ -43,8 +44,37 @@ struct loop {
 	int armed[CHIPD_MAX_CHIPS]; /* the pidfd polled for each chip, -1 none */
 	enum phase phase;
 	uint64_t deadline_ns; /* of the current phase */
+	uint32_t tick_ms;     /* the timer's period now: SUP_TICK_MS or SUP_IDLE_TICK_MS */
 	int exit_code;
 };
+
+static int set_tick(struct loop *l, uint32_t ms)
+{
+	struct itimerspec its = {
+	    .it_interval = {ms / 1000u, (long)(ms % 1000u) * (long)MS_NS},
+	    .it_value = {ms / 1000u, (long)(ms % 1000u) * (long)MS_NS},
+	};
+
+	if (timerfd_settime(l->timerfd, 0, &its, NULL) != 0)
+		return -errno;
+	l->tick_ms = ms;
+	return 0;
+}
+
+/* Whether anything may need the fine tick: a phase other than RUN, a chip not
+ * READY (starting, backing off, failed) or a live request. (A heartbeat's answer is
+ * read at the next tick either way; the stuck limit is seconds.) */
+static bool node_busy(struct loop *l)
+{
+	struct sup *s = l->s;
+	bool busy = l->phase != PH_RUN;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->cfg.chips && !busy; i++)
+		busy = s->workers[i].state != CHIPD_CHIP_READY || s->workers[i].load > 0;
+	pthread_mutex_unlock(&s->lock);
+	return busy;
+}
 
 static int arm(struct loop *l, int fd, uint64_t tag)
 {
@@ -73,10 +103,6 @@ static void arm_pidfds(struct loop *l)
 
 static int loop_open(struct loop *l, struct sup *s)
 {
-	struct itimerspec its = {
-	    .it_interval = {0, SUP_TICK_MS * MS_NS},
-	    .it_value = {0, SUP_TICK_MS * MS_NS},
-	};
 	sigset_t set;
 	int rc;
 
@@ -92,12 +118,16 @@ static int loop_open(struct loop *l, struct sup *s)
 	sigaddset(&set, SIGCHLD);
 	l->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	l->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (l->sigfd < 0 || l->timerfd < 0 || timerfd_settime(l->timerfd, 0, &its, NULL) != 0)
+	if (l->sigfd < 0 || l->timerfd < 0)
 		return -errno;
+	rc = set_tick(l, SUP_TICK_MS);
+	if (rc)
+		return rc;
 	rc = io_uring_queue_init(2 * CHIPD_MAX_CHIPS + 8, &l->ring, 0);
 	if (rc)
 		return rc;
-	if (arm(l, l->sigfd, TAG_SIGNAL) || arm(l, l->timerfd, TAG_TIMER))
+	if (arm(l, l->sigfd, TAG_SIGNAL) || arm(l, l->timerfd, TAG_TIMER) ||
+	    arm(l, s->loop_wake_fd, TAG_WAKE))
 		return -EBUSY;
 	arm_pidfds(l);
 	return 0;
@@ -344,6 +374,8 @@ static void on_tick(struct loop *l)
 	if (l->phase == PH_RUN || l->phase == PH_DRAIN)
 		dead_clients(s);
 	stop_tick(l, now);
+	if (node_busy(l) != (l->tick_ms == SUP_TICK_MS))
+		(void)set_tick(l, l->tick_ms == SUP_TICK_MS ? SUP_IDLE_TICK_MS : SUP_TICK_MS);
 	if (s->cfg.watchdog_usec && now >= s->watchdog_next_ns) {
 		sup_notify(s->cfg.notify_socket, "WATCHDOG=1");
 		s->watchdog_next_ns = now + (uint64_t)s->cfg.watchdog_usec * 1000u / 2;
@@ -381,6 +413,13 @@ int sup_loop_run(struct sup *s)
 		} else if (tag == TAG_TIMER) {
 			on_tick(&l);
 			arm(&l, l.timerfd, TAG_TIMER);
+		} else if (tag == TAG_WAKE) {
+			uint64_t n;
+
+			while (read(s->loop_wake_fd, &n, sizeof(n)) > 0)
+				;
+			on_tick(&l); /* a stop was asked: start it now, on the fine tick */
+			arm(&l, s->loop_wake_fd, TAG_WAKE);
 		} else if (tag >= TAG_PIDFD && tag < TAG_PIDFD + s->cfg.chips) {
 			uint32_t chip = (uint32_t)(tag - TAG_PIDFD);
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define EXIT_USAGE 64
@@ -130,6 +131,9 @@ static void cleanup(struct sup *s)
 	shm_region_set_state(&s->node.region, SHM_STATE_STOPPED);
 	shm_region_unlink(s->region_name);
 	sup_spawner_stop(s);
+	if (s->loop_wake_fd >= 0)
+		close(s->loop_wake_fd);
+	s->loop_wake_fd = -1;
 	sup_workers_free(s);
 	sup_table_free(s);
 	proto_node_detach(&s->node);
@@ -176,7 +180,9 @@ int main(int argc, char **argv, char **envp)
 	pthread_mutex_init(&s->lock, NULL);
 	block_signals();
 	s->spawn_fd = -1;
-	rc = sup_table_init(s);
+	/* before any thread that may ask for the stop */
+	s->loop_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	rc = s->loop_wake_fd < 0 ? -errno : sup_table_init(s);
 	if (rc == 0)
 		rc = sup_workers_init(s);
 	/* the spawner is forked before any thread of ours starts (it forks the workers) */

@@ -7,8 +7,9 @@
 
 /* How long one mailbox wait lasts before the loop re-checks its threads: long while
  * they run, short while M waits for them to exit (a shutdown, O's failure), so the
- * shutdown's answer and the end of O's streams follow their exit closely. */
-#define WRK_MBOX_WAIT_NS      (100u * 1000u * 1000u)
+ * shutdown's answer and the end of O's streams follow their exit closely. S's failure
+ * is seen within the long wait (its thread is then joined). */
+#define WRK_MBOX_WAIT_NS      (250u * 1000u * 1000u)
 #define WRK_MBOX_EXIT_WAIT_NS (1000u * 1000u)
 /* Streams S spreads a step's lanes over (S||S): independent requests run side by
  * side, as many as a step usually holds without making each stream's queue tiny. */

@@ -13,7 +13,9 @@
  * space this often; any other change (new work, cancel, stop, a released bank)
  * wakes it at once. */
 #define ORCH_PAUSED_POLL_NS (500u * 1000u)
-#define ORCH_IDLE_WAIT_NS   (100u * 1000u * 1000u)
+/* Idle: every change wakes O, so this only bounds a lost wake; long, so an idle
+ * worker does not wake for nothing (idle CPU budget, docs/performance.md). */
+#define ORCH_IDLE_WAIT_NS (1000u * 1000u * 1000u)
 /* Bound of one wait for a free bank; O re-checks stop and S's error between waits. */
 #define ORCH_BANK_WAIT_NS (100u * 1000u * 1000u)
 

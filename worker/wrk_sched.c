@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Bound of one wait for an epoch; S re-checks O's state between waits. */
-#define SCHED_EPOCH_WAIT_NS (100u * 1000u * 1000u)
+/* Bound of one wait for an epoch. O's publish and O's exit both wake S (the wait's
+ * ready test sees them), so this only bounds a lost wake; long, so an idle worker
+ * does not wake for nothing. */
+#define SCHED_EPOCH_WAIT_NS (1000u * 1000u * 1000u)
 
 static void ctr_s(struct wrk *w, enum proto_wrk_ctr c, uint64_t d)
 {
