@@ -425,6 +425,8 @@ int sup_loop_run(struct sup *s)
 
 			l.armed[chip] = -1;
 			sup_worker_exited(s, &s->workers[chip]); /* re-armed below if not reaped */
+			if (l.tick_ms != SUP_TICK_MS) /* its restart is due on the fine tick */
+				(void)set_tick(&l, SUP_TICK_MS);
 		}
 		arm_pidfds(&l);
 	}

@@ -120,7 +120,7 @@ class Report:
             p99 = median([x["p99_ns"] for x in got])
             rps = median([x["rps"] for x in got])
             med[n] = (p50, p99, rps)
-            per = " (per request)" if n == "mbox_pipe8" else ""
+            per = " (8 in flight)" if n == "mbox_pipe8" else ""
             rows.append([letter, f"`{n}`", labels[n], us(p50) + per, us(p99), num(rps)])
         self.fields["mailbox_table"] = table(
             ["", "variant", "what", "p50", "p99", "round trips/s"], rows, "lllrrr")
