@@ -25,6 +25,15 @@ run_suite build ""
 echo "== chipd release build (compile only)"
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j "$jobs" >/dev/null
+# The performance report's pipeline (every chipbench mode with --json, the renderer,
+# gnuplot), small sizes, into a scratch directory: the committed report stays.
+echo "== performance report pipeline (tests/bench/report.sh --quick)"
+report_tmp=$(mktemp -d)
+tests/bench/report.sh --quick --out "$report_tmp/performance.md" --img "$report_tmp/img"
+grep -q '^## Targets' "$report_tmp/performance.md"
+ls "$report_tmp"/img/perf_mailbox.png "$report_tmp"/img/perf_overlap.png \
+	"$report_tmp"/img/perf_e2e.png >/dev/null
+rm -rf "$report_tmp"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
 	run_suite build-asan "" -DCHIPD_SANITIZE=address,undefined
 # TSan's shadow layout breaks under wide address-space randomization

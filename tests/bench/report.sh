@@ -5,16 +5,19 @@
 # check_kernels, records the machine, renders the tables into the report's template
 # (tests/bench/performance.md.in) and draws the plots with gnuplot (docs/img/*.png).
 #
-# usage: tests/bench/report.sh [--runs N] [--gpu FILE] [--out FILE] [--keep DIR] [--quick]
+# usage: tests/bench/report.sh [--runs N] [--gpu FILE] [--out FILE] [--img DIR] [--keep DIR]
+#                              [--quick]
 #   --runs N    runs of the mailbox mode (default 3; the report gives their medians;
 #               dispatch takes the median of its own 5 runs)
 #   --gpu FILE  a gpu_results.txt from tests/gpu/run.sh to put in the GPU section
 #               (default: docs/gpu_results.txt when it exists, else "not measured")
 #   --out FILE  where the report goes (default docs/performance.md)
+#   --img DIR   where the plots go (default docs/img)
 #   --keep DIR  keep the raw JSON and logs of the run there (default: a temp dir,
 #               removed at the end)
-#   --quick     small sizes everywhere: checks the pipeline in a minute, numbers
-#               worthless (the report says so)
+#   --quick     small sizes everywhere and no optional peers installed: checks the
+#               pipeline in a minute (the test command does), numbers worthless
+#               (the report says so)
 # Installs gnuplot-nox and python3 when missing (Debian). Takes ~3 minutes.
 # Measure on a machine that is otherwise idle: every number is read as a ratio
 # against a baseline of the same run, but 2 vCPUs shared with a build move them all.
@@ -23,15 +26,16 @@ cd "$(dirname "$0")/../.."
 # shellcheck source=deploy/lib/packages.sh
 . deploy/lib/packages.sh
 
-runs=3 gpu="" out=docs/performance.md keep="" quick=0
+runs=3 gpu="" out=docs/performance.md img=docs/img keep="" quick=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) runs=${2:?--runs N}; shift 2 ;;
 	--gpu) gpu=${2:?--gpu FILE}; shift 2 ;;
 	--out) out=${2:?--out FILE}; shift 2 ;;
+	--img) img=${2:?--img DIR}; shift 2 ;;
 	--keep) keep=${2:?--keep DIR}; shift 2 ;;
 	--quick) quick=1; shift ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "report.sh: unknown argument '$1' (--help)" >&2; exit 64 ;;
 	esac
 done
@@ -44,10 +48,12 @@ fi
 
 chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}" gnuplot-nox python3
 # the peers: measured where Debian has them, reported as skipped otherwise
-chipd_need_packages libiceoryx-binding-c-dev iceoryx ||
-	echo "report.sh: iceoryx unavailable; its row will say skipped" >&2
-chipd_need_packages "${CHIPD_BENCH_PACKAGES[@]}" ||
-	echo "report.sh: StarPU unavailable; the dispatch peer will say skipped" >&2
+if [ "$quick" = 0 ]; then
+	chipd_need_packages libiceoryx-binding-c-dev iceoryx ||
+		echo "report.sh: iceoryx unavailable; its row will say skipped" >&2
+	chipd_need_packages "${CHIPD_BENCH_PACKAGES[@]}" ||
+		echo "report.sh: StarPU unavailable; the dispatch peer will say skipped" >&2
+fi
 
 bld=build-release
 echo "== build ($bld, Release)" >&2
@@ -117,7 +123,7 @@ CK_DEFAULT_TIMEOUT=120 "$bld/tests/check_kernels" | grep '^ERRTAB' >"$raw/kernel
 [ -n "$gpu" ] && cp "$gpu" "$raw/gpu_results.txt"
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$raw/machine.env"
 
-mkdir -p docs/img
+mkdir -p "$img"
 python3 tests/bench/report_render.py --raw "$raw" --template tests/bench/performance.md.in \
-	--out "$out" --img docs/img
-echo "report.sh: wrote $out and docs/img/perf_*.png${keep:+ (raw results in $keep)}" >&2
+	--out "$out" --img "$img"
+echo "report.sh: wrote $out and $img/perf_*.png${keep:+ (raw results in $keep)}" >&2
