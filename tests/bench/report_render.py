@@ -208,6 +208,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--img", required=True)
     a = ap.parse_args()
+    os.makedirs(a.img, exist_ok=True)
     img_rel = os.path.relpath(a.img, os.path.dirname(os.path.abspath(a.out)))
     rep = Report(a.raw, a.img, img_rel)
     import report_sections  # the per-mode sections, next to this file
