@@ -44,7 +44,8 @@ def dispatch(rep):
     for name in ("independent", "chain"):
         ratio = ratios.get(name)
         rep.targets.append((f"dispatch, {name} empty tasks: chipd / StarPU throughput",
-                            times(ratio, 1) if ratio else "skipped (no StarPU)",
+                            times(ratio, 1) if ratio
+                            else "skipped: " + (peer.get("why") or "no StarPU result"),
                             f"≥ {DISPATCH_TARGET:.0f}×",
                             None if ratio is None else ratio >= DISPATCH_TARGET))
 
