@@ -15,6 +15,7 @@
  * --json one JSON document with each run's ns/task too. */
 #include "modes.h"
 
+#include "bench_args.h"
 #include "dispatch.h"
 
 #include "device.h"
@@ -25,7 +26,7 @@
 #include "wl.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,60 +230,25 @@ static void ds_usage(FILE *f)
 
 int mode_dispatch(int argc, char **argv)
 {
-	static const struct option lopts[] = {
-	    {"tasks", required_argument, NULL, 'n'},
-	    {"step", required_argument, NULL, 's'},
-	    {"runs", required_argument, NULL, 'r'},
-	    {"streams", required_argument, NULL, 'S'},
-	    {"starpu-ncpus", required_argument, NULL, 'c'},
-	    {"no-starpu", no_argument, NULL, 'N'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	struct ds_opts o = {20000, 1024, 5, 4, 0, true, false};
+	const struct bench_arg args[] = {
+	    {"tasks", BENCH_ARG_UNSIGNED, &o.tasks, 1, UINT_MAX},
+	    {"step", BENCH_ARG_UNSIGNED, &o.step, 1, 1u << 20},
+	    {"runs", BENCH_ARG_UNSIGNED, &o.runs, 1, DS_MAX_RUNS},
+	    {"streams", BENCH_ARG_UNSIGNED, &o.streams, 1, WL_EXEC_STREAMS},
+	    {"starpu-ncpus", BENCH_ARG_UNSIGNED, &o.starpu_ncpus, 0, 1024},
+	    {"no-starpu", BENCH_ARG_CLEAR, &o.starpu},
+	    {"json", BENCH_ARG_FLAG, &o.json},
+	};
 	struct ds_series chipd[DS_KINDS];
 	struct ds_peer peer = {0};
 	struct ds_ctx c;
-	int ch, fails = 0;
+	int fails = 0, rc;
 
-	while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-		switch (ch) {
-		case 'n':
-			o.tasks = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 's':
-			o.step = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'r':
-			o.runs = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'S':
-			o.streams = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'c':
-			o.starpu_ncpus = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'N':
-			o.starpu = false;
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 'h':
-			ds_usage(stdout);
-			return 0;
-		default:
-			ds_usage(stderr);
-			return 64;
-		}
-	}
-	if (optind < argc || o.tasks < 1 || o.step < 1 || o.step > (1u << 20) || o.runs < 1 ||
-	    o.runs > DS_MAX_RUNS || o.streams < 1 || o.streams > WL_EXEC_STREAMS ||
-	    o.starpu_ncpus > 1024) {
-		ds_usage(stderr);
-		return 64;
-	}
+	rc = bench_args_parse(argc, argv, "dispatch", args, sizeof(args) / sizeof(args[0]),
+			      ds_usage);
+	if (rc)
+		return rc == 1 ? 0 : rc;
 	if (ds_open(&c, &o)) {
 		ds_close(&c);
 		return 1;

@@ -11,10 +11,11 @@
 #include "modes.h"
 
 #include "bench.h"
+#include "bench_args.h"
 #include "bench_chipd.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -26,7 +27,7 @@
 #define E2E_MAX_ROWS	8
 #define E2E_MAX_CLIENTS 256
 #define E2E_CALL_MS	5000u
-#define E2E_BACKOFF_US	100 /* a refused submit (queue full) waits this before the next */
+#define E2E_BACKOFF_US	100	/* a refused submit (queue full) waits this before the next */
 #define E2E_TARGET_NS	10000.0 /* token delivery p50 with a spinning reader */
 
 struct e2e_opts {
@@ -70,7 +71,6 @@ struct e2e_client {
 	int rc; /* 0, or the first failure's -errno */
 	struct e2e_samples tok_lat, adm_lat;
 };
-
 
 static int e2e_push(struct e2e_samples *s, uint64_t x)
 {
@@ -334,19 +334,6 @@ static void e2e_usage(FILE *f)
 
 int mode_e2e(int argc, char **argv)
 {
-	static const struct option lopts[] = {
-	    {"chipd", required_argument, NULL, 'C'},
-	    {"clients", required_argument, NULL, 'c'},
-	    {"seconds", required_argument, NULL, 's'},
-	    {"tokens", required_argument, NULL, 't'},
-	    {"device-us", required_argument, NULL, 'd'},
-	    {"delivery-tokens", required_argument, NULL, 'T'},
-	    {"delivery-device-us", required_argument, NULL, 'D'},
-	    {"no-delivery", no_argument, NULL, 'n'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	struct e2e_opts o = {.clients = {1, 4, 16, 64},
 			     .nrows = 4,
 			     .seconds = 2,
@@ -354,56 +341,29 @@ int mode_e2e(int argc, char **argv)
 			     .dl_tokens = 64,
 			     .dl_device_us = 200,
 			     .delivery = true};
+	const struct bench_arg args[] = {
+	    {"chipd", BENCH_ARG_STRING, &o.chipd},
+	    {"clients", BENCH_ARG_LIST, &(struct bench_arg_list){o.clients, E2E_MAX_ROWS, &o.nrows},
+	     1, E2E_MAX_CLIENTS},
+	    {"seconds", BENCH_ARG_DOUBLE, &o.seconds, 0, 3600},
+	    {"tokens", BENCH_ARG_UNSIGNED, &o.tokens, 1, UINT_MAX},
+	    {"device-us", BENCH_ARG_UNSIGNED, &o.device_us, 0, UINT_MAX},
+	    {"delivery-tokens", BENCH_ARG_UNSIGNED, &o.dl_tokens, 1, UINT_MAX},
+	    {"delivery-device-us", BENCH_ARG_UNSIGNED, &o.dl_device_us, 0, UINT_MAX},
+	    {"no-delivery", BENCH_ARG_CLEAR, &o.delivery},
+	    {"json", BENCH_ARG_FLAG, &o.json},
+	};
 	struct e2e_row rows[E2E_MAX_ROWS] = {0}, dl[2] = {0};
 	struct bench_chipd d;
-	int c, fails = 0, rc;
+	int fails = 0, rc;
 
-	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'C':
-			o.chipd = optarg;
-			break;
-		case 'c':
-			if (bench_chipd_parse_list(optarg, o.clients, E2E_MAX_ROWS, E2E_MAX_CLIENTS,
-						   &o.nrows)) {
-				e2e_usage(stderr);
-				return 64;
-			}
-			break;
-		case 's':
-			o.seconds = strtod(optarg, NULL);
-			break;
-		case 't':
-			o.tokens = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'd':
-			o.device_us = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'T':
-			o.dl_tokens = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'D':
-			o.dl_device_us = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'n':
-			o.delivery = false;
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 'h':
-			e2e_usage(stdout);
-			return 0;
-		default:
-			e2e_usage(stderr);
-			return 64;
-		}
-	}
-	if (optind < argc || !(o.seconds > 0 && o.seconds <= 3600) || o.tokens < 1 ||
-	    o.dl_tokens < 1) {
-		e2e_usage(stderr);
-		return 64;
-	}
+	rc = bench_args_parse(argc, argv, "e2e", args, sizeof(args) / sizeof(args[0]), e2e_usage);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	/* the table's range takes 0; a row needs some time */
+	if (!(o.seconds > 0))
+		return bench_args_error("e2e", e2e_usage, "--seconds: '%g' is not more than 0",
+					o.seconds);
 	/* default router limits (max-pending 256, queue 64 per chip) exceed 64 clients */
 	rc = bench_chipd_start(&d, bench_chipd_bin(o.chipd), "e2e", 2, NULL);
 	if (rc)

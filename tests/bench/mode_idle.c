@@ -11,13 +11,13 @@
  * no same-run baseline: the targets are absolute budgets, printed with PASS/MISS. */
 #include "modes.h"
 
+#include "bench_args.h"
 #include "bench_chipd.h"
 #include "wrk.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,13 +133,6 @@ static const char *id_verdict(bool ok)
 
 int mode_idle(int argc, char **argv)
 {
-	static const struct option lopts[] = {
-	    {"chipd", required_argument, NULL, 'C'},
-	    {"seconds", required_argument, NULL, 's'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static const char *const extra[] = {"--banks", ID_BANKS, "--kv-blocks", ID_KV_BLOCKS, NULL};
 	struct id_proc procs[2 + ID_CHIPS];
 	struct chipd_status *st = NULL;
@@ -153,31 +146,25 @@ int mode_idle(int argc, char **argv)
 	long hz = sysconf(_SC_CLK_TCK);
 	uint64_t t0, t1;
 	unsigned np = 0;
-	int c, rc = 1;
+	const struct bench_arg args[] = {
+	    {"chipd", BENCH_ARG_STRING, &bin},
+	    {"seconds", BENCH_ARG_DOUBLE, &seconds, 0, 3600},
+	    {"json", BENCH_ARG_FLAG, &json},
+	};
+	int rc =
+	    bench_args_parse(argc, argv, "idle", args, sizeof(args) / sizeof(args[0]), id_usage);
 
-	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'C':
-			bin = optarg;
-			break;
-		case 's':
-			seconds = strtod(optarg, NULL);
-			break;
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			id_usage(stdout);
-			return 0;
-		default:
-			id_usage(stderr);
-			return 64;
-		}
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	/* the table's range takes 0; the window needs some time */
+	if (!(seconds > 0))
+		return bench_args_error("idle", id_usage, "--seconds: '%g' is not more than 0",
+					seconds);
+	if (hz <= 0) {
+		fprintf(stderr, "chipbench idle: no clock tick rate (sysconf _SC_CLK_TCK)\n");
+		return 1;
 	}
-	if (optind < argc || !(seconds > 0 && seconds <= 3600) || hz <= 0) {
-		id_usage(stderr);
-		return 64;
-	}
+	rc = 1;
 	/* what a worker holds by configuration: wrk_config_default's bank sizes, with the
 	 * banks and KV blocks passed to chipd here (the sim device's memory is host memory) */
 	wrk_config_default(&wc);

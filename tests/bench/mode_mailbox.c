@@ -2,6 +2,7 @@
  * floor, a raw futex, a unix socket and (where installed) iceoryx, in one run; and
  * what a client pays for a ping through a real chipd (ping_chipd.c). */
 #include "bench.h"
+#include "bench_args.h"
 #include "modes.h"
 #include "peer_raw.h"
 #include "ping_chipd.h"
@@ -13,7 +14,7 @@
 #include "region.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,66 +278,49 @@ static void print_ratio(FILE *f, bool json, bool *first, const char *key, const 
 		fprintf(f, "  %-44s %6.2fx   target %s\n", what, value, target);
 }
 
+/* --cpus C,S: two CPU numbers, -1 for unpinned. */
+static int parse_cpus(const char *value, void *dst)
+{
+	struct bench_opts *o = dst;
+	int cpu[2];
+	char *end;
+
+	for (int i = 0; i < 2; i++, value = end + 1) {
+		long v;
+
+		errno = 0;
+		v = strtol(value, &end, 10);
+		if (end == value || errno || v < -1 || v >= CPU_SETSIZE || *end != (i ? '\0' : ','))
+			return -EINVAL;
+		cpu[i] = (int)v;
+	}
+	o->cpu_client = cpu[0];
+	o->cpu_server = cpu[1];
+	return 0;
+}
+
 int mode_mailbox(int argc, char **argv)
 {
-	struct bench_opts opts = {
-	    .iters = 200000, .warmup = 20000, .cpu_client = 0, .cpu_server = 1};
+	struct bench_opts opts = {.iters = 200000, .cpu_client = 0, .cpu_server = 1};
 	unsigned sleep_iters = 20000;
 	bool iceoryx = true, chipd = true;
 	const char *chipd_bin = NULL;
 	cpu_set_t unpinned;
-	static const struct option longopts[] = {
-	    {"iters", required_argument, NULL, 'i'},
-	    {"sleep-iters", required_argument, NULL, 's'},
-	    {"cpus", required_argument, NULL, 'c'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"no-iceoryx", no_argument, NULL, 'n'},
-	    {"no-chipd", no_argument, NULL, 'N'},
-	    {"chipd", required_argument, NULL, 'C'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	const struct bench_arg args[] = {
+	    {"iters", BENCH_ARG_UNSIGNED, &opts.iters, 1, UINT_MAX},
+	    {"sleep-iters", BENCH_ARG_UNSIGNED, &sleep_iters, 1, UINT_MAX},
+	    {"cpus", BENCH_ARG_CUSTOM, &opts, 0, 0, "C,S (CPUs, -1 = unpinned)", parse_cpus},
+	    {"json", BENCH_ARG_FLAG, &opts.json},
+	    {"no-iceoryx", BENCH_ARG_CLEAR, &iceoryx},
+	    {"no-chipd", BENCH_ARG_CLEAR, &chipd},
+	    {"chipd", BENCH_ARG_STRING, &chipd_bin},
 	};
-	int opt;
+	int rc =
+	    bench_args_parse(argc, argv, "mailbox", args, sizeof(args) / sizeof(args[0]), usage);
 
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			opts.iters = (unsigned)strtoul(optarg, NULL, 10);
-			opts.warmup = opts.iters / 10 + 1;
-			break;
-		case 's':
-			sleep_iters = (unsigned)strtoul(optarg, NULL, 10);
-			break;
-		case 'c':
-			if (sscanf(optarg, "%d,%d", &opts.cpu_client, &opts.cpu_server) != 2) {
-				usage(stderr);
-				return 64;
-			}
-			break;
-		case 'j':
-			opts.json = true;
-			break;
-		case 'n':
-			iceoryx = false;
-			break;
-		case 'N':
-			chipd = false;
-			break;
-		case 'C':
-			chipd_bin = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 64;
-		}
-	}
-	if (optind != argc || opts.iters == 0 || sleep_iters == 0) {
-		usage(stderr);
-		return 64;
-	}
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	opts.warmup = opts.iters / 10 + 1;
 
 	/* before the first variant pins this thread: chipd must not inherit that */
 	if (sched_getaffinity(0, sizeof(unpinned), &unpinned))

@@ -9,6 +9,7 @@
  * measured first, then printed (overlap_print.c): a table, or one JSON document. */
 #include "modes.h"
 
+#include "bench_args.h"
 #include "overlap.h"
 
 #include "node.h"
@@ -16,7 +17,7 @@
 #include "wrk.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,57 +194,24 @@ static void ov_usage(FILE *f)
 
 int mode_overlap(int argc, char **argv)
 {
-	static const struct option lopts[] = {
-	    {"requests", required_argument, NULL, 'r'},
-	    {"tokens", required_argument, NULL, 't'},
-	    {"device-us", required_argument, NULL, 'd'},
-	    {"trace", required_argument, NULL, 'T'},
-	    {"chipd", required_argument, NULL, 'C'},
-	    {"no-chipd", no_argument, NULL, 'N'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static const double ov_cost[OV_COSTS] = {0.5, 1.0, 2.0};
 	struct ov_opts o = {.requests = 1, .tokens = 200, .device_us = 2000};
+	const struct bench_arg args[] = {
+	    {"requests", BENCH_ARG_UNSIGNED, &o.requests, 1, 64},
+	    {"tokens", BENCH_ARG_UNSIGNED, &o.tokens, 1, UINT_MAX},
+	    {"device-us", BENCH_ARG_UNSIGNED, &o.device_us, 1, UINT_MAX},
+	    {"trace", BENCH_ARG_STRING, &o.trace},
+	    {"chipd", BENCH_ARG_STRING, &o.chipd},
+	    {"no-chipd", BENCH_ARG_FLAG, &o.no_chipd},
+	    {"json", BENCH_ARG_FLAG, &o.json},
+	};
 	struct ov_report rep = {0};
-	int c, fails = 0;
+	int fails = 0, rc;
 
-	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			o.requests = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 't':
-			o.tokens = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'd':
-			o.device_us = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'T':
-			o.trace = optarg;
-			break;
-		case 'C':
-			o.chipd = optarg;
-			break;
-		case 'N':
-			o.no_chipd = true;
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 'h':
-			ov_usage(stdout);
-			return 0;
-		default:
-			ov_usage(stderr);
-			return 64;
-		}
-	}
-	if (optind < argc || o.requests < 1 || o.requests > 64 || o.tokens < 1 || o.device_us < 1) {
-		ov_usage(stderr);
-		return 64;
-	}
+	rc =
+	    bench_args_parse(argc, argv, "overlap", args, sizeof(args) / sizeof(args[0]), ov_usage);
+	if (rc)
+		return rc == 1 ? 0 : rc;
 	for (int i = 0; i < OV_COSTS; i++) {
 		struct ov_row *r = &rep.worker[i];
 		struct wrk_trace *tr = NULL;

@@ -11,10 +11,10 @@
 #include "modes.h"
 
 #include "bench.h"
+#include "bench_args.h"
 #include "bench_chipd.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,47 +193,22 @@ static void su_usage(FILE *f)
 
 int mode_startup(int argc, char **argv)
 {
-	static const struct option lopts[] = {
-	    {"chipd", required_argument, NULL, 'C'}, {"chips", required_argument, NULL, 'c'},
-	    {"runs", required_argument, NULL, 'r'},  {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0},
-	};
 	struct su_opts o = {.chips = {1, 2, 8}, .nrows = 3, .runs = 5};
+	const struct bench_arg args[] = {
+	    {"chipd", BENCH_ARG_STRING, &o.chipd},
+	    {"chips", BENCH_ARG_LIST, &(struct bench_arg_list){o.chips, SU_MAX_ROWS, &o.nrows}, 1,
+	     CHIPD_MAX_CHIPS},
+	    {"runs", BENCH_ARG_UNSIGNED, &o.runs, 1, SU_MAX_RUNS},
+	    {"json", BENCH_ARG_FLAG, &o.json},
+	};
 	struct su_line lines[2 * SU_MAX_ROWS + 3];
 	unsigned n = 0, fails = 0;
-	int c;
+	int rc =
+	    bench_args_parse(argc, argv, "startup", args, sizeof(args) / sizeof(args[0]), su_usage);
 
+	if (rc)
+		return rc == 1 ? 0 : rc;
 	memset(lines, 0, sizeof(lines));
-	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'C':
-			o.chipd = optarg;
-			break;
-		case 'c':
-			if (bench_chipd_parse_list(optarg, o.chips, SU_MAX_ROWS, CHIPD_MAX_CHIPS,
-						   &o.nrows)) {
-				su_usage(stderr);
-				return 64;
-			}
-			break;
-		case 'r':
-			o.runs = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 'h':
-			su_usage(stdout);
-			return 0;
-		default:
-			su_usage(stderr);
-			return 64;
-		}
-	}
-	if (optind < argc || o.runs < 1 || o.runs > SU_MAX_RUNS) {
-		su_usage(stderr);
-		return 64;
-	}
 	for (unsigned i = 0; i < o.nrows; i++, n += 2)
 		su_start_stop(&o, o.chips[i], &lines[n], &lines[n + 1]);
 	su_recover(&o, &lines[n]);
