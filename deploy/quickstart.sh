@@ -4,7 +4,7 @@
 # streams the tokens of several paged-attention decode requests, prints the counters,
 # and stops chipd cleanly (exit status 0 only if every request completed and chipd
 # stopped cleanly). Then runs the mailbox benchmark (chipd's mailbox against raw
-# shared memory, a futex, a unix socket and iceoryx); CHIPD_QUICK_NO_BENCH=1 skips it.
+# shared memory, a futex, a unix socket, pipes and iceoryx); CHIPD_QUICK_NO_BENCH=1 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=deploy/lib/packages.sh

@@ -254,7 +254,18 @@ static void usage(FILE *f)
 }
 
 /* Index of each variant in the results array. */
-enum { V_SPIN, V_SLEEP, V_RAW_SPIN, V_RAW_FUTEX, V_SOCK, V_PIPE, V_ICEORYX, V_CHIPD, V_COUNT };
+enum {
+	V_SPIN,
+	V_SLEEP,
+	V_RAW_SPIN,
+	V_RAW_FUTEX,
+	V_SOCK,
+	V_PIPE,
+	V_ICEORYX,
+	V_CHIPD,
+	V_PIPES, /* (i): last, so the letters of the others stay as documented */
+	V_COUNT
+};
 
 static double ratio(const struct bench_result *a, const struct bench_result *b)
 {
@@ -344,6 +355,7 @@ int mode_mailbox(int argc, char **argv)
 	bench_skip(&res[V_ICEORYX], "built without iceoryx (libiceoryx-binding-c-dev)");
 	(void)iceoryx;
 #endif
+	peer_pipe_pingpong(&opts, sleep_iters, &res[V_PIPES]);
 	if (chipd) {
 		ping_chipd_row(&opts, chipd_bin, &unpinned, sleep_iters, &res[V_CHIPD]);
 	} else {
@@ -372,6 +384,8 @@ int mode_mailbox(int argc, char **argv)
 	print_ratio(f, opts.json, &first, "unix_seqpacket_over_mbox_spin",
 		    "(e) unix socket / mailbox spin", ratio(&res[V_SOCK], &res[V_SPIN]),
 		    "(context)");
+	print_ratio(f, opts.json, &first, "pipe_pair_over_mbox_spin", "(i) pipes / mailbox spin",
+		    ratio(&res[V_PIPES], &res[V_SPIN]), "(context)");
 	print_ratio(f, opts.json, &first, "chipd_ping_over_mbox_spin",
 		    "(h) chipd_ping / mailbox spin", ratio(&res[V_CHIPD], &res[V_SPIN]),
 		    "(context)");

@@ -4,6 +4,8 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -249,5 +251,94 @@ int peer_seqpacket_pingpong(const struct bench_opts *opts, unsigned iters, struc
 	int rc = bench_pingpong(opts, &pp, out);
 	close(s.fd[0]);
 	close(s.fd[1]);
+	return rc;
+}
+
+/* Two pipes: req client -> server, resp server -> client. A 64-byte write is atomic
+ * (below PIPE_BUF). The client waits for the answer in poll with a bound (a pipe has
+ * no receive timeout), then reads: what an event loop reading a pipe does. */
+struct pipe_ctx {
+	int req[2], resp[2]; /* -1 once closed in the client */
+};
+
+static int pipe_server(void *ctx)
+{
+	struct pipe_ctx *p = ctx;
+	uint8_t buf[MSG];
+
+	close(p->req[1]);
+	close(p->resp[0]);
+	for (;;) {
+		struct pollfd pfd = {.fd = p->req[0], .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&pfd, 1, (int)(IDLE_LIMIT_NS / 1000000)) != 1)
+			return 1; /* the client said nothing for IDLE_LIMIT_NS */
+		n = read(p->req[0], buf, sizeof(buf));
+		if (n == 0)
+			return 0; /* client closed: stop */
+		if (n != MSG || write(p->resp[1], buf, MSG) != MSG)
+			return 1;
+	}
+}
+
+static int pipe_round_trip(void *ctx, uint64_t i)
+{
+	struct pipe_ctx *p = ctx;
+	struct pollfd pfd = {.fd = p->resp[0], .events = POLLIN};
+	uint8_t buf[MSG];
+
+	if (p->req[0] >= 0) { /* the server (forked by now) holds its own copies */
+		close(p->req[0]);
+		close(p->resp[1]);
+		p->req[0] = p->resp[1] = -1;
+	}
+	memset(buf, (int)(i & 0xff), MSG);
+	if (write(p->req[1], buf, MSG) != MSG)
+		return -errno;
+	if (poll(&pfd, 1, (int)(IDLE_LIMIT_NS / 1000000)) != 1)
+		return -ETIMEDOUT;
+	if (read(p->resp[0], buf, MSG) != MSG) /* 0: the server is gone */
+		return -EPIPE;
+	return buf[0] == (uint8_t)(i & 0xff) ? 0 : -EPROTO;
+}
+
+static int pipe_stop(void *ctx)
+{
+	struct pipe_ctx *p = ctx;
+
+	close(p->req[1]); /* EOF for the server */
+	p->req[1] = -1;
+	return 0;
+}
+
+int peer_pipe_pingpong(const struct bench_opts *opts, unsigned iters, struct bench_result *out)
+{
+	struct pipe_ctx p = {.req = {-1, -1}, .resp = {-1, -1}};
+	struct bench_pingpong pp = {
+	    .name = "pipe_pair",
+	    .label = "two pipes (poll, then read)",
+	    .ctx = &p,
+	    .server = pipe_server,
+	    .round_trip = pipe_round_trip,
+	    .stop = pipe_stop,
+	    .iters = iters,
+	    .warmup = iters / 10 + 1,
+	};
+	int rc;
+
+	if (pipe2(p.req, O_CLOEXEC) != 0 || pipe2(p.resp, O_CLOEXEC) != 0) {
+		rc = -errno;
+		bench_name(out, pp.name, pp.label);
+		bench_skip(out, "pipe2: %s", strerror(-rc));
+	} else {
+		rc = bench_pingpong(opts, &pp, out);
+	}
+	for (int e = 0; e < 2; e++) {
+		if (p.req[e] >= 0)
+			close(p.req[e]);
+		if (p.resp[e] >= 0)
+			close(p.resp[e]);
+	}
 	return rc;
 }
