@@ -10,20 +10,22 @@ cd "$(dirname "$0")/.."
 chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}" "${CHIPD_TEST_PACKAGES[@]}"
 
 jobs=$(nproc)
+# Warnings are errors here (CHIPD_WERROR), not in a packager's build.
 # run_suite DIR LAUNCHER CMAKE-ARGS...: configure, build, run ctest under LAUNCHER.
 run_suite() {
 	local dir=$1 launcher=$2
 	shift 2
 	echo "== chipd tests: $dir $*"
-	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHIPD_WERROR=ON "$@" >/dev/null
 	cmake --build "$dir" -j "$jobs" >/dev/null
 	(cd "$dir" && $launcher ctest --output-on-failure --timeout 900)
 }
 
 run_suite build ""
-# The quick start builds with -O3, whose warnings (-Werror) differ: compile it too.
+# The quick start builds with -O3, whose warnings differ: compile it too, warnings as
+# errors.
 echo "== chipd release build (compile only)"
-cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCHIPD_WERROR=ON >/dev/null
 cmake --build build-release -j "$jobs" >/dev/null
 # The performance report's pipeline (every chipbench mode with --json, the renderer,
 # gnuplot), small sizes, into a scratch directory: the committed report stays.

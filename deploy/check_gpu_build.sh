@@ -21,7 +21,8 @@ variant() {
 	local dir=$1
 	shift
 	echo "== chipd GPU build: $dir $*"
-	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHIPD_BENCH=OFF "$@" >/dev/null
+	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHIPD_BENCH=OFF -DCHIPD_WERROR=ON \
+		"$@" >/dev/null
 	cmake --build "$dir" -j "$jobs" --target "${targets[@]}" >/dev/null
 	(cd "$dir" && ctest --output-on-failure -R '^(check_device|check_kernels|check_workloads|gpu_check)$')
 }

@@ -19,8 +19,8 @@ chipd_need_packages "${CHIPD_BENCH_PACKAGES[@]}" ||
 	echo "chipd: StarPU unavailable; chipbench dispatch will say its peer was skipped" >&2
 
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release -j "$(nproc)" --target chipd_sup chipctl chipbench >/dev/null
-bin=build-release/supervisor
+cmake --build build-release -j "$(nproc)" --target chipd chipctl chipbench >/dev/null
+bin=build-release/bin
 export CHIPD_INSTANCE="quickstart-$$"
 
 echo "== chipd --chips 2 (sim), instance $CHIPD_INSTANCE"

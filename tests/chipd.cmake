@@ -1,12 +1,10 @@
 # Process-level suites of the supervisor: a real chipd (sim chips) through libchipd.
 chipd_check(check_chipd chipd_fixture.c)
 target_link_libraries(check_chipd PRIVATE chipd_proto)
-target_compile_definitions(check_chipd PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd_sup>")
-add_dependencies(check_chipd chipd_sup)
+target_compile_definitions(check_chipd PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")
+add_dependencies(check_chipd chipd)
 
 # chipctl against a real chipd: submit, stats --prom through promtool, trace JSON, stop.
-if(TARGET chipctl)
-  add_test(NAME chipctl_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/cli.sh
-                                    $<TARGET_FILE:chipd_sup> $<TARGET_FILE:chipctl>)
-  set_tests_properties(chipctl_cli PROPERTIES TIMEOUT 180)
-endif()
+add_test(NAME chipctl_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/cli.sh
+                                  $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
+set_tests_properties(chipctl_cli PROPERTIES TIMEOUT 180)

@@ -1,4 +1,4 @@
-# The fault matrix and the load test (issue 8): a real chipd (sim chips) hit by one
+# The fault matrix and the load test: a real chipd (sim chips) hit by one
 # fault per tcase, and many clients with exact accounting. Same shape as chipd_check
 # (tests/CMakeLists.txt), with the sources in tests/fault/.
 function(chipd_fault_check name timeout) # extra sources in ARGN
@@ -7,8 +7,8 @@ function(chipd_fault_check name timeout) # extra sources in ARGN
                  unit/chipd_fixture.c ${ARGN})
   target_include_directories(${name} PRIVATE unit fault)
   target_link_libraries(${name} PRIVATE chipd_proto chipd_shm PkgConfig::CHECK Threads::Threads)
-  target_compile_definitions(${name} PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd_sup>")
-  add_dependencies(${name} chipd_sup)
+  target_compile_definitions(${name} PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")
+  add_dependencies(${name} chipd)
   add_test(NAME ${name} COMMAND ${name})
   # CK_DEFAULT_TIMEOUT bounds each tcase (a row that hangs fails, it never stalls
   # the run); sanitizer builds are several times slower, hence the margin.
@@ -32,9 +32,9 @@ endif()
 # against a native chipd: valgrind 3.19 lacks pidfd_open, which chipd needs); ~15 s.
 # Plain build only (valgrind does not run sanitizer builds); skipped (77) without
 # valgrind.
-if(CHIPD_SANITIZE STREQUAL "" AND TARGET chipctl)
+if(CHIPD_SANITIZE STREQUAL "")
   add_test(NAME memcheck_clients COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault/memcheck.sh
-           $<TARGET_FILE:chipd_sup> $<TARGET_FILE:chipctl> $<TARGET_FILE:check_load>)
+           $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl> $<TARGET_FILE:check_load>)
   set_tests_properties(memcheck_clients PROPERTIES LABELS "memcheck;fault" TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endif()

@@ -1,4 +1,4 @@
 # Suites of worker/: the O and S threads, admission, cancel, faults, shutdown, trace.
 # Included from tests/CMakeLists.txt.
-chipd_check(check_worker check_worker_faults.c check_worker_trace.c worker_fixture.c)
+chipd_check(check_worker worker_faults.c worker_trace_op.c worker_fixture.c)
 target_link_libraries(check_worker PRIVATE chipd_worker)

@@ -58,7 +58,7 @@ fi
 bld=build-release
 echo "== build ($bld, Release)" >&2
 cmake -S . -B "$bld" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bld" -j "$(nproc)" --target chipd_sup chipctl chipbench check_kernels >/dev/null
+cmake --build "$bld" -j "$(nproc)" --target chipd chipctl chipbench check_kernels >/dev/null
 
 if [ -n "$keep" ]; then
 	mkdir -p "$keep"

@@ -4,7 +4,7 @@
  * crash, never read outside the input, never allocate" (ASan and libFuzzer's malloc
  * limit watch those), it checks one property: whatever decodes must encode again
  * and decode to the same struct, so the decoder accepts nothing the encoder cannot
- * produce. Any finding becomes a test in tests/unit/check_proto_bad.c. */
+ * produce. Any finding becomes a test in tests/unit/proto_malformed.c. */
 #include "proto.h"
 
 #include <stdint.h>

@@ -51,14 +51,14 @@ region)
 esac
 stale=0
 [ -x "$bin" ] || stale=1
-for s in "${srcs[@]}" "$root"/proto/*.h "$root"/shm/*.h; do
+for s in "${srcs[@]}" "$root"/proto/*.h "$root"/proto/include/*.h "$root"/shm/*.h; do
 	[ "$s" -nt "$bin" ] && stale=1
 done
 if [ "$stale" = 1 ]; then
 	echo "fuzz: building $bin with $cc"
 	# shellcheck disable=SC2046 # pkg-config prints several words on purpose
 	"$cc" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=undefined -I"$root/proto" -I"$root/shm" \
+		-fno-sanitize-recover=undefined -I"$root/proto/include" -I"$root/proto" -I"$root/shm" \
 		$(pkg-config --cflags msgpack) "${srcs[@]}" $(pkg-config --libs msgpack) -lpthread -lrt \
 		-o "$bin"
 fi

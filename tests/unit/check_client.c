@@ -1,7 +1,7 @@
 /* check_client.c - libchipd against a server thread on a real node region: calls,
  * token streams in order with their final, cancel, error envelopes as structs,
  * stats from shared memory, one connection shared by threads. Connect errors and
- * timeouts are in check_client_errors.c. */
+ * timeouts are in client_errors.c. */
 #include "client_fixture.h"
 #include "testutil.h"
 

@@ -1,6 +1,6 @@
 /* check_mbox.c - pins the mailbox state machine: every allowed transition, refused
  * forbidden ones, acknowledged reset, out-of-order answers, bounded waits, layout
- * validation. The tcases with real processes are in check_mbox_peers.c. */
+ * validation. The tcases with real processes are in mbox_peers.c. */
 #include "mbox_fixture.h"
 #include "proc.h"
 #include "testutil.h"

@@ -1,7 +1,7 @@
 /* check_proto.c - the wire format: every message survives a round trip, absent
  * optional fields are their defaults, the encoder refuses what the decoder would,
  * the one error envelope, and the handler table. Malformed input is in
- * check_proto_bad.c. */
+ * proto_malformed.c. */
 #include "proto_fixture.h"
 #include "testutil.h"
 

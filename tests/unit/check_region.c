@@ -1,5 +1,5 @@
 /* check_region.c - pins region creation (header layout, mode) and every attach check.
- * Live/stale regions and reclaim are in check_region_lifecycle.c. */
+ * Live/stale regions and reclaim are in region_lifecycle.c. */
 #include "proc.h"
 #include "region_fixture.h"
 #include "testutil.h"

@@ -1,7 +1,7 @@
 /* check_worker.c - the worker: a stream's tokens in order then FINAL, O and S
  * overlapping, cancel in each state, admission refusals. The fault cases (stalled
  * reader, device error, shutdown, racing ids, failed threads) are in
- * check_worker_faults.c, the trace op in check_worker_trace.c. */
+ * worker_faults.c, the trace op in worker_trace_op.c. */
 #include "testutil.h"
 #include "worker_fixture.h"
 

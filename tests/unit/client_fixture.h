@@ -49,7 +49,7 @@ void cx_stop(struct cx *x);
 void cx_region(struct cx *x);
 void cx_region_remove(struct cx *x);
 
-/* Adds the tcases about connect errors and giving up (check_client_errors.c). */
+/* Adds the tcases about connect errors and giving up (client_errors.c). */
 void client_add_error_tcases(Suite *s);
 
 #endif

@@ -29,7 +29,7 @@ struct mbox_ticket post_text(struct fixture *fx, const char *text);
 /* The next server event, which must come within 2 s. */
 struct mbox_event next_event(struct fixture *fx);
 
-/* Adds the tcases with dying, sleeping and streaming processes (check_mbox_peers.c). */
+/* Adds the tcases with dying, sleeping and streaming processes (mbox_peers.c). */
 void mbox_add_peer_tcases(Suite *s);
 
 #endif

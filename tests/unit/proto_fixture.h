@@ -29,7 +29,7 @@ void expect_bad_raw(struct raw *r, enum chipd_code code, const char *needle);
 /* The same for the answer to an @op request. */
 void expect_bad_answer(enum proto_op op, struct raw *r, const char *needle);
 
-/* Adds the tcases about malformed messages (check_proto_bad.c). */
+/* Adds the tcases about malformed messages (proto_malformed.c). */
 void proto_add_bad_tcases(Suite *s);
 
 #endif

@@ -29,7 +29,7 @@ void expect_attach_fails(const char *name, enum shm_kind kind, size_t size, int 
 mode_t mode_of(const char *name);
 
 /* Adds the tcases about live and stale regions, reclaim, fork sharing, names and
- * generations (check_region_lifecycle.c). */
+ * generations (region_lifecycle.c). */
 void region_add_lifecycle_tcases(Suite *s);
 
 #endif

@@ -1,4 +1,4 @@
-"""ctypes bindings of libchipd (proto/chipd.h): the structs, the prototypes, the loader.
+"""ctypes bindings of libchipd (proto/include/chipd.h): the structs, the prototypes, the loader.
 
 Every ``Structure`` here mirrors its C struct field by field, in the same order and
 with the same types, so ctypes computes the same offsets, alignment and size as the

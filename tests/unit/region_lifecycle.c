@@ -1,4 +1,4 @@
-/* check_region_lifecycle.c - pins live and stale regions: create refuses a live one,
+/* region_lifecycle.c - pins live and stale regions: create refuses a live one,
  * reclaims a stale one, attach refuses a dead creator; fork sharing, names,
  * generations. */
 #include "proc.h"

@@ -1,4 +1,4 @@
-/* check_worker_faults.c - the worker under trouble: a reader that never reads, an
+/* worker_faults.c - the worker under trouble: a reader that never reads, an
  * injected device error, an injected orchestrator error, shutdown with streams in
  * flight (and the mailbox served during its grace period), the same id submitted from
  * many threads at once, O or S failing for good. */

@@ -1,4 +1,4 @@
-/* check_worker_trace.c - the worker's trace op over its mailbox: start, collect a
+/* worker_trace_op.c - the worker's trace op over its mailbox: start, collect a
  * Chrome trace fragment that merges into valid JSON, collect while O and S record
  * (TSan checks the rings' protocol), stop then collect, paths refused. */
 #include "testutil.h"
@@ -69,7 +69,7 @@ static void check_fragment(const char *frag, bool want_os, int64_t events, uint6
 	fputs(checker, out);
 	ck_assert_int_eq(fclose(out), 0);
 	if (system("command -v python3 >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "check_worker_trace: no python3, JSON not validated\n");
+		fprintf(stderr, "check_worker: no python3, JSON not validated\n");
 	} else {
 		snprintf(cmd, sizeof(cmd), "python3 %s %s %d %lld %llu.%03u %llu.%03u", script,
 			 whole, want_os, (long long)events, (unsigned long long)(t0_ns / 1000),

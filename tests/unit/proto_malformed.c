@@ -1,4 +1,4 @@
-/* check_proto_bad.c - malformed messages: each class is refused with the right code
+/* proto_malformed.c - malformed messages: each class is refused with the right code
  * and a message naming the field; no prefix, corruption or huge declared count makes
  * the decoder read outside its buffer (the suite also runs under ASan). */
 #include "proto_fixture.h"

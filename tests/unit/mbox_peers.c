@@ -1,4 +1,4 @@
-/* check_mbox_peers.c - pins the mailbox with real processes and threads: dead clients
+/* mbox_peers.c - pins the mailbox with real processes and threads: dead clients
  * and servers recovered, futex sleeping across processes, an idle server that stops
  * spinning, and streams with nothing lost or duplicated. */
 #include "mbox_fixture.h"

@@ -1,4 +1,4 @@
-/* check_client_errors.c - libchipd's failures: every connect error distinct and
+/* client_errors.c - libchipd's failures: every connect error distinct and
  * explained, instance discovery order, a server that never answers (timeout, then
  * the acknowledged reset frees the slot for the next call), a full mailbox, requests
  * refused before they are sent. */
