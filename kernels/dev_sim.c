@@ -4,33 +4,21 @@
  *
  * Every hand-off (host -> stream thread, stream thread -> a thread in
  * dev_stream_sync or dev_event_sync, stream -> stream through an event) is a counter
- * that only grows, waited for by spinning first and then sleeping on a private futex
- * (sim_wait_ge): a cache-line hand-off costs ~0.3 us, a futex or condvar wake ~50 us
- * on the machines we measure on, and most hand-offs come within a few microseconds.
- *
- * The sleep protocol (struct sim_park) lets a waker skip the syscall when no one
- * sleeps and issue one wake per sleep, not one per op:
- *   sleeper: park = 1 (seq_cst); re-check the counter (seq_cst); FUTEX_WAIT(park, 1)
- *   waker:   store the counter (seq_cst);
- *            if (park (seq_cst) != 0 && exchange(park, 0) != 0) FUTEX_WAKE(park, all)
- * Both sides use seq_cst on the two words, so either the waker sees park set or the
- * sleeper sees the new counter (the store-buffer litmus is forbidden); a sleeper
- * whose park was cleared before it slept finds park != 1 and does not sleep. */
+ * that only grows, waited for by spinning first and then sleeping (sim_wait_ge): a
+ * cache-line hand-off costs ~0.3 us, a futex or condvar wake ~50 us on the machines
+ * we measure on, and most hand-offs come within a few microseconds. The sleep is
+ * shm's park protocol (shm/wait.h): a waker issues one wake per sleep, not one per
+ * op, and none while no one sleeps. */
 #include "dev_impl.h"
 
-#include "../shm/wait.h" /* shm_cpu_relax, SHM_SPIN_NS_DEFAULT: header-only parts */
+#include "wait.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 /* Ops a stream holds before dev_launch waits for room: a GPU's queue is finite too,
  * and a host that runs far ahead only grows latency. */
@@ -78,11 +66,6 @@ struct sim_op {
 	} u;
 };
 
-/* A futex a waiter sleeps on; see the protocol at the top of the file. */
-struct sim_park {
-	_Atomic uint32_t word; /* 1: someone may sleep here since the last wake */
-};
-
 /* A stream: a single-producer (the thread using the stream), single-consumer (the
  * stream thread) ring. ops[head % CAP] runs next; tail - head ops are queued. */
 struct sim_stream {
@@ -91,12 +74,12 @@ struct sim_stream {
 	pthread_t thread;
 	/* written by the producer: */
 	_Alignas(SIM_LINE) _Atomic uint64_t tail; /* ops queued so far (seq_cst store) */
-	struct sim_park more;			  /* the stream thread waits for tail */
+	struct shm_park more;			  /* the stream thread waits for tail */
 	uint64_t head_seen; /* the producer's last look at head: it reads head (a line the
 			     * stream thread writes per op) only when the ring looks full */
 	/* written by the stream thread: */
 	_Alignas(SIM_LINE) _Atomic uint64_t head; /* ops finished so far (seq_cst store) */
-	struct sim_park done;			  /* syncs and a full queue wait for head */
+	struct shm_park done;			  /* syncs and a full queue wait for head */
 	/* the first error; set once (release) after msg, so a reader that sees it
 	 * (acquire) may read msg, which is never written again */
 	_Atomic int err;
@@ -109,7 +92,7 @@ struct sim_event {
 	_Atomic uint64_t issued; /* records made; by the recording thread */
 	/* written by the stream threads that reach a record: */
 	_Alignas(SIM_LINE) _Atomic uint64_t done; /* the latest record reached (seq_cst) */
-	struct sim_park park;			  /* threads and streams wait for done */
+	struct shm_park park;			  /* threads and streams wait for done */
 	pthread_mutex_t lock; /* signals: err, msg with done, and the wake after it */
 	int err;	      /* the recording stream's error at that point */
 	char msg[DEV_ERRMSG_MAX];
@@ -135,29 +118,11 @@ static struct sim_event *event_of(struct dev_event *e)
 	return (struct sim_event *)e;
 }
 
-static uint64_t sim_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Wakes whoever sleeps on @p. Call it right after the seq_cst store of the counter
- * they wait for. One load when no one sleeps. */
-static void sim_wake(struct sim_park *p)
-{
-	if (atomic_load_explicit(&p->word, memory_order_seq_cst) == 0)
-		return;
-	if (atomic_exchange_explicit(&p->word, 0, memory_order_seq_cst) != 0)
-		syscall(SYS_futex, &p->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
 /* Spins on *@word >= @target for @spin_ns: pure PAUSE first, then yielding between
  * checks. Returns true when reached. */
 static bool sim_spin_ge(_Atomic uint64_t *word, uint64_t target, uint64_t spin_ns)
 {
-	uint64_t start = sim_now_ns(), now;
+	uint64_t start = shm_now_ns(), now;
 
 	for (;;) {
 		for (int i = 0; i < SIM_SPIN_CLOCK_EVERY; i++) {
@@ -165,7 +130,7 @@ static bool sim_spin_ge(_Atomic uint64_t *word, uint64_t target, uint64_t spin_n
 			if (atomic_load_explicit(word, memory_order_acquire) >= target)
 				return true;
 		}
-		now = sim_now_ns();
+		now = shm_now_ns();
 		if (now - start >= spin_ns)
 			return false;
 		if (now - start >= SIM_PAUSE_NS)
@@ -176,7 +141,7 @@ static bool sim_spin_ge(_Atomic uint64_t *word, uint64_t target, uint64_t spin_n
 /* Waits until *@word >= @target: spins for @spin_ns, then sleeps on @p. The words
  * only grow, and every op a stream takes runs to completion, so the wait ends as
  * the work it waits for ends (as a GPU's would; a kernel that never ends hangs it). */
-static void sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct sim_park *p,
+static void sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct shm_park *p,
 			uint64_t spin_ns)
 {
 	if (atomic_load_explicit(word, memory_order_acquire) >= target)
@@ -184,11 +149,10 @@ static void sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct sim_park
 	if (sim_spin_ge(word, target, spin_ns))
 		return;
 	for (;;) {
-		atomic_store_explicit(&p->word, 1, memory_order_seq_cst);
+		shm_park_prepare(p);
 		if (atomic_load_explicit(word, memory_order_seq_cst) >= target)
 			return;
-		/* returns at once (EAGAIN) when a waker cleared the word meanwhile */
-		syscall(SYS_futex, &p->word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+		shm_park_sleep(p);
 		if (atomic_load_explicit(word, memory_order_acquire) >= target)
 			return;
 	}
@@ -254,7 +218,7 @@ static void signal_event(struct sim_stream *ss, struct sim_event *ev, uint64_t g
 	}
 	/* under the lock: event_wait takes it before it returns, so a thread that
 	 * synced the event and destroys it cannot free the park word under us */
-	sim_wake(&ev->park);
+	shm_park_wake(&ev->park);
 	pthread_mutex_unlock(&ev->lock);
 }
 
@@ -308,7 +272,7 @@ static void *stream_main(void *arg)
 		run_op(ss, op);
 		stop = op->kind == SIM_STOP; /* read before head frees the slot */
 		atomic_store_explicit(&ss->head, ++head, memory_order_seq_cst);
-		sim_wake(&ss->done);
+		shm_park_wake(&ss->done);
 	} while (!stop);
 	return NULL;
 }
@@ -332,7 +296,7 @@ static int enqueue(struct sim_stream *ss, const struct sim_op *op)
 	}
 	ss->ops[tail % SIM_QUEUE_CAP] = *op;
 	atomic_store_explicit(&ss->tail, tail + 1, memory_order_seq_cst);
-	sim_wake(&ss->more);
+	shm_park_wake(&ss->more);
 	return 0;
 }
 
@@ -391,9 +355,9 @@ static int sim_stream_create(struct dev *d, struct dev_stream **out)
 	memset(ss, 0, sizeof(*ss));
 	ss->base.dev = d;
 	atomic_init(&ss->tail, 0);
-	atomic_init(&ss->more.word, 0);
+	shm_park_init(&ss->more);
 	atomic_init(&ss->head, 0);
-	atomic_init(&ss->done.word, 0);
+	shm_park_init(&ss->done);
 	atomic_init(&ss->err, 0);
 	err = pthread_create(&ss->thread, NULL, stream_main, ss);
 	if (err) {
@@ -439,7 +403,7 @@ static int sim_event_create(struct dev *d, struct dev_event **out)
 	ev->base.dev = d;
 	atomic_init(&ev->issued, 0);
 	atomic_init(&ev->done, 0);
-	atomic_init(&ev->park.word, 0);
+	shm_park_init(&ev->park);
 	pthread_mutex_init(&ev->lock, NULL);
 	*out = &ev->base;
 	return 0;

@@ -121,3 +121,26 @@ int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline
 			return 0;
 	}
 }
+
+void shm_park_init(struct shm_park *p)
+{
+	atomic_init(&p->word, 0);
+}
+
+void shm_park_prepare(struct shm_park *p)
+{
+	atomic_store_explicit(&p->word, 1, memory_order_seq_cst);
+}
+
+void shm_park_sleep(struct shm_park *p)
+{
+	/* returns at once (EAGAIN) when a waker cleared the word meanwhile */
+	syscall(SYS_futex, (uint32_t *)&p->word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void shm_park_wake_sleepers(struct shm_park *p)
+{
+	if (atomic_exchange_explicit(&p->word, 0, memory_order_seq_cst) != 0)
+		syscall(SYS_futex, (uint32_t *)&p->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
+			0);
+}

@@ -92,4 +92,45 @@ void shm_wake_all(struct shm_wake *w);
  * deadline by more than scheduling noise. */
 int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns);
 
+/* ---- parking: one thread hands a growing counter to a waiter, within a process ----
+ *
+ * For hand-offs that happen many times per sleep (a queue's producer and consumer,
+ * ops completing while a sync waits): a waker issues at most one wake syscall per
+ * sleep, not one per change, and none while no one sleeps.
+ *   sleeper: shm_park_prepare (park = 1, seq_cst); re-check the condition (seq_cst);
+ *            shm_park_sleep (FUTEX_WAIT while park == 1)
+ *   waker:   change the condition (seq_cst store); shm_park_wake
+ *            (if park (seq_cst) != 0 && exchange(park, 0) != 0: FUTEX_WAKE all)
+ * Both sides use seq_cst on the two words, so either the waker sees park set or the
+ * sleeper sees the new condition; a sleeper whose park was cleared before it slept
+ * finds park != 1 and returns at once. Process-private (the futex is
+ * FUTEX_PRIVATE_FLAG): for cross-process waits use struct shm_wake. */
+struct shm_park {
+	_Atomic uint32_t word; /* 1: someone may sleep here since the last wake */
+};
+
+/* Zeroes @p (before any thread uses it). */
+void shm_park_init(struct shm_park *p);
+
+/* Announces a sleep on @p. The caller then re-checks its condition with a seq_cst
+ * load and calls shm_park_sleep only if it is still false. */
+void shm_park_prepare(struct shm_park *p);
+
+/* Sleeps until shm_park_wake(@p) after the matching shm_park_prepare (returns at
+ * once if that wake already happened). May return spuriously: re-check the condition
+ * and prepare again. */
+void shm_park_sleep(struct shm_park *p);
+
+/* The part of shm_park_wake that runs when someone may sleep on @p. */
+void shm_park_wake_sleepers(struct shm_park *p);
+
+/* Wakes every thread asleep on @p, if any. Call it right after the seq_cst change of
+ * the condition they wait for. One load when no one sleeps: inline, because a hot
+ * producer calls it once per item. */
+static inline void shm_park_wake(struct shm_park *p)
+{
+	if (atomic_load_explicit(&p->word, memory_order_seq_cst) != 0)
+		shm_park_wake_sleepers(p);
+}
+
 #endif

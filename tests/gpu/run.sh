@@ -42,10 +42,11 @@ build_cmake() {
 # dependency checks.
 build_direct() {
 	local cflags=(-std=c11 -O2 -D_GNU_SOURCE -DCHIPD_HAVE_HIP -DCHIPD_HIP_CUDA -Wall -Wextra
-		-Wno-missing-field-initializers -Ikernels -Itests/unit -I"$cuda/include")
+		-Wno-missing-field-initializers -Ikernels -Ishm -Itests/unit -I"$cuda/include")
 	local srcs=(kernels/dev.c kernels/dev_sim.c kernels/sim_kernels.c kernels/kcheck.c
 		kernels/ref.c kernels/wl.c kernels/wl_exec.c kernels/wl_paged_attention.c
-		kernels/wl_gemm.c kernels/wl_synthetic.c kernels/dev_hip.c tests/unit/kernel_cases.c)
+		kernels/wl_gemm.c kernels/wl_synthetic.c kernels/dev_hip.c shm/wait.c
+		tests/unit/kernel_cases.c)
 	local objs=() s o
 	timeout 240 "$nvcc" -x cu -arch="$arch" -O3 -std=c++17 -Xcompiler=-fPIC -DCHIPD_HIP_CUDA \
 		-Ikernels -c kernels/hip/kernels.hip -o "$bld/kernels_hip.o" || return 1

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -432,6 +433,65 @@ START_TEST(proc_nonpositive_pid_dead)
 }
 END_TEST
 
+START_TEST(park_wake_clears_the_announcement_once)
+{
+	struct shm_park p;
+
+	shm_park_init(&p);
+	shm_park_wake(&p); /* no one announced a sleep: nothing to do */
+	ck_assert_uint_eq(atomic_load(&p.word), 0);
+	shm_park_prepare(&p);
+	ck_assert_uint_eq(atomic_load(&p.word), 1);
+	shm_park_wake(&p);
+	ck_assert_uint_eq(atomic_load(&p.word), 0);
+	/* a sleep whose wake already came returns at once instead of hanging */
+	shm_park_sleep(&p);
+}
+END_TEST
+
+#define PARK_ROUNDS 20000
+
+struct park_pair {
+	_Atomic uint64_t count;
+	struct shm_park park;
+};
+
+static void *park_producer(void *arg)
+{
+	struct park_pair *pp = arg;
+
+	for (uint64_t i = 1; i <= PARK_ROUNDS; i++) {
+		atomic_store_explicit(&pp->count, i, memory_order_seq_cst);
+		shm_park_wake(&pp->park);
+		if (i % 64 == 0)
+			sched_yield(); /* let the consumer fall asleep now and then */
+	}
+	return NULL;
+}
+
+/* Every value is waited for by parking: a lost wake would hang the tcase (its
+ * timeout fails it). */
+START_TEST(park_handoff_loses_no_wake)
+{
+	struct park_pair pp;
+	pthread_t t;
+
+	atomic_init(&pp.count, 0);
+	shm_park_init(&pp.park);
+	ck_assert_int_eq(pthread_create(&t, NULL, park_producer, &pp), 0);
+	for (uint64_t want = 1; want <= PARK_ROUNDS; want++) {
+		for (;;) {
+			shm_park_prepare(&pp.park);
+			if (atomic_load_explicit(&pp.count, memory_order_seq_cst) >= want)
+				break;
+			shm_park_sleep(&pp.park);
+		}
+	}
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(atomic_load(&pp.count), PARK_ROUNDS);
+}
+END_TEST
+
 static Suite *wait_suite(void)
 {
 	Suite *s = suite_create("wait");
@@ -449,6 +509,8 @@ static Suite *wait_suite(void)
 	     wait_ends_with_epipe_when_peer_process_exits},
 	    {"wait_times_out_at_deadline", wait_times_out_at_deadline},
 	    {"wake_all_without_sleepers_keeps_seq", wake_all_without_sleepers_keeps_seq},
+	    {"park_wake_clears_the_announcement_once", park_wake_clears_the_announcement_once},
+	    {"park_handoff_loses_no_wake", park_handoff_loses_no_wake},
 	    {"idle_waiter_does_not_burn_cpu", idle_waiter_does_not_burn_cpu},
 	    {"deadline_in_saturates", deadline_in_saturates},
 	    {"proc_self_alive", proc_self_alive},
