@@ -118,6 +118,25 @@ const char *sup_source_name(enum sup_source s)
 	return (unsigned)s < sizeof(source_names) / sizeof(source_names[0]) ? source_names[s] : "?";
 }
 
+static const char *const backend_names[] = {[SUP_BACKEND_SIM] = "sim", [SUP_BACKEND_HIP] = "hip"};
+
+const char *sup_backend_name(enum sup_backend b)
+{
+	return (unsigned)b < sizeof(backend_names) / sizeof(backend_names[0]) ? backend_names[b]
+									      : "?";
+}
+
+static int parse_backend(const char *s, enum sup_backend *out)
+{
+	for (size_t i = 0; i < sizeof(backend_names) / sizeof(backend_names[0]); i++) {
+		if (strcmp(s, backend_names[i]) == 0) {
+			*out = (enum sup_backend)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static const struct opt *opt_named(const char *name)
 {
 	for (size_t i = 0; i < NOPTS; i++) {
@@ -190,7 +209,7 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 	memset(cfg, 0, sizeof(*cfg));
 	memset(src, 0, sizeof(*src)); /* SUP_SRC_DEFAULT is 0 */
 	strcpy(cfg->instance, "default");
-	cfg->backend = DEV_SIM;
+	cfg->backend = SUP_BACKEND_SIM;
 	cfg->chips = 2;
 	for (uint32_t i = 0; i < CHIPD_MAX_CHIPS; i++)
 		cfg->gpus[i] = -1;
@@ -314,7 +333,7 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 			why = range;
 		break;
 	case K_BACKEND:
-		if (dev_kind_parse(v, f) < 0)
+		if (parse_backend(v, f) < 0)
 			why = "unknown backend (sim or hip)";
 		break;
 	case K_LEVEL:
@@ -377,15 +396,15 @@ static void print_value(const struct opt *o, const struct sup_config *cfg, FILE 
 		fputs(*(const bool *)f ? "yes" : "no", out);
 		break;
 	case K_BACKEND:
-		fputs(dev_kind_name(cfg->backend), out);
+		fputs(sup_backend_name(cfg->backend), out);
 		break;
 	case K_LEVEL:
 		fputs(sup_log_level_name(cfg->log_level), out);
 		break;
 	case K_GPUS:
-		if (cfg->backend == DEV_SIM)
+		if (cfg->backend == SUP_BACKEND_SIM)
 			fputs("none", out);
-		for (uint32_t i = 0; cfg->backend != DEV_SIM && i < cfg->chips; i++)
+		for (uint32_t i = 0; cfg->backend != SUP_BACKEND_SIM && i < cfg->chips; i++)
 			fprintf(out, "%s%d", i ? "," : "", cfg->gpus[i]);
 		break;
 	case K_INSTANCE:
@@ -516,7 +535,7 @@ static int resolve_gpus(struct sup_config *cfg, struct sup_sources *src, char *m
 	const char *var = NULL, *val = NULL;
 	long visible = -1;
 
-	if (cfg->backend == DEV_SIM)
+	if (cfg->backend == SUP_BACKEND_SIM)
 		return 0; /* gpus stay -1 */
 	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]) && !val; i++) {
 		val = getenv(masks[i]);

@@ -9,7 +9,6 @@
 #define CHIPD_SUP_CONFIG_H
 
 #include "chipd.h"
-#include "device.h"
 #include "sup_log.h"
 
 #include <stdbool.h>
@@ -27,10 +26,16 @@
 
 enum sup_source { SUP_SRC_DEFAULT = 0, SUP_SRC_FLAG, SUP_SRC_ENV, SUP_SRC_SCHEDULER };
 
+/* The device layer a chip's worker opens. The supervisor never opens a device (a
+ * forked child of a process that did is unusable); the worker turns this into the
+ * device layer's own kind after fork (sup_workers.c), so the configuration needs
+ * nothing of kernels/. */
+enum sup_backend { SUP_BACKEND_SIM = 0, SUP_BACKEND_HIP };
+
 /* Each field has a twin in struct sup_sources telling where its value came from. */
 struct sup_config {
 	char instance[CHIPD_INSTANCE_MAX]; /* --instance, CHIPD_INSTANCE, SLURM_JOB_ID, "default" */
-	enum dev_kind backend;		   /* --backend sim|hip, CHIPD_BACKEND; default sim */
+	enum sup_backend backend;	   /* --backend sim|hip, CHIPD_BACKEND; default sim */
 	uint32_t chips;			   /* --chips N, CHIPD_CHIPS; hip: from the masks */
 	/* hip: the device ordinal of each chip (the i-th visible device); sim: -1 */
 	int32_t gpus[CHIPD_MAX_CHIPS];
@@ -70,6 +75,9 @@ struct sup_sources {
 
 /* The source's name: "default", "flag", "env", "scheduler". */
 const char *sup_source_name(enum sup_source s);
+
+/* The backend's name as --backend takes it: "sim", "hip". */
+const char *sup_backend_name(enum sup_backend b);
 
 /* Builds the configuration from @argc/@argv and the environment. Returns 0; 1 when
  * --help or --version was printed on stdout (exit 0); -EINVAL with a one-line message

@@ -202,7 +202,7 @@ int main(int argc, char **argv, char **envp)
 	}
 	setproctitle("supervisor (instance %s, %u chips)", s->cfg.instance, s->cfg.chips);
 	SUP_INFO(-1, 0, "starting: instance %s, backend %s, %u chips, pid %d", s->cfg.instance,
-		 dev_kind_name(s->cfg.backend), s->cfg.chips, (int)s->pid);
+		 sup_backend_name(s->cfg.backend), s->cfg.chips, (int)s->pid);
 	rc = sup_loop_run(s);
 	cleanup(s);
 	SUP_INFO(-1, 0, "stopped");

@@ -35,7 +35,7 @@ int sup_workers_init(struct sup *s)
 		int rc;
 
 		w->chip = i;
-		w->gpu = s->cfg.backend == DEV_SIM ? -1 : s->cfg.gpus[i];
+		w->gpu = s->cfg.backend == SUP_BACKEND_SIM ? -1 : s->cfg.gpus[i];
 		w->pidfd = -1;
 		w->backoff_ms = s->cfg.backoff_min_ms;
 		rc = shm_region_create_anon(&w->ctl, SHM_KIND_CONTROL, ctl_size());
@@ -124,7 +124,7 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 
 	wrk_config_default(&cfg);
 	cfg.chip = w->chip;
-	cfg.dev_kind = s->cfg.backend;
+	cfg.dev_kind = s->cfg.backend == SUP_BACKEND_HIP ? DEV_HIP : DEV_SIM;
 	cfg.dev_index = w->gpu < 0 ? 0 : w->gpu;
 	cfg.no_overlap = s->cfg.no_overlap;
 	cfg.nbanks = s->cfg.no_overlap ? 1 : s->cfg.banks;

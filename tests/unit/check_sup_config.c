@@ -103,7 +103,7 @@ START_TEST(defaults_when_nothing_is_given)
 	clean_env();
 	ck_assert_int_eq(load(&c, &s, msg, sizeof(msg), (char *)NULL), 0);
 	ck_assert_str_eq(c.instance, "default");
-	ck_assert_int_eq(c.backend, DEV_SIM);
+	ck_assert_int_eq(c.backend, SUP_BACKEND_SIM);
 	ck_assert_uint_eq(c.chips, 2);
 	for (int i = 0; i < CHIPD_MAX_CHIPS; i++)
 		ck_assert_int_eq(c.gpus[i], -1);
@@ -185,7 +185,7 @@ START_TEST(flag_beats_env_beats_scheduler_beats_default)
 	ck_assert_int_eq(LOAD("--chips", "3"), 0);
 	ck_assert_str_eq(c.instance, "default");
 	ck_assert_int_eq(s.instance, SUP_SRC_DEFAULT);
-	ck_assert_int_eq(c.backend, DEV_SIM);
+	ck_assert_int_eq(c.backend, SUP_BACKEND_SIM);
 	ck_assert_int_eq(s.backend, SUP_SRC_DEFAULT);
 	ck_assert_int_eq(c.gpus[0], -1); /* sim ignores the masks */
 
