@@ -14,6 +14,7 @@ static const struct wl_ops *const workloads[] = {
     &wl_synthetic_ops,
 };
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
+_Static_assert(NWORKLOADS <= WL_WORKLOADS_MAX, "WL_WORKLOADS_MAX sizes the workloads answer");
 
 /* ---- parameters ---- */
 
@@ -324,17 +325,35 @@ static const struct wl_ops *ops_find(const char *name)
 	return NULL;
 }
 
-int wl_describe(const char *workload, char *buf, size_t cap)
+int wl_param_table(const char *workload, const struct wl_param_info **out)
 {
 	const struct wl_ops *ops = ops_find(workload);
-	size_t used = 0;
-	int n;
 
 	if (!ops)
 		return -ENOENT;
+	*out = ops->specs;
+	return (int)ops->nspecs;
+}
+
+const char *wl_summary(const char *workload)
+{
+	const struct wl_ops *ops = ops_find(workload);
+
+	return ops ? ops->doc : NULL;
+}
+
+int wl_describe(const char *workload, char *buf, size_t cap)
+{
+	const struct wl_param_info *t;
+	int nt = wl_param_table(workload, &t);
+	size_t used = 0;
+	int n;
+
+	if (nt < 0)
+		return nt;
 	buf[0] = '\0';
-	for (unsigned i = 0; i < ops->nspecs && used < cap; i++) {
-		const struct wl_pspec *s = &ops->specs[i];
+	for (int i = 0; i < nt && used < cap; i++) {
+		const struct wl_param_info *s = &t[i];
 
 		n = snprintf(buf + used, cap - used, "%s%s=%" PRId64 " [%" PRId64 "..%" PRId64 "]",
 			     i ? ", " : "", s->key, s->def, s->lo, s->hi);
@@ -361,7 +380,7 @@ static int configure(const struct wl_ops *ops, const struct wl_params *p, int64_
 		}
 	}
 	for (j = 0; j < ops->nspecs; j++) {
-		const struct wl_pspec *s = &ops->specs[j];
+		const struct wl_param_info *s = &ops->specs[j];
 
 		if (!wl_params_get(p, s->key, &cfg[j]))
 			cfg[j] = s->def;

@@ -1,6 +1,6 @@
 /* wl.h - workloads: what a request computes, step by step, on a device.
  *
- * A worker drives a request through this interface (DESIGN.md, "Inside a worker"):
+ * A worker drives a request through this interface (docs/architecture.md, "worker/"):
  *
  *   wl_validate       the request's parameters, before anything is reserved
  *   wl_req_create     validate, then reserve: weights, the KV blocks of the whole
@@ -17,7 +17,9 @@
  *
  * Built in: "paged_attention" (multi-layer decode over a paged KV cache), "gemm" (a
  * chain of matrix products per step), "synthetic" (configurable host and device cost
- * per step). Parameters are listed by wl_describe and in docs/architecture.md.
+ * per step). Each workload's parameters are one table (wl_param_table): the validator
+ * checks against it, the supervisor's "workloads" op answers it, and
+ * docs/protocol.md §8.6 documents it (a test compares the two).
  */
 #ifndef CHIPD_KERNELS_WL_H
 #define CHIPD_KERNELS_WL_H
@@ -142,7 +144,32 @@ struct wl_req;
 /* Names of the built-in workloads, NULL-terminated. */
 const char *const *wl_names(void);
 
-/* Writes "key=default [lo..hi], ..." for @workload into @buf. -ENOENT if unknown. */
+/* At most this many built-in workloads: the "workloads" answer is sized for them. */
+#define WL_WORKLOADS_MAX 8
+/* A parameter's or a workload's one-line description, NUL included. */
+#define WL_DOC_MAX 128
+
+/* One parameter of a workload, as wl_validate checks it. @doc is one line of
+ * printable ASCII, shorter than WL_DOC_MAX bytes: the parameter's meaning, and any
+ * rule that ties it to another parameter. */
+struct wl_param_info {
+	const char *key;     /* 1..WL_KEY_MAX-1 characters of [a-z0-9_] */
+	int64_t def, lo, hi; /* default (when absent) and the inclusive range */
+	const char *doc;
+};
+
+/* The parameter table of @workload: *@out points at it (static storage, in the
+ * workload's own order, which is also the order of its configuration) and its
+ * number of entries is returned. -ENOENT if there is no such workload (*@out
+ * untouched). */
+int wl_param_table(const char *workload, const struct wl_param_info **out);
+
+/* One line (printable ASCII, < WL_DOC_MAX bytes) saying what a step of @workload
+ * computes, or NULL if there is no such workload. */
+const char *wl_summary(const char *workload);
+
+/* Writes "key=default [lo..hi], ..." for @workload into @buf (from wl_param_table;
+ * cut short when @cap is too small). -ENOENT if unknown. */
 int wl_describe(const char *workload, char *buf, size_t cap);
 
 /* Checks @p for @workload without touching a device: unknown workload or key, a value

@@ -15,10 +15,13 @@
 
 enum { P_M, P_K, P_CHAIN, P_TOKENS, P_SEED };
 
-static const struct wl_pspec specs[] = {
-    [P_M] = {"m", 16, 1, 4096},		  [P_K] = {"k", 64, 1, 4096},
-    [P_CHAIN] = {"chain", 4, 1, 64},	  [P_TOKENS] = {"tokens", 16, 1, 65536},
-    [P_SEED] = {"seed", 1, 0, INT64_MAX},
+static const struct wl_param_info specs[] = {
+    [P_M] = {"m", 16, 1, 4096, "rows of the state X [m][k]"},
+    [P_K] = {"k", 64, 1, 4096, "columns of X; every weight W is [k][k]"},
+    [P_CHAIN] = {"chain", 4, 1, 64, "matrix products per step"},
+    [P_TOKENS] = {"tokens", 16, 1, 65536,
+		  "steps, one token each (max_tokens may end the request earlier)"},
+    [P_SEED] = {"seed", 1, 0, INT64_MAX, "seed of X and of the weights"},
 };
 
 enum { RS_X = 1 << 16, RS_W = 2 << 16 };
@@ -163,6 +166,8 @@ static int gm_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 
 const struct wl_ops wl_gemm_ops = {
     .name = "gemm",
+    .doc = "a chain of matrix products per step: X <- X W_1 ... W_chain; the token is the "
+	   "argmax of X",
     .specs = specs,
     .nspecs = sizeof(specs) / sizeof(specs[0]),
     .steps = gm_steps,

@@ -6,16 +6,13 @@
 
 #include <stdatomic.h>
 
-/* One parameter: its key, default and inclusive range. A workload's configuration is
- * an int64_t array in the order of its specs. */
-struct wl_pspec {
-	const char *key;
-	int64_t def, lo, hi;
-};
-
+/* A workload's parameters are a table of struct wl_param_info (wl.h): what
+ * wl_validate checks and what wl_param_table shows are the same rows. Its
+ * configuration is an int64_t array in the order of its specs. */
 struct wl_ops {
 	const char *name;
-	const struct wl_pspec *specs;
+	const char *doc; /* one line (< WL_DOC_MAX bytes): what a step computes */
+	const struct wl_param_info *specs;
 	unsigned nspecs;
 	/* Checks between parameters (ranges are already checked). */
 	int (*check)(const int64_t *cfg, char *msg, size_t cap);

@@ -20,16 +20,28 @@
 
 enum { P_LAYERS, P_HEADS, P_KV_HEADS, P_HEAD_DIM, P_BLOCK, P_CONTEXT, P_TOKENS, P_VOCAB, P_SEED };
 
-static const struct wl_pspec specs[] = {
-    [P_LAYERS] = {"layers", 2, 1, 64},
-    [P_HEADS] = {"heads", 8, 1, DEV_MAX_HEADS},
-    [P_KV_HEADS] = {"kv_heads", 2, 1, DEV_MAX_HEADS},
-    [P_HEAD_DIM] = {"head_dim", 64, 1, DEV_MAX_HEAD_DIM},
-    [P_BLOCK] = {"block_size", 16, 1, DEV_ATTN_PART},
-    [P_CONTEXT] = {"context", 128, 0, DEV_MAX_CTX - 1},
-    [P_TOKENS] = {"tokens", 16, 1, 65536},
-    [P_VOCAB] = {"vocab", 256, 2, 65536},
-    [P_SEED] = {"seed", 1, 0, INT64_MAX},
+/* The rules between parameters (pa_check) are stated in the docs of the parameters
+ * they constrain, so that the table alone says what a request may ask. */
+static const struct wl_param_info specs[] = {
+    [P_LAYERS] = {"layers", 2, 1, 64,
+		  "decoder layers: each projects q, k, v, appends to the cache, attends over it "
+		  "and projects back"},
+    [P_HEADS] = {"heads", 8, 1, DEV_MAX_HEADS,
+		 "query heads; a multiple of kv_heads, and heads * head_dim at most 8192"},
+    [P_KV_HEADS] = {"kv_heads", 2, 1, DEV_MAX_HEADS,
+		    "key/value heads, each shared by heads / kv_heads query heads"},
+    [P_HEAD_DIM] = {"head_dim", 64, 1, DEV_MAX_HEAD_DIM,
+		    "elements per head; the hidden size is heads * head_dim"},
+    [P_BLOCK] = {"block_size", 16, 1, DEV_ATTN_PART,
+		 "positions per KV cache block; a power of two"},
+    [P_CONTEXT] = {"context", 128, 0, DEV_MAX_CTX - 1,
+		   "prompt positions cached (seeded) before the first step; context + tokens "
+		   "at most 1048576"},
+    [P_TOKENS] = {"tokens", 16, 1, 65536,
+		  "steps, one token each (max_tokens may end the request earlier)"},
+    [P_VOCAB] = {"vocab", 256, 2, 65536,
+		 "vocabulary size: a step's token is the argmax of this many logits"},
+    [P_SEED] = {"seed", 1, 0, INT64_MAX, "seed of every weight and of the prompt's cache"},
 };
 
 /* wl_rand streams of the tensors; the layer goes in the low bits. */
@@ -436,6 +448,8 @@ static int pa_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 
 const struct wl_ops wl_paged_attention_ops = {
     .name = "paged_attention",
+    .doc = "multi-layer decode over a paged KV cache; the prompt's cache grows by one "
+	   "position per step",
     .specs = specs,
     .nspecs = sizeof(specs) / sizeof(specs[0]),
     .check = pa_check,

@@ -10,14 +10,19 @@
 
 enum { P_HOST_US, P_DEVICE_US, P_TOKENS, P_SEED, P_FAIL_STEP };
 
-static const struct wl_pspec specs[] = {
-    [P_HOST_US] = {"host_us", 0, 0, 1000000},
-    [P_DEVICE_US] = {"device_us", 50, 0, 1000000},
-    [P_TOKENS] = {"tokens", 16, 1, 1 << 20},
-    [P_SEED] = {"seed", 1, 0, INT64_MAX},
-    /* fault injection (tests, the fault matrix): step N launches a kernel the device
-     * layer refuses, as a device error mid-request would; -1 none */
-    [P_FAIL_STEP] = {"fail_step", -1, -1, 1 << 20},
+static const struct wl_param_info specs[] = {
+    [P_HOST_US] = {"host_us", 0, 0, 1000000,
+		   "host cost of a step: microseconds of busy work on the thread that builds it"},
+    [P_DEVICE_US] = {"device_us", 50, 0, 1000000,
+		     "device cost of a step: microseconds of one spin kernel (the sim backend "
+		     "sleeps)"},
+    [P_TOKENS] = {"tokens", 16, 1, 1 << 20,
+		  "steps, one token each (max_tokens may end the request earlier)"},
+    [P_SEED] = {"seed", 1, 0, INT64_MAX, "seed of the tokens, each a function of seed and step"},
+    /* for tests and the fault matrix (docs/reliability.md) */
+    [P_FAIL_STEP] = {"fail_step", -1, -1, 1 << 20,
+		     "fault injection: step number fail_step (from 0) launches a kernel the "
+		     "device layer refuses; -1: none"},
 };
 
 /* A spin longer than the device layer accepts (kcheck: at most an hour). */
@@ -103,6 +108,8 @@ static int sy_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 
 const struct wl_ops wl_synthetic_ops = {
     .name = "synthetic",
+    .doc = "a configurable host and device cost per step; tokens depend only on the seed and "
+	   "the step",
     .specs = specs,
     .nspecs = sizeof(specs) / sizeof(specs[0]),
     .steps = sy_steps,

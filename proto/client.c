@@ -4,10 +4,11 @@
  * A connection is immutable after chipd_connect (the mailbox handle's only mutable
  * field, its claim cursor, is atomic), so any number of threads may call through it.
  * A stream's state is guarded by its own lock. Messages are built in heap memory:
- * a struct proto_msg is about 42 KiB, too much for the stack of an arbitrary caller's
+ * a struct proto_msg is about 41 KiB, too much for the stack of an arbitrary caller's
  * thread. */
 #include "node.h"
 #include "proto.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,9 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NS_PER_MS 1000000ull
 /* While a dead worker's ring waits for the supervisor to end it, poll this often. */
-#define ORPHAN_POLL_NS (1000000ull)
+#define ORPHAN_POLL_NS SHM_NS_PER_MS
+/* A stream with no producer named yet waits in slices this long, and looks between
+ * them whether the supervisor, who would name one, is alive (shm_wait's sleep slice,
+ * so a dead supervisor is noticed as soon as a dead producer is). */
+#define UNNAMED_SLICE_NS (20 * SHM_NS_PER_MS)
 
 struct chipd_conn {
 	struct proto_node node;
@@ -78,7 +82,7 @@ static int from_proto(struct chipd_error *err, int errnum, const struct proto_er
 
 static uint64_t deadline_ms(uint32_t timeout_ms)
 {
-	return shm_deadline_in((uint64_t)timeout_ms * NS_PER_MS);
+	return shm_deadline_in((uint64_t)timeout_ms * SHM_NS_PER_MS);
 }
 
 static struct call *call_new(enum proto_op op, struct chipd_error *err)
@@ -157,6 +161,27 @@ static int simple_call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struc
 	return rc;
 }
 
+/* Resolves @instance into @out (CHIPD_INSTANCE_MAX bytes) and, when @region is not
+ * NULL, the node region's name; -EINVAL with @err saying what is wrong. */
+static int resolve(const char *instance, char *out, char *region, struct chipd_error *err)
+{
+	char why[CHIPD_MSG_MAX], name[SHM_NAME_MAX];
+
+	if (proto_node_instance(instance, out, CHIPD_INSTANCE_MAX, why, sizeof(why)) < 0)
+		return fail(err, -EINVAL, CHIPD_OK, "%s", why);
+	/* a valid name can still make the region's name too long, with a long uid */
+	if (shm_region_name(region ? region : name, SHM_NAME_MAX, (unsigned)geteuid(), out) < 0)
+		return fail(err, -EINVAL, CHIPD_OK,
+			    "bad instance name \"%s\": too long for uid %u's region name", out,
+			    (unsigned)geteuid());
+	return 0;
+}
+
+int chipd_resolve_instance(const char *instance, char *out, struct chipd_error *err)
+{
+	return resolve(instance, out, NULL, err);
+}
+
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err)
 {
 	char name[SHM_NAME_MAX];
@@ -167,14 +192,9 @@ int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *er
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
-	rc = proto_node_instance(instance, c->instance, sizeof(c->instance));
-	if (rc == 0)
-		rc = shm_region_name(name, sizeof(name), (unsigned)geteuid(), c->instance);
-	if (rc) {
-		fail(err, -EINVAL, CHIPD_OK, "bad instance name (use 1..%d of [A-Za-z0-9._-])",
-		     CHIPD_INSTANCE_MAX - 1);
+	rc = resolve(instance, c->instance, name, err);
+	if (rc)
 		goto err_free;
-	}
 	rc = proto_node_attach(&c->node, name, &diag);
 	switch (rc) {
 	case 0:
@@ -354,23 +374,55 @@ static int stream_error(chipd_stream *s, uint32_t flags, struct chipd_error *err
 	return -EREMOTEIO;
 }
 
+static bool supervisor_alive(const chipd_stream *s)
+{
+	return shm_region_creator_alive(&s->conn->node.region);
+}
+
+/* ring_pop, except that while the ring names no producer (protocol.md 5.4: only the
+ * supervisor names one) the supervisor's death ends the wait: -EPIPE. */
+static int pop_named(chipd_stream *s, struct ring_rec *rec, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t until = deadline, now;
+		int rc;
+
+		if (atomic_load_explicit(&s->ring.hdr->producer_pid, memory_order_acquire) == 0) {
+			now = shm_now_ns();
+			if (now < deadline && deadline - now > UNNAMED_SLICE_NS)
+				until = now + UNNAMED_SLICE_NS;
+		}
+		rc = ring_pop(&s->ring, rec, until);
+		if (rc != -ETIMEDOUT || until == deadline)
+			return rc;
+		if (!supervisor_alive(s))
+			return -EPIPE;
+	}
+}
+
+/* The next record. Returns what ring_pop does, except -EPIPE when the supervisor is
+ * gone and no live producer is left (nobody will ever end the stream), and
+ * -EOWNERDEAD when the producer died and the supervisor did not end the stream
+ * before @deadline. */
 static int stream_pop(chipd_stream *s, struct ring_rec *rec, uint64_t deadline)
 {
-	int rc = ring_pop(&s->ring, rec, deadline);
+	int rc = pop_named(s, rec, deadline);
 	bool orphaned = false;
 
 	/* The producing worker died: the supervisor takes the ring over and ends the
 	 * stream (worker_lost); wait for that record until the deadline — unless the
 	 * supervisor is gone too, when nobody ever will. A stream that stays orphaned
-	 * until the deadline is -EPIPE, not a timeout. */
+	 * until the deadline is a lost worker, not a timeout. */
 	while (rc == -EOWNERDEAD || (orphaned && rc == -ETIMEDOUT)) {
 		struct timespec ts = {0, ORPHAN_POLL_NS};
 
 		orphaned = true;
-		if (shm_now_ns() >= deadline || !shm_region_creator_alive(&s->conn->node.region))
+		if (!supervisor_alive(s))
 			return -EPIPE;
+		if (shm_now_ns() >= deadline)
+			return -EOWNERDEAD;
 		nanosleep(&ts, NULL);
-		rc = ring_pop(&s->ring, rec, deadline);
+		rc = pop_named(s, rec, deadline);
 	}
 	return rc;
 }
@@ -396,9 +448,15 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 		fail(err, rc, CHIPD_E_TIMEOUT,
 		     "request %" PRIu64 ": no token within %" PRIu32 " ms", s->id, timeout_ms);
 	} else if (rc == -EOWNERDEAD) {
-		rc =
-		    fail(err, -EPIPE, CHIPD_E_WORKER_LOST,
-			 "request %" PRIu64 ": its worker died and nobody ended the stream", s->id);
+		rc = fail(err, -EPIPE, CHIPD_E_WORKER_LOST,
+			  "request %" PRIu64 ": its worker died and nobody ended the stream within "
+			  "%" PRIu32 " ms",
+			  s->id, timeout_ms);
+	} else if (rc == -EPIPE) {
+		fail(err, rc, CHIPD_E_WORKER_LOST,
+		     "request %" PRIu64 ": the supervisor is gone (pid %" PRIu32
+		     ") and no live worker produces the stream: nobody will end it",
+		     s->id, s->conn->node.region.hdr->creator_pid);
 	} else if (rc) {
 		fail(err, rc, CHIPD_E_INTERNAL, "request %" PRIu64 ": ring error (%d)", s->id, rc);
 	} else if (rec.flags & RING_F_ERROR) {
@@ -411,6 +469,11 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 		tok->value = rec.value;
 		tok->ts_ns = rec.ts_ns;
 		s->ended = tok->final;
+	}
+	if (rc == -EPIPE && err) { /* the request is lost: say which */
+		err->has_request = err->has_chip = true;
+		err->request = s->id;
+		err->chip = s->chip;
 	}
 out_unlock:
 	pthread_mutex_unlock(&s->lock);
@@ -475,6 +538,57 @@ int chipd_status(chipd_conn *c, uint32_t timeout_ms, struct chipd_status *out,
 			};
 		}
 	}
+	free(k);
+	return rc;
+}
+
+/* Groups the answer's flat parameter list under its workloads. */
+static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out, uint32_t cap,
+			  uint32_t *n, struct chipd_error *err)
+{
+	*n = a->nwls;
+	for (uint32_t w = 0; w < a->nwls && w < cap; w++) {
+		struct chipd_workload *o = &out[w];
+
+		memset(o, 0, sizeof(*o));
+		snprintf(o->name, sizeof(o->name), "%s", a->wls[w].wl);
+		snprintf(o->doc, sizeof(o->doc), "%s", a->wls[w].doc);
+		for (uint32_t i = 0; i < a->nwl_params; i++) {
+			const struct proto_wl_param *p = &a->wl_params[i];
+			struct chipd_wl_param *q = &o->params[o->nparams];
+
+			if (strcmp(p->wl, o->name) != 0)
+				continue;
+			if (o->nparams == CHIPD_MAX_PARAMS) /* the decoder refuses it; be sure */
+				return fail(err, -EPROTO, CHIPD_E_INTERNAL,
+					    "workloads: %s has more than %d parameters", o->name,
+					    CHIPD_MAX_PARAMS);
+			snprintf(q->key, sizeof(q->key), "%s", p->key);
+			snprintf(q->doc, sizeof(q->doc), "%s", p->doc);
+			q->def = p->def;
+			q->min = p->min;
+			q->max = p->max;
+			o->nparams++;
+		}
+	}
+	if (*n > cap)
+		return fail(err, -ENOBUFS, CHIPD_OK, "%" PRIu32 " workloads, room for %" PRIu32, *n,
+			    cap);
+	return 0;
+}
+
+int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *out, uint32_t cap,
+		    uint32_t *n, struct chipd_error *err)
+{
+	struct call *k = call_new(PROTO_OP_WORKLOADS, err);
+	int rc;
+
+	*n = 0;
+	if (!k)
+		return -ENOMEM;
+	rc = call(c, k, timeout_ms, err);
+	if (rc == 0)
+		rc = workloads_fill(&k->ans, out, cap, n, err);
 	free(k);
 	return rc;
 }

@@ -8,6 +8,8 @@
 
 #define MSG(f)	     offsetof(struct proto_msg, f)
 #define CHIP(f)	     offsetof(struct proto_chip, f)
+#define WLR(f)	     offsetof(struct proto_wl, f)
+#define WLP(f)	     offsetof(struct proto_wl_param, f)
 #define ERR(f)	     offsetof(struct proto_error, f)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -168,6 +170,103 @@ static const struct field trace_ans_f[] = {
 };
 SCHEMA(trace_ans, "trace answer", NULL);
 
+static const struct field wl_rec_f[] = {
+    F_STR("wl", true, CS_IDENT, 1, CHIPD_NAME_MAX - 1, WLR(wl)),
+    F_STR("doc", true, CS_ANY, 0, CHIPD_DOC_MAX - 1, WLR(doc)),
+};
+static const struct schema wl_rec = {"workload", wl_rec_f, ARRAY_LEN(wl_rec_f),
+				     sizeof(struct proto_wl), NULL};
+
+/* A parameter's default is one of its values. */
+static enum chipd_code wl_param_check(const void *obj, struct proto_error *err)
+{
+	const struct proto_wl_param *p = obj;
+
+	if (p->min > p->max || p->def < p->min || p->def > p->max)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "\"parameters\": %s.%s: default %lld outside %lld..%lld", p->wl,
+				  p->key, (long long)p->def, (long long)p->min, (long long)p->max);
+	return CHIPD_OK;
+}
+
+static const struct field wl_param_rec_f[] = {
+    F_STR("wl", true, CS_IDENT, 1, CHIPD_NAME_MAX - 1, WLP(wl)),
+    F_STR("key", true, CS_IDENT, 1, CHIPD_KEY_MAX - 1, WLP(key)),
+    F_INT("default", true, INT64_MIN, INT64_MAX, 0, WLP(def)),
+    F_INT("min", true, INT64_MIN, INT64_MAX, 0, WLP(min)),
+    F_INT("max", true, INT64_MIN, INT64_MAX, 0, WLP(max)),
+    F_STR("doc", true, CS_ANY, 0, CHIPD_DOC_MAX - 1, WLP(doc)),
+};
+static const struct schema wl_param_rec = {"parameter", wl_param_rec_f, ARRAY_LEN(wl_param_rec_f),
+					   sizeof(struct proto_wl_param), wl_param_check};
+
+/* Workloads are listed once; a parameter belongs to a listed workload, is listed
+ * once for it, and no workload has more than a submit can set. */
+static enum chipd_code workloads_check(const void *obj, struct proto_error *err)
+{
+	const struct proto_msg *m = obj;
+
+	for (uint32_t i = 0; i < m->nwls; i++)
+		for (uint32_t j = 0; j < i; j++)
+			if (strcmp(m->wls[i].wl, m->wls[j].wl) == 0)
+				return proto_fail(err, CHIPD_E_BAD_REQUEST,
+						  "\"workloads\": \"%s\" listed twice",
+						  m->wls[i].wl);
+	for (uint32_t w = 0; w < m->nwls; w++) {
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; i < m->nwl_params; i++) {
+			const struct proto_wl_param *p = &m->wl_params[i];
+
+			if (strcmp(p->wl, m->wls[w].wl) != 0)
+				continue;
+			if (++n > CHIPD_MAX_PARAMS)
+				return proto_fail(err, CHIPD_E_BAD_REQUEST,
+						  "\"parameters\": %s has more than %d", p->wl,
+						  CHIPD_MAX_PARAMS);
+			for (uint32_t j = 0; j < i; j++)
+				if (strcmp(m->wl_params[j].wl, p->wl) == 0 &&
+				    strcmp(m->wl_params[j].key, p->key) == 0)
+					return proto_fail(err, CHIPD_E_BAD_REQUEST,
+							  "\"parameters\": %s.%s listed twice",
+							  p->wl, p->key);
+		}
+	}
+	for (uint32_t i = 0; i < m->nwl_params; i++) {
+		uint32_t w = 0;
+
+		while (w < m->nwls && strcmp(m->wls[w].wl, m->wl_params[i].wl) != 0)
+			w++;
+		if (w == m->nwls)
+			return proto_fail(err, CHIPD_E_BAD_REQUEST,
+					  "\"parameters[%u]\": workload \"%s\" is not listed",
+					  (unsigned)i, m->wl_params[i].wl);
+	}
+	return CHIPD_OK;
+}
+
+static const struct field workloads_ans_f[] = {
+    F_LIST("workloads", FT_RECS, true, CHIPD_MAX_WORKLOADS, MSG(wls), MSG(nwls), &wl_rec),
+    F_LIST("parameters", FT_RECS, true, PROTO_MAX_WL_PARAMS, MSG(wl_params), MSG(nwl_params),
+	   &wl_param_rec),
+};
+SCHEMA(workloads_ans, "workloads answer", workloads_check);
+
+/* The largest workloads answer in msgpack bytes: per record a map header, then per
+ * field its key (with its header) and its value (a string with its header, str8 for
+ * a doc; an int at most 9 bytes); the top map's keys and array headers in the slack
+ * of 64. About 32 KiB. */
+#define WL_REC_MAX (1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 2 + CHIPD_DOC_MAX - 1))
+#define WLP_REC_MAX                                                                                \
+	(1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 1 + CHIPD_KEY_MAX - 1) + (8 + 9) + (4 + 9) +      \
+	 (4 + 9) + (4 + 2 + CHIPD_DOC_MAX - 1))
+_Static_assert(64 + CHIPD_MAX_WORKLOADS * WL_REC_MAX + PROTO_MAX_WL_PARAMS * WLP_REC_MAX <=
+		   PROTO_RESP_MAX,
+	       "the largest workloads answer fits a response slot");
+_Static_assert(sizeof(((struct proto_msg *)0)->wls) + sizeof(((struct proto_msg *)0)->wl_params) <=
+		   sizeof(((struct proto_msg *)0)->stats),
+	       "the workloads lists fit in the stats storage they share");
+
 static const struct field assign_req_f[] = {
     ID_REQ,
     WL_REQ,
@@ -202,6 +301,7 @@ const struct op_desc proto_op_table[PROTO_NOPS] = {
     [PROTO_OP_DRAIN] = {"drain", &grace_req, &no_fields_ans},
     [PROTO_OP_STOP] = {"stop", &grace_req, &no_fields_ans},
     [PROTO_OP_TRACE] = {"trace", &trace_req, &trace_ans},
+    [PROTO_OP_WORKLOADS] = {"workloads", &no_fields_req, &workloads_ans},
     [PROTO_OP_ASSIGN] = {"assign", &assign_req, &id_ans},
     [PROTO_OP_HEARTBEAT] = {"heartbeat", &heartbeat_req, &heartbeat_ans},
     [PROTO_OP_SHUTDOWN] = {"shutdown", &grace_req, &no_fields_ans},

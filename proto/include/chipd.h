@@ -1,6 +1,6 @@
 /* chipd.h - libchipd, the client library of chipd: connect to a node's supervisor,
- * submit work, read its tokens as they are produced, cancel, ask for status and
- * counters.
+ * submit work, read its tokens as they are produced, cancel, ask for status,
+ * counters and the workloads it runs.
  *
  * A connection maps the node region "/chipd.<uid>.<instance>" that the supervisor
  * created; requests travel through the region's client mailbox as msgpack
@@ -57,6 +57,10 @@ enum chipd_code {
 #define CHIPD_TIMEOUT_MS   5000u /* a reasonable default for calls */
 #define CHIPD_INSTANCE_MAX 48
 
+/* What chipd_workloads returns at most. */
+#define CHIPD_MAX_WORKLOADS 8	/* workloads a supervisor lists */
+#define CHIPD_DOC_MAX	    128 /* a one-line description, NUL included */
+
 /* A failure, local or from the server's error envelope. */
 struct chipd_error {
 	int errnum;	      /* the negative errno the call returned */
@@ -78,13 +82,21 @@ typedef struct chipd_conn chipd_conn;
 typedef struct chipd_stream chipd_stream;
 
 /* Attaches to the node region of @instance (NULL: $CHIPD_INSTANCE, then
- * $SLURM_JOB_ID, then "default") and validates it. Returns 0 and *@out, or
- * -ENOENT no such instance, -EPERM / -EACCES the region belongs to another user or
- * is readable by others, -EPROTONOSUPPORT a layout version this library does not
- * speak, -ESTALE / -ESHUTDOWN the supervisor is not running, -EAGAIN it is still
- * starting, -EBADMSG / -EMSGSIZE / -EPROTOTYPE not a valid node region, -EINVAL a
- * bad instance name, -ENOMEM. */
+ * $SLURM_JOB_ID, then "default", as chipd_resolve_instance) and validates it. Returns
+ * 0 and *@out, or -ENOENT no such instance, -EPERM / -EACCES the region belongs to
+ * another user or is readable by others, -EPROTONOSUPPORT a layout version this
+ * library does not speak, -ESTALE / -ESHUTDOWN the supervisor is not running, -EAGAIN
+ * it is still starting, -EBADMSG / -EMSGSIZE / -EPROTOTYPE not a valid node region,
+ * -EINVAL a bad instance name, -ENOMEM. */
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
+
+/* The instance chipd_connect(@instance) would attach to, without attaching:
+ * @instance when not NULL, else $CHIPD_INSTANCE, else $SLURM_JOB_ID (a variable set
+ * to "" counts as unset), else "default". Returns 0 with the name in @out
+ * (CHIPD_INSTANCE_MAX bytes), or -EINVAL when the name is not 1..47 characters of
+ * [A-Za-z0-9._-] (an explicit "" included): @err's message names it, the variable it
+ * came from and what is wrong. For a CLI that checks its options before acting. */
+int chipd_resolve_instance(const char *instance, char *out, struct chipd_error *err);
 
 /* Unmaps the region and frees @c. Streams of @c must be closed first. NULL is
  * allowed. */
@@ -129,8 +141,10 @@ struct chipd_token {
 /* The next token of @s, in order, waiting up to @timeout_ms. Returns 0 with *@tok
  * (tok->final marks the last one), -EREMOTEIO when the stream ended with an error
  * (@err holds its code and the request), -ENODATA once the stream has ended and
- * everything was read, -ETIMEDOUT, -EPIPE when the producing worker died and nobody
- * ended the stream before the timeout, -ESTALE when the ring was given to another
+ * everything was read, -ETIMEDOUT, -EPIPE (code worker_lost) when the request is lost:
+ * the producing worker died and the supervisor did not end the stream before the
+ * timeout, or, within about 20 ms, the supervisor is gone and no live worker
+ * produces the stream, so nobody ever will; -ESTALE when the ring was given to another
  * stream (a bug in the server). */
 int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
 		      struct chipd_error *err);
@@ -179,7 +193,8 @@ struct chipd_chip_status {
 	uint32_t pid;
 	int32_t gpu; /* -1: simulated */
 	uint32_t restarts;
-	uint32_t queued, active;
+	uint32_t queued; /* admitted, waiting in the worker's queue (its queue_depth) */
+	uint32_t active; /* being run by the worker (its active) */
 };
 
 struct chipd_status {
@@ -202,8 +217,9 @@ struct chipd_stat {
 };
 
 /* Reads every counter of the node region directly from shared memory (no round trip,
- * no lock: it works even while the supervisor is busy). Fills up to @cap entries of
- * @out and sets *@n to how many exist. Returns 0, -ENOBUFS when @cap was too small
+ * no lock: it works even while the supervisor is busy); docs/protocol.md §8.1 says
+ * what each one counts. Fills up to @cap entries of @out and sets *@n to how many
+ * exist. Returns 0, -ENOBUFS when @cap was too small
  * (the first @cap are filled), -EBADMSG when a counter block is corrupt. */
 int chipd_stats(chipd_conn *c, struct chipd_stat *out, uint32_t cap, uint32_t *n,
 		struct chipd_error *err);
@@ -231,6 +247,32 @@ enum chipd_trace_act {
  * call's failures. */
 int chipd_trace(chipd_conn *c, int act, const char *path, uint32_t timeout_ms, uint64_t *events,
 		uint64_t *dropped, struct chipd_error *err);
+
+/* One parameter a workload takes: what a submit's params may set. */
+struct chipd_wl_param {
+	char key[CHIPD_KEY_MAX];
+	int64_t def;		 /* its value when the request does not set it */
+	int64_t min, max;	 /* the inclusive range a request's value must be in */
+	char doc[CHIPD_DOC_MAX]; /* one line: its meaning, and rules tying it to others */
+};
+
+/* A workload the supervisor runs, and its parameters in the workload's order. */
+struct chipd_workload {
+	char name[CHIPD_NAME_MAX];
+	char doc[CHIPD_DOC_MAX]; /* one line: what a step computes */
+	uint32_t nparams;	 /* 0..CHIPD_MAX_PARAMS */
+	struct chipd_wl_param params[CHIPD_MAX_PARAMS];
+};
+
+/* Asks the supervisor which workloads it runs and what parameters each takes (the
+ * table its validator checks a submit against). Fills up to @cap entries of @out, in
+ * the supervisor's order, and sets *@n to how many it listed (at most
+ * CHIPD_MAX_WORKLOADS; an entry is about 3 KiB). Returns 0, -ENOBUFS when @cap was
+ * too small (the first @cap are filled), -EPROTO for a malformed answer (among the
+ * rest: a parameter of a workload it did not list, or more than CHIPD_MAX_PARAMS for
+ * one workload), -EREMOTEIO with the server's error, or the call's failures. */
+int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *out, uint32_t cap,
+		    uint32_t *n, struct chipd_error *err);
 
 #ifdef __cplusplus
 }

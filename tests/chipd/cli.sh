@@ -1,8 +1,9 @@
 #!/bin/sh
 # cli.sh CHIPD CHIPCTL - chipctl against a real chipd (two sim chips): status, a
-# followed submit, `stats --prom` through `promtool check metrics` (when promtool is
-# installed), `trace` written as Chrome JSON with the fields OPS.md requires, `stop`,
-# and nothing left in /dev/shm. Every step is bounded by `timeout`.
+# followed submit, `workloads` (table and JSON), `stats --prom` through `promtool
+# check metrics` (when promtool is installed), `trace` written as Chrome trace JSON
+# (docs/architecture.md, "Trace"), `stop`, and nothing left in /dev/shm. Every step is
+# bounded by `timeout`.
 set -eu
 chipd=$1
 chipctl=$2
@@ -26,6 +27,23 @@ timeout 10 "$chipctl" status | grep -q ready || fail "status: no ready chip"
 out=$(timeout 60 "$chipctl" submit --follow --json synthetic tokens=5 device_us=100)
 [ "$(printf '%s\n' "$out" | grep -c '"seq"')" -ge 5 ] || fail "submit: $out"
 printf '%s\n' "$out" | tail -1 | grep -q completed || fail "submit did not complete: $out"
+
+# workloads: a table per workload, and one versioned JSON document
+timeout 10 "$chipctl" workloads | grep -q '^synthetic: ' || fail "workloads: no synthetic table"
+timeout 10 "$chipctl" workloads --json >"$dir/wl.json" || fail "workloads --json"
+python3 - "$dir/wl.json" <<'PY' || fail "workloads --json is not the required document"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["v"] == 1 and doc["ok"] is True, doc
+names = [w["name"] for w in doc["workloads"]]
+assert {"paged_attention", "gemm", "synthetic"} <= set(names), names
+for w in doc["workloads"]:
+    assert w["doc"] and w["params"], w
+    for p in w["params"]:
+        assert set(p) == {"key", "default", "min", "max", "doc"}, p
+        assert p["min"] <= p["default"] <= p["max"] and p["doc"], p
+print("workloads: %d, %d parameters" % (len(names), sum(len(w["params"]) for w in doc["workloads"])))
+PY
 
 if command -v promtool >/dev/null 2>&1; then
 	timeout 10 "$chipctl" stats --prom >"$dir/m.prom"

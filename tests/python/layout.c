@@ -65,10 +65,24 @@ int main(void)
 	FIELD(chipd_stat, gauge);
 	FIELD(chipd_stat, value);
 
+	STRUCT(chipd_wl_param);
+	FIELD(chipd_wl_param, key);
+	FIELD(chipd_wl_param, def);
+	FIELD(chipd_wl_param, min);
+	FIELD(chipd_wl_param, max);
+	FIELD(chipd_wl_param, doc);
+
+	STRUCT(chipd_workload);
+	FIELD(chipd_workload, name);
+	FIELD(chipd_workload, doc);
+	FIELD(chipd_workload, nparams);
+	FIELD(chipd_workload, params);
+
 	/* Constants the Python side hard-codes. */
 	printf("const MSG_MAX %d\nconst NAME_MAX %d\nconst KEY_MAX %d\nconst MAX_PARAMS %d\n",
 	       CHIPD_MSG_MAX, CHIPD_NAME_MAX, CHIPD_KEY_MAX, CHIPD_MAX_PARAMS);
 	printf("const MAX_CHIPS %d\nconst NCODES %d\nconst enum_size %zu\n", CHIPD_MAX_CHIPS,
 	       CHIPD_NCODES, sizeof(enum chipd_code));
+	printf("const MAX_WORKLOADS %d\nconst DOC_MAX %d\n", CHIPD_MAX_WORKLOADS, CHIPD_DOC_MAX);
 	return 0;
 }

@@ -54,6 +54,8 @@ def test_constants(c_layout):
         "KEY_MAX": _lib.KEY_MAX,
         "MAX_PARAMS": _lib.MAX_PARAMS,
         "MAX_CHIPS": _lib.MAX_CHIPS,
+        "MAX_WORKLOADS": _lib.MAX_WORKLOADS,
+        "DOC_MAX": _lib.DOC_MAX,
         "NCODES": len(_lib.CODE_NAMES),
         "enum_size": ctypes.sizeof(_lib.c_enum),
     }

@@ -1,6 +1,7 @@
 /* check_workloads.c - pins the workload interface on the sim backend: parameters and
- * their messages, arenas, tokens equal to the CPU reference decode, builds ahead of
- * tokens, batching across streams, KV pool capacity, and the roll-back of a full step. */
+ * their messages, the parameter tables the validator checks against, arenas, tokens
+ * equal to the CPU reference decode, builds ahead of tokens, batching across streams,
+ * KV pool capacity, and the roll-back of a full step. */
 #include "device.h"
 #include "kernel_cases.h"
 #include "testutil.h"
@@ -151,6 +152,82 @@ START_TEST(validate_names_the_parameter)
 	ck_assert_int_eq(wl_describe("paged_attention", desc, sizeof(desc)), 0);
 	ck_assert_ptr_nonnull(strstr(desc, "kv_heads=2 [1..256]"));
 	ck_assert_int_eq(wl_describe("nope", desc, sizeof(desc)), -ENOENT);
+}
+END_TEST
+
+/* One line of printable ASCII that fits a Markdown table cell (docs/protocol.md §8.6)
+ * and the workloads answer. */
+static void expect_doc_line(const char *what, const char *doc)
+{
+	ck_assert_msg(doc && doc[0], "%s: no doc", what);
+	ck_assert_msg(strlen(doc) < WL_DOC_MAX, "%s: doc of %zu bytes", what, strlen(doc));
+	for (const char *c = doc; *c; c++)
+		ck_assert_msg(*c >= 0x20 && *c < 0x7f && *c != '|' && *c != '`',
+			      "%s: byte 0x%02x in its doc", what, (unsigned char)*c);
+}
+
+/* @wl refuses @key = @v (all else default) as out of range, naming the key. */
+static void expect_outside(const char *wl, const char *key, int64_t v)
+{
+	struct wl_params p;
+	char msg[WL_MSG_MAX], want[64];
+
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_params_set(&p, key, v), 0);
+	ck_assert_int_eq(wl_validate(wl, &p, msg, sizeof(msg)), -EINVAL);
+	snprintf(want, sizeof(want), "%s: %s %lld outside", wl, key, (long long)v);
+	ck_assert_msg(strstr(msg, want), "'%s' lacks '%s'", msg, want);
+}
+
+static bool is_ident(const char *s)
+{
+	return s[0] && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(s);
+}
+
+START_TEST(param_table_is_what_validate_checks)
+{
+	const char *const *names = wl_names();
+	struct wl_params p;
+	char msg[WL_MSG_MAX], desc[1024], want[96];
+	size_t count = 0;
+
+	for (; names[count]; count++) {
+		const char *wl = names[count];
+		const struct wl_param_info *t;
+		int n = wl_param_table(wl, &t);
+
+		ck_assert_msg(n >= 1 && n <= WL_PARAMS_MAX, "%s: %d parameters", wl, n);
+		expect_doc_line(wl, wl_summary(wl));
+		ck_assert_int_eq(wl_describe(wl, desc, sizeof(desc)), 0);
+		wl_params_init(&p);
+		for (int i = 0; i < n; i++) {
+			ck_assert_msg(is_ident(t[i].key) && strlen(t[i].key) < WL_KEY_MAX,
+				      "%s: key '%s'", wl, t[i].key);
+			for (int j = 0; j < i; j++)
+				ck_assert_str_ne(t[i].key, t[j].key);
+			ck_assert_msg(t[i].lo <= t[i].def && t[i].def <= t[i].hi,
+				      "%s.%s: default outside its range", wl, t[i].key);
+			expect_doc_line(t[i].key, t[i].doc);
+			snprintf(want, sizeof(want), "%s=%lld [%lld..%lld]", t[i].key,
+				 (long long)t[i].def, (long long)t[i].lo, (long long)t[i].hi);
+			ck_assert_msg(strstr(desc, want), "'%s' lacks '%s'", desc, want);
+			/* the validator's range is the table's, bound for bound */
+			if (t[i].lo > INT64_MIN)
+				expect_outside(wl, t[i].key, t[i].lo - 1);
+			if (t[i].hi < INT64_MAX)
+				expect_outside(wl, t[i].key, t[i].hi + 1);
+		}
+		/* every default, stated or left out, is a valid request */
+		params_of(&p, "");
+		ck_assert_msg(wl_validate(wl, &p, msg, sizeof(msg)) == 0, "%s", msg);
+		for (int i = 0; i < n; i++)
+			ck_assert_int_eq(wl_params_set(&p, t[i].key, t[i].def), 0);
+		ck_assert_msg(wl_validate(wl, &p, msg, sizeof(msg)) == 0, "%s", msg);
+	}
+	ck_assert_uint_ge(count, 1);
+	ck_assert_uint_le(count, WL_WORKLOADS_MAX);
+	ck_assert_int_eq(wl_param_table("nope", &(const struct wl_param_info *){NULL}), -ENOENT);
+	ck_assert_ptr_null(wl_summary("nope"));
 }
 END_TEST
 
@@ -348,6 +425,7 @@ Suite *workloads_suite(void)
 	const struct tu_case cases[] = {
 	    {"params_parse_set_and_replace", params_parse_set_and_replace},
 	    {"validate_names_the_parameter", validate_names_the_parameter},
+	    {"param_table_is_what_validate_checks", param_table_is_what_validate_checks},
 	    {"arena_bumps_aligns_and_fills", arena_bumps_aligns_and_fills},
 	    {"tokens_match_reference_decode", tokens_match_reference_decode},
 	    {"build_ahead_of_token", build_ahead_of_token},

@@ -11,7 +11,16 @@ releases the GIL during every libchipd call. See ``chipd.client`` for lifetimes 
 ``chipd.errors`` for the exceptions.
 """
 
-from .client import ChipStatus, Connection, Status, Stream, Token, connect
+from .client import (
+    ChipStatus,
+    Connection,
+    Status,
+    Stream,
+    Token,
+    Workload,
+    WorkloadParam,
+    connect,
+)
 from .errors import (
     BadRequest,
     CallTimeout,
@@ -41,6 +50,8 @@ __all__ = [
     "Token",
     "Status",
     "ChipStatus",
+    "Workload",
+    "WorkloadParam",
     "ChipdError",
     "BadRequest",
     "UnsupportedVersion",

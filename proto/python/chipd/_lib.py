@@ -39,6 +39,8 @@ KEY_MAX = 24
 MAX_PARAMS = 16
 MAX_CHIPS = 64
 INSTANCE_MAX = 48
+MAX_WORKLOADS = 8
+DOC_MAX = 128
 
 # enum chipd_code, in the header's order (the value is the index).
 CODE_NAMES: Tuple[str, ...] = (
@@ -151,6 +153,29 @@ class StatStruct(Structure):
     ]
 
 
+class WlParamStruct(Structure):
+    """struct chipd_wl_param (``def`` is a keyword in Python: read it with getattr)."""
+
+    _fields_ = [
+        ("key", c_char * KEY_MAX),
+        ("def", c_int64),
+        ("min", c_int64),
+        ("max", c_int64),
+        ("doc", c_char * DOC_MAX),
+    ]
+
+
+class WorkloadStruct(Structure):
+    """struct chipd_workload."""
+
+    _fields_ = [
+        ("name", c_char * NAME_MAX),
+        ("doc", c_char * DOC_MAX),
+        ("nparams", c_uint32),
+        ("params", WlParamStruct * MAX_PARAMS),
+    ]
+
+
 # The C name of each mirrored struct, for the layout self-check.
 STRUCTS: Dict[str, type] = {
     "chipd_error": ChipdErrorStruct,
@@ -160,6 +185,8 @@ STRUCTS: Dict[str, type] = {
     "chipd_chip_status": ChipStatusStruct,
     "chipd_status": StatusStruct,
     "chipd_stat": StatStruct,
+    "chipd_wl_param": WlParamStruct,
+    "chipd_workload": WorkloadStruct,
 }
 
 
@@ -202,6 +229,10 @@ _PROTOTYPES = {
     "chipd_trace": (
         c_int,
         [_CONN, c_int, c_char_p, c_uint32, POINTER(c_uint64), POINTER(c_uint64), _ERR],
+    ),
+    "chipd_workloads": (
+        c_int,
+        [_CONN, c_uint32, POINTER(WorkloadStruct), c_uint32, POINTER(c_uint32), _ERR],
     ),
 }
 

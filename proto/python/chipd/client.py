@@ -104,6 +104,29 @@ class Status:
     chips: List[ChipStatus]
 
 
+@dataclass(frozen=True)
+class WorkloadParam:
+    """One parameter a workload takes: its name (a keyword of ``submit``), the value
+    it has when left out, the inclusive range a request's value must be in, and a
+    one-line meaning."""
+
+    key: str
+    default: int
+    min: int
+    max: int
+    doc: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload the supervisor runs: its name, what a step computes, and its
+    parameters in the workload's order."""
+
+    name: str
+    doc: str
+    params: List[WorkloadParam]
+
+
 class _Guard:
     """Counts the calls in flight on a libchipd handle so that close() frees it only
     once none is running, and refuses new calls after close()."""
@@ -441,6 +464,32 @@ class Connection(_Closable):
                 ctypes.byref(dropped),
             )
         return events.value, dropped.value
+
+    def workloads(self, timeout: float = DEFAULT_TIMEOUT_S) -> List[Workload]:
+        """The workloads the supervisor runs and the parameters each takes (the table
+        its workers check a submit against), in the supervisor's order."""
+        out = (_lib.WorkloadStruct * _lib.MAX_WORKLOADS)()
+        n = ctypes.c_uint32()
+        with self._guard.use():
+            _call(
+                _lib.lib().chipd_workloads,
+                self._handle,
+                _ms(timeout),
+                out,
+                _lib.MAX_WORKLOADS,
+                ctypes.byref(n),
+            )
+        return [
+            Workload(
+                w.name.decode(),
+                w.doc.decode(),
+                [
+                    WorkloadParam(p.key.decode(), getattr(p, "def"), p.min, p.max, p.doc.decode())
+                    for p in w.params[: min(w.nparams, _lib.MAX_PARAMS)]
+                ],
+            )
+            for w in out[: n.value]
+        ]
 
     def _forget(self, stream: Stream) -> None:
         with self._streams_lock:
