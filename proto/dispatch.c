@@ -26,6 +26,11 @@ int proto_dispatch(const struct proto_server *srv, void *ctx, const void *req, s
 	int code, rc;
 
 	proto_msg_init(&rq, PROTO_OP_NONE);
+	if (!req) { /* longer than the slot: the bytes are not there to read */
+		proto_fail(&err, CHIPD_E_TOO_LARGE, "message: %zu bytes, more than the slot holds",
+			   len);
+		goto envelope;
+	}
 	if (len > sizeof(copy)) {
 		proto_fail(&err, CHIPD_E_TOO_LARGE, "message: %zu bytes, the limit is %u", len,
 			   PROTO_REQ_MAX);
@@ -64,5 +69,7 @@ failed:
 envelope:
 	if (err.request == 0 && rq.id > 0)
 		err.request = rq.id;
+	if (srv->refused)
+		srv->refused(ctx, (enum chipd_code)err.code);
 	return proto_encode_error(&err, out, cap, out_len);
 }

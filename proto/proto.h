@@ -41,6 +41,10 @@
 #define PROTO_MAX_STATS 512
 #define PROTO_STAT_KEY	64  /* "block.name", NUL included */
 #define PROTO_PATH_MAX	256 /* trace output path, NUL included */
+/* The workloads answer: up to CHIPD_MAX_WORKLOADS workloads of up to
+ * CHIPD_MAX_PARAMS parameters each, one line of text (CHIPD_DOC_MAX) apiece. At its
+ * largest it is about 32 KiB (schema.c proves it fits PROTO_RESP_MAX). */
+#define PROTO_MAX_WL_PARAMS (CHIPD_MAX_WORKLOADS * CHIPD_MAX_PARAMS)
 
 enum proto_op {
 	PROTO_OP_NONE = 0,
@@ -53,6 +57,7 @@ enum proto_op {
 	PROTO_OP_DRAIN,
 	PROTO_OP_STOP,
 	PROTO_OP_TRACE,
+	PROTO_OP_WORKLOADS,
 	/* supervisor -> worker */
 	PROTO_OP_ASSIGN,
 	PROTO_OP_HEARTBEAT,
@@ -79,6 +84,20 @@ struct proto_chip {
 struct proto_stat {
 	char key[PROTO_STAT_KEY];
 	uint64_t value;
+};
+
+/* One workload in a workloads answer. */
+struct proto_wl {
+	char wl[CHIPD_NAME_MAX];
+	char doc[CHIPD_DOC_MAX];
+};
+
+/* One parameter of workload @wl in a workloads answer. */
+struct proto_wl_param {
+	char wl[CHIPD_NAME_MAX];
+	char key[CHIPD_KEY_MAX];
+	int64_t def, min, max;
+	char doc[CHIPD_DOC_MAX];
 };
 
 /* The error envelope's "error" map. retryable is derived from code when encoding. */
@@ -112,9 +131,17 @@ struct proto_msg {
 	int64_t state, pid, uptime_ms, seq, queued, active;
 	uint32_t nchips;
 	struct proto_chip chips[CHIPD_MAX_CHIPS];
-	/* stats */
-	uint32_t nstats;
-	struct proto_stat stats[PROTO_MAX_STATS];
+	/* stats; workloads */
+	uint32_t nstats, nwls, nwl_params;
+	/* Two answers' lists that never share a message share storage: every request
+	 * clears a message, so a bigger one would cost every op. */
+	union {
+		struct proto_stat stats[PROTO_MAX_STATS];
+		struct {
+			struct proto_wl wls[CHIPD_MAX_WORKLOADS];
+			struct proto_wl_param wl_params[PROTO_MAX_WL_PARAMS];
+		};
+	};
 };
 
 /* ---- error codes and the envelope ---- */
@@ -171,8 +198,10 @@ int proto_decode_answer(enum proto_op op, const void *buf, size_t len, struct pr
 /* ---- handlers ---- */
 
 /* What a handler's run step returns besides an error code: the answer will be sent
- * later (the router forwards the request to a worker and answers when it replies). */
-#define PROTO_DEFERRED (-1)
+ * later (a worker answers `shutdown` once its threads are joined, after the grace).
+ * proto_dispatch passes it on beside its own -errno returns, so it is neither a
+ * chipd_code (those are >= 0) nor a -errno (those are >= -4095, Linux's MAX_ERRNO). */
+#define PROTO_DEFERRED (-65536)
 
 /* One op's handler. Every server (the supervisor's router, a worker) is a table of
  * these; proto_dispatch decodes, validates and answers the same way for all. */
@@ -192,14 +221,21 @@ struct proto_server {
 	const char *role; /* "supervisor", "worker": for the message of an op not served */
 	const struct proto_handler *handlers;
 	size_t nhandlers;
+	/* Called once for every request answered with the error envelope, with its code,
+	 * whichever step refused it (length, decoding, an op not served, validate, run,
+	 * encoding the answer): the one place a server counts its refusals. May be
+	 * NULL. */
+	void (*refused)(void *ctx, enum chipd_code code);
 };
 
 /* Serves one request of @len bytes: copies it out of shared memory, decodes it,
  * finds its handler, validates, runs, and writes the answer or the error envelope
- * into @out (@cap bytes, normally the mailbox slot's response buffer). Returns 0 with
- * *@out_len set, PROTO_DEFERRED when the handler will answer later (nothing written),
- * or -EMSGSIZE if @cap cannot hold even an error envelope. Uses about 90 KiB of
- * stack (two messages and the request copy). */
+ * into @out (@cap bytes, normally the mailbox slot's response buffer). @req may be
+ * NULL for a request whose @len bytes are not readable (longer than the slot): it is
+ * answered too_large unread. Returns 0 with *@out_len set, PROTO_DEFERRED when the
+ * handler will answer later (nothing written), or -EMSGSIZE if @cap cannot hold even
+ * an error envelope. Calls srv->refused once for each error envelope. Uses about
+ * 90 KiB of stack (two messages and the request copy). */
 int proto_dispatch(const struct proto_server *srv, void *ctx, const void *req, size_t len,
 		   void *out, size_t cap, size_t *out_len);
 

@@ -470,7 +470,7 @@ static bool examine(struct mbox *mb, uint32_t i, struct mbox_event *ev)
 		if (!cas_ctl(s, &c, MBOX_CTL(gen, client, MBOX_TAKEN)))
 			return false; /* the client gave up meanwhile */
 		uint32_t len = atomic_load_explicit(&s->req_len, memory_order_relaxed);
-		if (len > mb->req_cap) {
+		if (len > mb->req_cap && !mb->take_oversize) {
 			/* Only a client that bypassed mbox_post can get here. */
 			atomic_store_explicit(&s->resp_len, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->status, EMSGSIZE, memory_order_relaxed);
@@ -483,7 +483,8 @@ static bool examine(struct mbox *mb, uint32_t i, struct mbox_event *ev)
 		}
 		atomic_store_explicit(&s->status, 0, memory_order_relaxed);
 		ev->kind = MBOX_EV_REQUEST;
-		ev->req = (char *)s + sizeof(*s);
+		/* an oversized request here was asked for: its bytes are not all there */
+		ev->req = len > mb->req_cap ? NULL : (char *)s + sizeof(*s);
 		ev->len = len;
 		break;
 	case MBOX_RESET:
@@ -578,6 +579,11 @@ int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_n
 	}
 }
 
+void mbox_server_take_oversize(struct mbox *mb)
+{
+	mb->take_oversize = true;
+}
+
 void mbox_server_interrupt(struct mbox *mb)
 {
 	atomic_store_explicit(&mb->interrupted, true, memory_order_seq_cst);
@@ -645,7 +651,7 @@ static bool owner_alive(struct mbox_slot *s, uint64_t c)
 
 int mbox_reap(struct mbox *mb)
 {
-	int changed = 0, server = -1; /* asked once, and only when a slot needs it */
+	int freed = 0, server = -1; /* asked once, and only when a slot needs it */
 
 	for (uint32_t i = 0; i < mb->nslots; i++) {
 		struct mbox_slot *s = slot_at(mb, i);
@@ -658,7 +664,7 @@ int mbox_reap(struct mbox *mb)
 			server = server_alive(mb);
 		if (st == MBOX_RESET || (st == MBOX_TAKEN && !server)) {
 			if (!server && free_slot(s, c))
-				changed++;
+				freed++;
 			continue;
 		}
 		if (owner_alive(s, c)) {
@@ -667,16 +673,14 @@ int mbox_reap(struct mbox *mb)
 			continue;
 		}
 		if (st == MBOX_TAKEN) {
-			/* The server holds it: let it cancel the work and acknowledge. */
-			if (cas_ctl(s, &c,
-				    MBOX_CTL(MBOX_CTL_GEN(c), MBOX_CTL_PID(c), MBOX_RESET))) {
+			/* The server holds it: let it cancel the work and acknowledge (its
+			 * acknowledgement frees the slot, so it is not counted here). */
+			if (cas_ctl(s, &c, MBOX_CTL(MBOX_CTL_GEN(c), MBOX_CTL_PID(c), MBOX_RESET)))
 				raise_attention(mb, i);
-				changed++;
-			}
 			continue;
 		}
 		if (free_slot(s, c))
-			changed++;
+			freed++;
 	}
-	return changed;
+	return freed;
 }

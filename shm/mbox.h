@@ -112,6 +112,9 @@ struct mbox {
 	uint64_t pending[MBOX_MAX_SLOTS / 64];
 	/* this process only: set by mbox_server_interrupt, read by mbox_server_next */
 	_Atomic bool interrupted;
+	/* server only: requests longer than the buffer are reported, not refused here
+	 * (mbox_server_take_oversize) */
+	bool take_oversize;
 };
 
 /* A client's hold on one slot in one generation. */
@@ -128,8 +131,10 @@ enum mbox_event_kind {
 struct mbox_event {
 	enum mbox_event_kind kind;
 	struct mbox_ticket t;
-	const void *req; /* MBOX_EV_REQUEST: the request bytes, valid until answered */
-	uint32_t len;
+	/* MBOX_EV_REQUEST: the request bytes, valid until answered; NULL when len exceeds
+	 * the buffer (only with mbox_server_take_oversize): there is nothing to read */
+	const void *req;
+	uint32_t len; /* the posted req_len */
 	pid_t client;
 };
 
@@ -206,9 +211,17 @@ void mbox_server_detach(struct mbox *mb);
 /* Waits for the next event until @deadline_ns: a posted request (now TAKEN, answer
  * it) or a reset of a slot the server holds (acknowledge it). Spins, then sleeps on
  * the doorbell. A request whose length exceeds the buffer is answered by the mailbox
- * layer itself (status EMSGSIZE) and not reported. Returns 0, -ETIMEDOUT, or -EINTR
- * once mbox_server_interrupt was called. */
+ * layer itself (status EMSGSIZE) and not reported, unless the server asked for such
+ * requests (mbox_server_take_oversize). Returns 0, -ETIMEDOUT, or -EINTR once
+ * mbox_server_interrupt was called. */
 int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns);
+
+/* From now on mbox_server_next reports a request whose req_len exceeds the request
+ * buffer as an MBOX_EV_REQUEST with req NULL and len the posted length (status 0),
+ * instead of answering it with status EMSGSIZE: the server answers it in its own
+ * format (the router's too_large envelope) and counts it like any other. Call before
+ * the thread that calls mbox_server_next starts; this process only. */
+void mbox_server_take_oversize(struct mbox *mb);
 
 /* Makes mbox_server_next return -EINTR at once, and from then on, in the thread that
  * waits in it (another thread of the server process calls this to stop it). Local to
@@ -233,7 +246,8 @@ int mbox_ack_reset(struct mbox *mb, struct mbox_ticket t);
 /* Frees slots whose owner died (CLAIMED, POSTED, DONE), turns TAKEN slots of dead
  * owners into RESET for the server to acknowledge, frees TAKEN and RESET slots when
  * the server is gone, and re-rings the doorbell for POSTED slots. Returns how many
- * slots it changed. */
+ * slots it freed: a slot it turned RESET is freed, and counted, by the server's
+ * acknowledgement, so that each reset is counted once. */
 int mbox_reap(struct mbox *mb);
 
 /* Inspection, for tests, chipctl and the counters. */

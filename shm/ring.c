@@ -249,17 +249,26 @@ int ring_hand_over(struct ring *r, pid_t producer)
 	return 0;
 }
 
-bool ring_finished(const struct ring *r)
+uint32_t ring_end_flags(const struct ring *r)
 {
 	uint64_t head;
+	uint32_t flags;
 
 	/* Only a claimed terminal can be the last record; checking the claim first also
 	 * keeps this read off records a live stream may still overwrite. */
 	if (!atomic_load_explicit(&r->hdr->terminal, memory_order_acquire))
-		return false;
+		return 0;
 	/* acquire: the record below head is complete when head is seen */
 	head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
-	return head != 0 && (r->recs[(head - 1) & (r->capacity - 1)].flags & RING_F_TERMINAL);
+	if (head == 0)
+		return 0;
+	flags = r->recs[(head - 1) & (r->capacity - 1)].flags;
+	return flags & RING_F_TERMINAL ? flags : 0;
+}
+
+bool ring_finished(const struct ring *r)
+{
+	return ring_end_flags(r) != 0;
 }
 
 bool ring_drained(const struct ring *r)

@@ -124,6 +124,12 @@ int ring_take_over(struct ring *r);
 /* Whether the stream's terminal record has been published (nothing more will come). */
 bool ring_finished(const struct ring *r);
 
+/* The flags of the stream's terminal record once it is published: RING_F_FINAL (the
+ * stream completed) or RING_F_ERROR | RING_F_CODE(code); 0 while the stream has not
+ * ended. Nothing writes a finished ring until its owner resets it, so the record
+ * stays readable after the consumer took it. */
+uint32_t ring_end_flags(const struct ring *r);
+
 /* Whether the stream ended and its consumer read everything, terminal included: the
  * ring may be given to another stream. */
 bool ring_drained(const struct ring *r);

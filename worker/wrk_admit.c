@@ -223,6 +223,9 @@ static int run_assign(void *ctx, const struct proto_msg *req, struct proto_msg *
 	w->queue[(w->q_head + w->q_len) % w->cfg.queue_cap] = rq;
 	w->q_len++;
 	rq->state = WRK_RQ_QUEUED;
+	/* queue_depth has two writers, M here and O when it takes the queue, both under
+	 * the lock that guards q_len: the last store is always the current length */
+	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), w->q_len);
 	pthread_mutex_unlock(&w->lock);
 	wrk_kick_o(w);
 	ans->id = req->id;
@@ -274,7 +277,8 @@ static int run_shutdown(void *ctx, const struct proto_msg *req, struct proto_msg
 			struct proto_error *err)
 {
 	struct wrk *w = ctx;
-	uint64_t end = shm_deadline_in(req->grace_ms > 0 ? (uint64_t)req->grace_ms * 1000000u : 0);
+	uint64_t end =
+	    shm_deadline_in(req->grace_ms > 0 ? (uint64_t)req->grace_ms * SHM_NS_PER_MS : 0);
 	uint64_t cur = atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
 
 	(void)ans;
@@ -369,6 +373,7 @@ void wrk_end_leftovers(struct wrk *w, enum chipd_code code)
 	pthread_mutex_lock(&w->lock);
 	w->q_head = 0;
 	w->q_len = 0;
+	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), 0);
 	pthread_mutex_unlock(&w->lock);
 }
 

@@ -165,10 +165,12 @@ static void answer_deferred(struct wrk *w)
 		if (!ans) /* the client times out; the worker's exit says the rest */
 			break;
 		proto_msg_init(ans, PROTO_OP_SHUTDOWN);
+		/* -ECANCELED / -ESTALE: the client gave up meanwhile (a reset, acknowledged
+		 * there, or a slot already reclaimed) */
 		if (proto_encode_answer(ans, mbox_resp_buf(&w->mb, t), mbox_resp_cap(&w->mb), &len,
-					&err) == 0)
-			/* -ECANCELED / -ESTALE: the client gave up meanwhile */
-			(void)mbox_answer(&w->mb, t, (uint32_t)len);
+					&err) == 0 &&
+		    mbox_answer(&w->mb, t, (uint32_t)len) == -ECANCELED)
+			ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_mbox_resets), 1);
 	}
 	w->ndeferred = 0;
 	free(ans);
@@ -206,8 +208,10 @@ static void serve(struct wrk *w)
 		w->cur = ev.t;
 		rc = proto_dispatch(&wrk_server, w, ev.req, ev.len, mbox_resp_buf(&w->mb, ev.t),
 				    mbox_resp_cap(&w->mb), &len);
-		if (rc == 0)
-			(void)mbox_answer(&w->mb, ev.t, (uint32_t)len); /* -ECANCELED: gave up */
+		/* -ECANCELED: the supervisor gave up meanwhile, and the reset is acknowledged
+		 * there */
+		if (rc == 0 && mbox_answer(&w->mb, ev.t, (uint32_t)len) == -ECANCELED)
+			ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_mbox_resets), 1);
 		wrk_trace_span(wrk_trace_of(w), WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
 	}
 	answer_deferred(w);

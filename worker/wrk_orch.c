@@ -53,8 +53,9 @@ static void take_new(struct orch *o)
 		rq->state = WRK_RQ_ACTIVE;
 		o->act[o->nact++] = rq;
 	}
-	pthread_mutex_unlock(&w->lock);
+	/* under the lock: M sets queue_depth too, when it queues (wrk_admit.c) */
 	ctr_o_set(w, PROTO_WRK_queue_depth, 0);
+	pthread_mutex_unlock(&w->lock);
 }
 
 static void drop(struct orch *o, uint32_t i)
@@ -122,7 +123,7 @@ static bool may_advance(struct wrk_req *rq, uint64_t now)
  * advance (built stays), retire() ends its stream as soon as S has finished what is
  * in flight (S may drop a token still in flight: the ERROR record takes its seq).
  * The code is internal, not device_error: the device never saw this step, the fault
- * is the host's (DESIGN.md: device_error is what the device reports).
+ * is the host's (docs/protocol.md §8.3: device_error is what the device reports).
  * S is never left waiting for it: the bank is published even when the failure left
  * it empty (the epoch sequence has no holes), and a fatal O error goes to o_err. */
 static void o_fail(struct wrk_req *rq)

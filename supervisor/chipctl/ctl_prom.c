@@ -1,5 +1,5 @@
 /* ctl_prom.c - the counters in the Prometheus text exposition format 0.0.4
- * (OPS.md § Prometheus): a pure function of the counters, shared by `stats --prom`
+ * (docs/operations.md, "Monitor"): a pure function of the counters, shared by `stats --prom`
  * and `export --textfile`.
  *
  * Names: chipd_supervisor_<name> for the supervisor block, chipd_worker_<name> with
@@ -25,30 +25,44 @@ struct sample {
 	uint64_t value;
 };
 
-/* HELP texts of the counters this version knows (docs/protocol.md §8.1). */
+/* HELP texts of the counters this version knows (docs/protocol.md §8.1, whose
+ * definitions they shorten). A name both blocks use with different meanings has an
+ * entry per block (scope 'S' supervisor, 'W' worker); scope 0 serves both. */
 static const struct {
-	const char *name, *help;
+	const char *name;
+	char scope;
+	const char *help;
 } helps[] = {
-    {"requests", "Requests received through the client mailbox."},
-    {"answered", "Requests answered through the client mailbox."},
-    {"mbox_resets", "Mailbox slots given up by a client and reset."},
-    {"worker_starts", "Worker processes started."},
-    {"worker_deaths", "Worker processes that died."},
-    {"queue_depth", "Requests waiting for admission."},
-    {"rings_in_use", "Token rings held by streams."},
-    {"admitted", "Requests admitted by the worker."},
-    {"rejected", "Requests the worker refused."},
-    {"completed", "Requests that completed."},
-    {"failed", "Requests that failed."},
-    {"cancelled", "Requests that were cancelled."},
-    {"tokens", "Tokens published."},
-    {"steps", "Steps executed."},
-    {"o_busy_ns", "Time the orchestrator thread spent building steps."},
-    {"s_busy_ns", "Time the scheduler thread spent running steps."},
-    {"overlap_ns", "Time building and running overlapped."},
-    {"device_errors", "Device errors."},
-    {"active", "Requests running."},
-    {"kv_blocks_used", "KV cache blocks in use."},
+    {"requests", 0, "Requests the router took from the client mailbox."},
+    {"answered", 0,
+     "Requests whose answer reached a client still waiting; requests - answered were "
+     "discarded because the client gave up first."},
+    {"mbox_resets", 'S',
+     "Client mailbox slots reset for a client that gave up (a discarded answer included) "
+     "or died."},
+    {"mbox_resets", 'W',
+     "Control mailbox resets the worker acknowledged: the supervisor gave up on a call."},
+    {"worker_starts", 0, "Worker processes started."},
+    {"worker_deaths", 0, "Worker processes that died (not counting stops chipd asked for)."},
+    {"queue_depth", 'S',
+     "Requests in flight: admitted streams whose end the supervisor has not seen yet."},
+    {"queue_depth", 'W', "Admitted requests waiting in the admission queue."},
+    {"rings_in_use", 0,
+     "Token rings held: streams in flight, and ended ones whose reader has not read the "
+     "end."},
+    {"admitted", 0, "Assigns the worker admitted."},
+    {"rejected", 0, "Assigns the worker refused."},
+    {"completed", 0, "Streams that completed (FINAL)."},
+    {"failed", 0, "Streams the worker ended with an error other than cancelled."},
+    {"cancelled", 0, "Streams the worker ended with cancelled."},
+    {"tokens", 0, "Tokens published (FINAL included; an ERROR record carries none)."},
+    {"steps", 0, "Steps executed."},
+    {"o_busy_ns", 0, "Time the orchestrator thread spent building steps."},
+    {"s_busy_ns", 0, "Time the scheduler thread spent running steps."},
+    {"overlap_ns", 0, "Time building and running overlapped."},
+    {"device_errors", 0, "Device errors."},
+    {"active", 0, "Requests the orchestrator runs (taken from the queue, not yet ended)."},
+    {"kv_blocks_used", 0, "KV cache blocks in use."},
 };
 
 /* Counter names whose words Prometheus would misread ("s" is its abbreviation of
@@ -154,10 +168,12 @@ static void write_help(FILE *f, const struct sample *s)
 	char buf[160];
 
 	if (strncmp(s->name, "err_", 4) == 0) {
-		help = "Requests refused or failed, by error code.";
+		help = "Requests that ended with this error code: refused with it, or their "
+		       "stream ended with it. Each request once.";
 	} else {
 		for (size_t i = 0; i < sizeof(helps) / sizeof(helps[0]); i++)
-			if (strcmp(helps[i].name, s->name) == 0)
+			if (strcmp(helps[i].name, s->name) == 0 &&
+			    (!helps[i].scope || helps[i].scope == (s->worker ? 'W' : 'S')))
 				help = helps[i].help;
 	}
 	if (!help) {

@@ -68,7 +68,8 @@ void ctl_top_frame(FILE *f, const struct chipd_stat *prev, uint32_t nprev,
 			(unsigned long long)value(cur, n, b, "active"),
 			(unsigned long long)value(cur, n, b, "tokens"));
 	}
-	fprintf(f, "supervisor: queue %llu, rings in use %llu, worker deaths %llu\n",
+	/* the supervisor's queue_depth is every stream in flight, not a queue */
+	fprintf(f, "supervisor: in flight %llu, rings in use %llu, worker deaths %llu\n",
 		(unsigned long long)value(cur, n, "supervisor", "queue_depth"),
 		(unsigned long long)value(cur, n, "supervisor", "rings_in_use"),
 		(unsigned long long)value(cur, n, "supervisor", "worker_deaths"));

@@ -10,6 +10,7 @@
 #include "proto.h"
 #include "ring.h"
 #include "wait.h"
+#include "wl.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -18,16 +19,16 @@
 #include <string.h>
 #include <time.h>
 
-#define MS_NS 1000000ull
 /* How long the router waits for a request before checking whether to leave (a stop
  * interrupts the wait, so this only bounds a lost wake; an idle chipd should not wake
  * for nothing). */
-#define ROUTER_SLICE_NS (1000ull * MS_NS)
+#define ROUTER_SLICE_NS (1000ull * SHM_NS_PER_MS)
 
-static enum chipd_code fail_count(struct sup *s, enum chipd_code code)
+/* Every request answered with the error envelope, from any step of proto_dispatch
+ * (docs/protocol.md §8.1: err_<code> counts each request once, by how it ended). */
+static void router_refused(void *ctx, enum chipd_code code)
 {
-	sup_count_err(s, code);
-	return code;
+	sup_count_err(ctx, code);
 }
 
 static int ping_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -38,7 +39,7 @@ static int ping_run(void *ctx, const struct proto_msg *req, struct proto_msg *an
 	(void)req, (void)err;
 	ans->pid = s->pid;
 	ans->state = atomic_load_explicit(&s->sup_state, memory_order_acquire);
-	ans->uptime_ms = (int64_t)((shm_now_ns() - s->started_ns) / MS_NS);
+	ans->uptime_ms = (int64_t)((shm_now_ns() - s->started_ns) / SHM_NS_PER_MS);
 	return CHIPD_OK;
 }
 
@@ -117,8 +118,9 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	    .submitted_ns = shm_now_ns(),
 	    .nparams = req->nparams,
 	    .max_tokens = req->max_tokens,
-	    .deadline_ns =
-		req->deadline_ms ? (int64_t)(shm_now_ns() + (uint64_t)req->deadline_ms * MS_NS) : 0,
+	    .deadline_ns = req->deadline_ms ? (int64_t)(shm_now_ns() +
+							(uint64_t)req->deadline_ms * SHM_NS_PER_MS)
+					    : 0,
 	};
 	memcpy(e->wl, req->wl, sizeof(e->wl));
 	for (uint32_t i = 0; i < req->nparams; i++) {
@@ -147,53 +149,39 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		      struct proto_error *err)
 {
 	struct sup *s = ctx;
-	struct proto_msg *fwd = malloc(sizeof(*fwd)), *wans = malloc(sizeof(*wans));
+	struct sup_call *c;
 	struct sup_worker *w = NULL;
 	struct sup_req *e;
-	enum chipd_code code = CHIPD_OK;
+	enum chipd_code code;
 	pid_t pid = 0;
-	int rc;
 
-	if (!fwd || !wans) {
-		free(fwd);
-		free(wans);
-		return fail_count(s, proto_fail(err, CHIPD_E_INTERNAL, "out of memory"));
-	}
-	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY) {
-		free(fwd);
-		free(wans);
-		return fail_count(
-		    s, proto_fail(err, CHIPD_E_DRAINING, "chipd is draining: no new work"));
-	}
+	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
+		return proto_fail(err, CHIPD_E_DRAINING, "chipd is draining: no new work");
+	c = sup_call_new(PROTO_OP_ASSIGN);
+	if (!c)
+		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	e = admit(s, req, err, &w);
 	if (e) {
-		sup_table_assign(s, e, fwd);
+		sup_table_assign(s, e, &c->req);
 		pid = e->producer;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!e) {
-		free(fwd);
-		free(wans);
-		return fail_count(s, (enum chipd_code)err->code);
+		sup_call_free(c);
+		return (int)err->code;
 	}
-	rc = sup_worker_call(s, w, fwd, wans, SUP_FORWARD_MS);
+	code = sup_call_run(s, w, c, err);
 	pthread_mutex_lock(&s->lock);
 	e->forwarding = false;
-	if (rc) {
+	if (c->rc) {
 		/* the worker may have admitted it: the stream ends through the death path;
 		 * nobody will read it, so it is reclaimed as soon as it ended */
 		e->client = 0;
 		if (w->pid != pid)
 			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-		forward_failed(w, pid, rc);
-		code = proto_fail(err, CHIPD_E_WORKER_LOST, "chip %u did not take the request (%s)",
-				  w->chip, strerror(-rc));
-		err->chip = w->chip;
-	} else if (!wans->ok) {
-		*err = wans->err; /* its refusal, as it said it */
-		err->chip = w->chip;
-		code = (enum chipd_code)err->code;
+		forward_failed(w, pid, c->rc);
+	} else if (code != CHIPD_OK) {
 		sup_table_release(s, e);
 	} else {
 		if (w->pid != pid) /* it died after answering; the death path skipped us */
@@ -207,26 +195,21 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	if (code == CHIPD_OK)
 		SUP_DEBUG((int)w->chip, (uint64_t)ans->id, "admitted on ring %lld",
 			  (long long)ans->ring);
-	free(fwd);
-	free(wans);
-	return code == CHIPD_OK ? CHIPD_OK : fail_count(s, code);
+	sup_call_free(c);
+	return code;
 }
 
 static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		      struct proto_error *err)
 {
 	struct sup *s = ctx;
-	struct proto_msg *fwd = malloc(sizeof(*fwd)), *wans = malloc(sizeof(*wans));
+	struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
 	struct sup_worker *w = NULL;
 	struct sup_req *e;
 	enum chipd_code code = CHIPD_OK;
-	int rc;
 
-	if (!fwd || !wans) {
-		free(fwd);
-		free(wans);
-		return fail_count(s, proto_fail(err, CHIPD_E_INTERNAL, "out of memory"));
-	}
+	if (!c)
+		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	e = sup_table_find(s, (uint64_t)req->id);
 	if (e && !e->ended && !e->forwarding)
@@ -237,23 +220,13 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		    proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
 		err->request = req->id;
 	} else {
-		proto_msg_init(fwd, PROTO_OP_CANCEL);
-		fwd->id = req->id;
-		rc = sup_worker_call(s, w, fwd, wans, SUP_FORWARD_MS);
-		if (rc) {
-			code = proto_fail(err, CHIPD_E_WORKER_LOST, "chip %u did not answer (%s)",
-					  w->chip, strerror(-rc));
-			err->chip = w->chip;
-		} else if (!wans->ok) {
-			*err = wans->err;
-			code = (enum chipd_code)err->code;
-		} else {
+		c->req.id = req->id;
+		code = sup_call_run(s, w, c, err);
+		if (code == CHIPD_OK)
 			ans->id = req->id;
-		}
 	}
-	free(fwd);
-	free(wans);
-	return code == CHIPD_OK ? CHIPD_OK : fail_count(s, code);
+	sup_call_free(c);
+	return code;
 }
 
 static int status_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -304,11 +277,10 @@ static int stats_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	char block[16];
 
 	if (req->chip >= (int64_t)s->cfg.chips)
-		return fail_count(s, proto_fail(err, CHIPD_E_BAD_REQUEST,
-						"\"chip\": %lld, this node has %u",
-						(long long)req->chip, s->cfg.chips));
-	if (req->chip < 0)
-		stats_block(&s->node.sup_ctr, "supervisor", ans);
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"chip\": %lld, this node has %u",
+				  (long long)req->chip, s->cfg.chips);
+	/* the supervisor's block always; with a chip, that worker's block only */
+	stats_block(&s->node.sup_ctr, "supervisor", ans);
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		if (req->chip >= 0 && (uint32_t)req->chip != i)
 			continue;
@@ -318,8 +290,56 @@ static int stats_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	return CHIPD_OK;
 }
 
+_Static_assert(WL_WORKLOADS_MAX <= CHIPD_MAX_WORKLOADS && WL_PARAMS_MAX <= CHIPD_MAX_PARAMS &&
+		   WL_KEY_MAX <= CHIPD_KEY_MAX && WL_DOC_MAX <= CHIPD_DOC_MAX,
+	       "every workload table fits the workloads answer");
+
+/* Copies @src into @dst (@cap bytes); false when it does not fit (never send a cut
+ * one). */
+static bool copy_text(char *dst, size_t cap, const char *src)
+{
+	size_t len = src ? strlen(src) : 0;
+
+	if (!src || len >= cap)
+		return false;
+	memcpy(dst, src, len + 1);
+	return true;
+}
+
+/* The workloads and their parameters: the validator's own tables (wl.h), so the
+ * answer says exactly what a worker accepts. */
+static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+			 struct proto_error *err)
+{
+	(void)ctx, (void)req;
+	for (const char *const *name = wl_names(); *name; name++) {
+		const struct wl_param_info *t;
+		int n = wl_param_table(*name, &t);
+		struct proto_wl *w = &ans->wls[ans->nwls];
+		bool ok = n >= 0 && ans->nwls < CHIPD_MAX_WORKLOADS &&
+			  ans->nwl_params + (uint32_t)n <= PROTO_MAX_WL_PARAMS &&
+			  copy_text(w->wl, sizeof(w->wl), *name) &&
+			  copy_text(w->doc, sizeof(w->doc), wl_summary(*name));
+
+		for (int i = 0; ok && i < n; i++) {
+			struct proto_wl_param *p = &ans->wl_params[ans->nwl_params++];
+
+			*p = (struct proto_wl_param){
+			    .def = t[i].def, .min = t[i].lo, .max = t[i].hi};
+			ok = copy_text(p->wl, sizeof(p->wl), *name) &&
+			     copy_text(p->key, sizeof(p->key), t[i].key) &&
+			     copy_text(p->doc, sizeof(p->doc), t[i].doc);
+		}
+		if (!ok)
+			return proto_fail(err, CHIPD_E_INTERNAL,
+					  "workload %s: its table does not fit the answer", *name);
+		ans->nwls++;
+	}
+	return CHIPD_OK;
+}
+
 /* drain and stop both refuse new work, give in-flight work the request's grace (or
- * the configured one), end the workers and exit (DESIGN.md, "Processes"). */
+ * the configured one), end the workers and exit (docs/architecture.md, "Stop"). */
 static int drain_common(struct sup *s, const struct proto_msg *req, bool stop)
 {
 	sup_ask_stop(s, req->grace_ms > 0 ? (uint32_t)req->grace_ms : s->cfg.grace_ms);
@@ -349,23 +369,25 @@ static int trace_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	int code = sup_trace(s, (int)req->act, req->path, &events, &dropped, err);
 
 	if (code != CHIPD_OK)
-		return fail_count(s, (enum chipd_code)code);
+		return code;
 	ans->events = (int64_t)events;
 	ans->dropped = (int64_t)dropped;
 	return CHIPD_OK;
 }
 
 static const struct proto_handler router_handlers[] = {
-    {PROTO_OP_PING, NULL, ping_run},	 {PROTO_OP_SUBMIT, NULL, submit_run},
-    {PROTO_OP_CANCEL, NULL, cancel_run}, {PROTO_OP_STATUS, NULL, status_run},
-    {PROTO_OP_STATS, NULL, stats_run},	 {PROTO_OP_DRAIN, NULL, drain_run},
-    {PROTO_OP_STOP, NULL, stop_run},	 {PROTO_OP_TRACE, NULL, trace_run},
+    {PROTO_OP_PING, NULL, ping_run},	       {PROTO_OP_SUBMIT, NULL, submit_run},
+    {PROTO_OP_CANCEL, NULL, cancel_run},       {PROTO_OP_STATUS, NULL, status_run},
+    {PROTO_OP_STATS, NULL, stats_run},	       {PROTO_OP_DRAIN, NULL, drain_run},
+    {PROTO_OP_STOP, NULL, stop_run},	       {PROTO_OP_TRACE, NULL, trace_run},
+    {PROTO_OP_WORKLOADS, NULL, workloads_run},
 };
 
 static const struct proto_server router_server = {
     .role = "supervisor",
     .handlers = router_handlers,
     .nhandlers = sizeof(router_handlers) / sizeof(router_handlers[0]),
+    .refused = router_refused,
 };
 
 static void *router_main(void *arg)
@@ -391,10 +413,14 @@ static void *router_main(void *arg)
 				    mbox_resp_cap(mb), &len);
 		if (rc != 0)
 			continue; /* cannot happen: the response buffer holds an envelope */
-		if (mbox_answer(mb, ev.t, (uint32_t)len) == -ECANCELED)
-			sup_count(s, PROTO_SUP_mbox_resets, 1);
-		else
+		/* answered: the answer reached a client still waiting for it; otherwise the
+		 * client gave up first, its reset is acknowledged here and the answer is
+		 * discarded (requests - answered) */
+		rc = mbox_answer(mb, ev.t, (uint32_t)len);
+		if (rc == 0)
 			sup_count(s, PROTO_SUP_answered, 1);
+		else if (rc == -ECANCELED)
+			sup_count(s, PROTO_SUP_mbox_resets, 1);
 	}
 	return NULL;
 }
@@ -405,6 +431,9 @@ int sup_router_start(struct sup *s)
 
 	if (rc < 0)
 		return rc;
+	/* a request longer than the slot is answered too_large and counted like any
+	 * other refusal, not refused by the mailbox layer unseen */
+	mbox_server_take_oversize(&s->node.mbox);
 	atomic_store_explicit(&s->router_quit, false, memory_order_relaxed);
 	rc = -pthread_create(&s->router, NULL, router_main, s);
 	if (rc == 0)

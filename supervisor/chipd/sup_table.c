@@ -49,18 +49,42 @@ void sup_table_release(struct sup *s, struct sup_req *e)
 	memset(e, 0, sizeof(*e));
 }
 
+/* Counts, once, how @e's request ended, from @flags, its terminal record's
+ * (ring_end_flags; 0: none yet, nothing to count): the code of an ERROR record in
+ * err_<code>. FINAL (completed) needs no count, nor a stream whose submit was
+ * answered with an error (client 0: counted then). */
+static void count_end(struct sup *s, struct sup_req *e, uint32_t flags)
+{
+	uint32_t code;
+
+	/* a forward in progress decides first whether the client gets the stream */
+	if (e->counted || e->forwarding || !flags)
+		return;
+	e->counted = true;
+	if (e->client == 0 || (flags & RING_F_FINAL))
+		return;
+	code = RING_CODE_OF(flags);
+	if (code == CHIPD_OK || code >= CHIPD_NCODES)
+		code = CHIPD_E_INTERNAL; /* as libchipd reports such a record */
+	sup_count_err(s, (enum chipd_code)code);
+}
+
 /* Whether @e's ring can be given to another stream: nothing more is written to it
- * (its stream ended) and nobody reads it (the reader took the terminal, or died). */
+ * (its stream ended) and nobody reads it (the reader took the terminal, or died). Every
+ * used entry passes here on each sweep, so every end is counted within a tick. */
 static bool reclaimable(struct sup *s, struct sup_req *e)
 {
 	struct ring r;
+	uint32_t flags;
 
 	if (!e->used || e->forwarding)
 		return false;
 	r = ring_of(s, e);
-	if (!ring_finished(&r))
+	flags = ring_end_flags(&r);
+	if (!flags)
 		return false;
 	e->ended = true;
+	count_end(s, e, flags);
 	return ring_drained(&r) || !shm_proc_alive(e->client, e->client_start);
 }
 
@@ -105,8 +129,12 @@ void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code)
 
 	if (e->ended || ring_finished(&r)) {
 		e->ended = true;
+		count_end(s, e, ring_end_flags(&r));
 		return;
 	}
+	/* counted before the record is out, so that a reader who saw the end sees the
+	 * count (the push's release orders it); the producer is gone, the record ours */
+	count_end(s, e, rec.flags);
 	rc = ring_take_over(&r);
 	if (rc == 0) {
 		rec.seq = (uint32_t)atomic_load_explicit(&r.hdr->head, memory_order_acquire);
@@ -116,7 +144,6 @@ void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code)
 		SUP_ERR((int)e->chip, e->id, "cannot end the stream on ring %u: %s",
 			sup_table_index(s, e), strerror(-rc));
 	e->ended = true;
-	sup_count_err(s, code);
 }
 
 uint32_t sup_table_sweep(struct sup *s)
@@ -148,14 +175,19 @@ uint32_t sup_table_live(struct sup *s)
 	for (uint32_t i = 0; i < s->nreqs; i++) {
 		struct sup_req *e = &s->reqs[i];
 		struct ring r;
+		uint32_t flags;
 
-		if (!e->used || e->ended)
+		if (!e->used || (e->ended && e->counted))
 			continue;
+		/* every admission counts the ends seen so far, not only the next sweep */
 		r = ring_of(s, e);
-		if (ring_finished(&r))
+		flags = ring_end_flags(&r);
+		if (flags) {
 			e->ended = true;
-		else
+			count_end(s, e, flags);
+		} else if (!e->ended) {
 			live++;
+		}
 	}
 	return live;
 }

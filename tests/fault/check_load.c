@@ -1,4 +1,4 @@
-/* check_load.c - load with exact accounting (issue 8): C client threads, each with
+/* check_load.c - load with exact accounting: C client threads, each with
  * its own connection, send R cheap synthetic requests each (1..8 tokens, no host or
  * device cost), cancel 10% of them after reading a few tokens, and give 20% a random
  * deadline of 1..30 ms. At the end:
@@ -7,7 +7,11 @@
  *   every completed stream delivered exactly its tokens, in order; streams that
  *   ended early delivered a prefix; the tokens the clients read equal the workers'
  *   tokens counter; no request id was given twice; no seq repeated (checked per
- *   stream, in order).
+ *   stream, in order);
+ *   the supervisor took exactly the calls the clients made (requests) and answered
+ *   every one (answered); its err_<code> equals, code by code, what the clients
+ *   saw end with it: refusals, cancels of ended requests (not_found) and stream
+ *   ends (cancelled, timeout), each request once.
  * Refusals (queue_full, no_capacity: retryable) are retried and counted apart.
  *
  * The size is a parameter: FT_LOAD_CLIENTS (default 64) and FT_LOAD_REQUESTS (default
@@ -165,13 +169,14 @@ START_TEST(load_exact_accounting)
 	struct load_client *cl = calloc(nclients, sizeof(*cl));
 	pthread_t *th = calloc(nclients, sizeof(*th));
 	uint64_t *all = calloc((size_t)nclients * per, sizeof(*all));
-	struct ft_ledger sum = {0};
-	uint64_t nids = 0, retries = 0, cancels = 0, tries = 0, tok_early = 0, t0, ms;
-	struct ft_stats st;
+	struct ft_ledger sum = {.complete = true};
+	uint64_t nids = 0, retries = 0, cancels = 0, tries = 0, tok_early = 0, t0, ms, calls;
+	struct ft_stats st0, st;
 	struct cd d;
 
 	ck_assert(cl && th && all && nclients > 0);
 	ft_start(&d, args);
+	ft_stats(&d, &st0);
 	t0 = ft_now_ms();
 	for (uint32_t i = 0; i < nclients; i++) {
 		cl[i] = (struct load_client){.d = &d, .index = i, .requests = per};
@@ -199,6 +204,8 @@ START_TEST(load_exact_accounting)
 		tok_early += cl[i].tok_early;
 	}
 	ck_assert_uint_eq(sum.submitted, (uint64_t)nclients * per);
+	/* a cancel that was not answered ok found its request ended: not_found */
+	sum.refused_by[CHIPD_E_NOT_FOUND] += tries - cancels;
 	qsort(all, nids, sizeof(*all), cmp_u64);
 	for (uint64_t k = 1; k < nids; k++)
 		ck_assert_msg(all[k] != all[k - 1], "request id %llu given twice",
@@ -229,6 +236,11 @@ START_TEST(load_exact_accounting)
 	ck_assert_uint_eq(ft_chip_sum(&st, PROTO_WRK_failed), sum.ended[CHIPD_E_TIMEOUT]);
 	ck_assert_uint_eq(ft_chip_sum(&st, PROTO_WRK_tokens), sum.tokens);
 	ck_assert_uint_eq(st.sup[PROTO_SUP_err_queue_full], sum.refused_by[CHIPD_E_QUEUE_FULL]);
+	/* every submit (retries included) and cancel the clients sent, all answered;
+	 * ft_check_accounting compared err_<code> with the ledger, code by code */
+	calls = sum.submitted + retries + tries;
+	ck_assert_uint_eq(st.sup[PROTO_SUP_requests] - st0.sup[PROTO_SUP_requests], calls);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_answered] - st0.sup[PROTO_SUP_answered], calls);
 	free(all);
 	free(th);
 	free(cl);

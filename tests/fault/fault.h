@@ -30,9 +30,12 @@ struct ft_stats {
 /* What a row's clients saw, by outcome. */
 struct ft_ledger {
 	uint64_t submitted, completed, refused;
-	uint64_t ended[CHIPD_NCODES]; /* streams that ended with each error code */
-	uint64_t refused_by[CHIPD_NCODES];
+	uint64_t ended[CHIPD_NCODES];	   /* streams that ended with each error code */
+	uint64_t refused_by[CHIPD_NCODES]; /* requests answered with each error code */
 	uint64_t tokens;
+	/* every request of the row that ended with an error is in ended or refused_by
+	 * (none ended unseen, as a call whose client gave up does) */
+	bool complete;
 };
 
 uint64_t ft_now_ms(void);
@@ -62,6 +65,8 @@ void ft_quiesce(struct cd *d, struct ft_stats *st, unsigned ms);
  * - the workers' completed and tokens equal what the clients saw (@l);
  * - the router answered every request it took, except those whose client gave up
  *   (requests - answered <= mbox_resets);
+ * - err_<code> counted every error the clients saw (exactly, when @l is complete),
+ *   and no more errors than requests;
  * - the gauges are zero.
  * @lost_by_death: requests admitted by a worker that died before ending them. */
 void ft_check_accounting(struct cd *d, const struct ft_ledger *l, uint64_t lost_by_death);

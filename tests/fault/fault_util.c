@@ -154,13 +154,24 @@ void ft_quiesce(struct cd *d, struct ft_stats *st, unsigned ms)
 		     (unsigned long long)st->sup[PROTO_SUP_rings_in_use]);
 }
 
+/* Whether the supervisor's err_<code> counted at least what the clients of @l saw
+ * end with each code. */
+static bool errs_cover(const struct ft_stats *st, const struct ft_ledger *l)
+{
+	for (int c = 1; c < CHIPD_NCODES; c++)
+		if (st->sup[PROTO_SUP_err_bad_request + c - 1] < l->ended[c] + l->refused_by[c])
+			return false;
+	return true;
+}
+
 void ft_check_accounting(struct cd *d, const struct ft_ledger *l, uint64_t lost_by_death)
 {
 	struct ft_stats st;
-	uint64_t adm, end, end_client = 0;
+	uint64_t adm, end, end_client = 0, errs = 0;
 
-	/* a worker counts a request just after its terminal record is out: the clients
-	 * can be a moment ahead of the counters, so give them a bounded while */
+	/* a worker counts a request just after its terminal record is out, the supervisor
+	 * counts a stream's end at its next sweep: the clients can be a moment ahead of
+	 * the counters, so give them a bounded while */
 	for (uint64_t t = ft_now_ms() + 3000;; usleep(10000)) {
 		ft_quiesce(d, &st, 10000);
 		adm = ft_chip_sum(&st, PROTO_WRK_admitted);
@@ -170,7 +181,8 @@ void ft_check_accounting(struct cd *d, const struct ft_ledger *l, uint64_t lost_
 		if ((adm == end + lost_by_death &&
 		     ft_chip_sum(&st, PROTO_WRK_completed) == l->completed &&
 		     st.sup[PROTO_SUP_requests] - st.sup[PROTO_SUP_answered] <=
-			 st.sup[PROTO_SUP_mbox_resets]) ||
+			 st.sup[PROTO_SUP_mbox_resets] &&
+		     errs_cover(&st, l)) ||
 		    ft_now_ms() > t)
 			break;
 	}
@@ -196,6 +208,21 @@ void ft_check_accounting(struct cd *d, const struct ft_ledger *l, uint64_t lost_
 		      (unsigned long long)st.sup[PROTO_SUP_requests],
 		      (unsigned long long)st.sup[PROTO_SUP_answered],
 		      (unsigned long long)st.sup[PROTO_SUP_mbox_resets]);
+	/* err_<code> counts each request once, by how it ended: at least what the
+	 * clients saw (all of it when the ledger is complete), never more requests than
+	 * the router took */
+	for (int c = 1; c < CHIPD_NCODES; c++) {
+		uint64_t got = st.sup[PROTO_SUP_err_bad_request + c - 1];
+		uint64_t saw = l->ended[c] + l->refused_by[c];
+
+		errs += got;
+		ck_assert_msg(l->complete ? got == saw : got >= saw,
+			      "err_%s %llu, the clients saw %llu (%llu stream ends, %llu refusals)",
+			      chipd_code_name((enum chipd_code)c), (unsigned long long)got,
+			      (unsigned long long)saw, (unsigned long long)l->ended[c],
+			      (unsigned long long)l->refused_by[c]);
+	}
+	ck_assert_uint_le(errs, st.sup[PROTO_SUP_requests]);
 }
 
 bool ft_pid_gone(pid_t pid)

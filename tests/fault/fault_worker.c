@@ -30,7 +30,7 @@ static const char *const one_chip[] = {"--chips", "1", NULL};
 static void kill_worker_in_phase(uint32_t host_us, uint32_t device_us, unsigned after_ms,
 				 uint32_t read_first)
 {
-	struct ft_ledger l = {0};
+	struct ft_ledger l = {.complete = true};
 	struct chipd_token tok;
 	struct chipd_error err;
 	struct ft_stats st;
@@ -87,7 +87,7 @@ static void kill_worker_in_phase(uint32_t host_us, uint32_t device_us, unsigned 
 
 START_TEST(worker_killed_idle)
 {
-	struct ft_ledger l = {0};
+	struct ft_ledger l = {.complete = true};
 	struct chipd_error err;
 	struct ft_stats st;
 	chipd_stream *s;
@@ -148,7 +148,7 @@ START_TEST(worker_killed_among_finishing_requests)
 	const char *const args[] = {"--chips", "2", NULL};
 	enum { N = 64 };
 	chipd_stream *s[N];
-	struct ft_ledger l = {0};
+	struct ft_ledger l = {.complete = true}; /* refusals at submit included */
 	struct chipd_error err;
 	pid_t w[3] = {0};
 	struct cd d;
@@ -209,7 +209,7 @@ START_TEST(worker_stopped_is_killed_and_replaced)
 {
 	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "100", "--stuck-ms",
 				    "600",     NULL};
-	struct ft_ledger l = {0};
+	struct ft_ledger l = {.complete = true};
 	struct chipd_token tok;
 	struct chipd_error err;
 	chipd_stream *s;
@@ -264,7 +264,7 @@ START_TEST(chipd_killed_in_flight_then_restarted)
 	struct chipd_error err;
 	chipd_stream *s[4];
 	chipd_conn *old, *c2;
-	struct ft_ledger l = {0};
+	struct ft_ledger l = {.complete = true}; /* of the restarted chipd */
 	struct cd d, d2;
 	pid_t w[4], sup;
 	uint64_t t0;

@@ -1,7 +1,8 @@
 /* check_chipd.c - process-level tests of the supervisor: a real chipd with sim chips,
- * driven through libchipd (issue: "The supervisor chipd and the mailbox CLI"). */
+ * driven through libchipd. */
 #include "chipd_fixture.h"
 #include "testutil.h"
+#include "wl.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -253,25 +254,75 @@ START_TEST(draining_refuses_new_work)
 }
 END_TEST
 
-START_TEST(second_chipd_on_the_instance_is_refused)
+/* Runs chipd with the NULL-ended @args (and nothing else) to its exit; its standard
+ * error lands in @err. Returns its exit status. */
+static int run_chipd(const char *const *args, char *err, size_t cap)
 {
-	struct cd d;
-	int status;
+	const char *argv[16];
+	int p[2], n = 0, status;
+	size_t len = 0;
+	ssize_t got;
 	pid_t pid;
 
-	cd_start(&d, two_chips, NULL);
+	argv[n++] = "chipd";
+	for (; *args && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	ck_assert_int_eq(pipe(p), 0);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		execl(CHIPD_BIN, "chipd", "--foreground", "--instance", d.instance, "--pidfile",
-		      d.pidfile, "--chips", "1", (char *)NULL);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		execv(CHIPD_BIN, (char *const *)argv);
 		_exit(127);
 	}
+	close(p[1]);
+	/* to the end of file: a detached chipd's own child writes here too */
+	while (len < cap - 1 && (got = read(p[0], err + len, cap - 1 - len)) > 0)
+		len += (size_t)got;
+	err[len] = '\0';
+	close(p[0]);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFEXITED(status));
-	ck_assert_int_eq(WEXITSTATUS(status), 73);
+	ck_assert_msg(WIFEXITED(status), "chipd died of signal %d", WTERMSIG(status));
+	return WEXITSTATUS(status);
+}
+
+/* A second chipd on a served instance exits 73 and names the instance and the pid that
+ * serves it, whether the pid file or the region tells it: with the same pid file, with
+ * another one, detached (its parent exits with the child's status), and after the pid
+ * file was removed. (Only the first case used to exit 73: the region's refusal gave 1
+ * when detached, which systemd restarts.) */
+START_TEST(second_chipd_on_the_instance_is_refused)
+{
+	char err[1024], other[160], want_inst[96], want_pid[32];
+	struct cd d;
+
+	cd_start(&d, two_chips, NULL);
+	snprintf(other, sizeof(other), "%s.other", d.pidfile);
+	snprintf(want_inst, sizeof(want_inst), "instance \"%s\"", d.instance);
+	snprintf(want_pid, sizeof(want_pid), "pid %d ", (int)d.pid);
+	const char *const cases[][9] = {
+	    {"--foreground", "--instance", d.instance, "--pidfile", d.pidfile, "--chips", "1"},
+	    {"--foreground", "--instance", d.instance, "--pidfile", other, "--chips", "1"},
+	    {"--instance", d.instance, "--pidfile", other, "--chips", "1"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_msg(run_chipd(cases[i], err, sizeof(err)) == 73, "case %zu: %s", i, err);
+		ck_assert_msg(strstr(err, want_inst) && strstr(err, want_pid), "case %zu: %s", i,
+			      err);
+		ck_assert_msg(!strchr(err, '\n') || !strchr(err, '\n')[1], "case %zu: %s", i, err);
+		ck_assert_int_eq(access(other, F_OK), -1); /* the loser leaves no pid file */
+	}
+	/* its pid file removed, the instance is still served */
+	ck_assert_int_eq(unlink(d.pidfile), 0);
+	ck_assert_msg(run_chipd(cases[0], err, sizeof(err)) == 73, "%s", err);
+	ck_assert_msg(strstr(err, want_inst) && strstr(err, want_pid), "%s", err);
 	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, NULL), 0); /* unharmed */
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	ck_assert(!cd_region_exists(&d));
 }
 END_TEST
 
@@ -532,6 +583,66 @@ START_TEST(device_error_mid_step_ends_only_its_stream)
 }
 END_TEST
 
+/* The "workloads" answer is the validators' own table, row for row, and what it lists
+ * is what a worker accepts: each workload runs with every parameter it lists set to
+ * the default it lists. */
+START_TEST(workloads_answer_is_the_validator_table)
+{
+	static const char *const one_chip[] = {"--chips", "1", NULL};
+	struct chipd_workload *wl = calloc(CHIPD_MAX_WORKLOADS, sizeof(*wl));
+	const char *const *names = wl_names();
+	struct chipd_param p[CHIPD_MAX_PARAMS];
+	struct chipd_error err;
+	enum chipd_code code;
+	uint32_t n = 0, i = 0;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(wl);
+	cd_start(&d, one_chip, NULL);
+	ck_assert_msg(chipd_workloads(d.conn, CD_CALL_MS, wl, CHIPD_MAX_WORKLOADS, &n, &err) == 0,
+		      "%s", err.message);
+	for (; names[i]; i++) {
+		const struct wl_param_info *t;
+		int nt = wl_param_table(names[i], &t);
+
+		ck_assert_uint_lt(i, n);
+		ck_assert_str_eq(wl[i].name, names[i]);
+		ck_assert_str_eq(wl[i].doc, wl_summary(names[i]));
+		ck_assert_int_eq((int)wl[i].nparams, nt);
+		for (int j = 0; j < nt; j++) {
+			ck_assert_str_eq(wl[i].params[j].key, t[j].key);
+			ck_assert_int_eq(wl[i].params[j].def, t[j].def);
+			ck_assert_int_eq(wl[i].params[j].min, t[j].lo);
+			ck_assert_int_eq(wl[i].params[j].max, t[j].hi);
+			ck_assert_str_eq(wl[i].params[j].doc, t[j].doc);
+		}
+	}
+	ck_assert_uint_eq(n, i);
+	for (i = 0; i < n; i++) {
+		struct chipd_request req = {
+		    .workload = wl[i].name, .params = p, .nparams = wl[i].nparams, .chip = -1};
+		chipd_stream *s = NULL;
+		uint64_t id;
+
+		req.max_tokens = 1;
+		for (uint32_t j = 0; j < wl[i].nparams; j++)
+			p[j] = (struct chipd_param){wl[i].params[j].key, wl[i].params[j].def};
+		ck_assert_msg(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err) == 0, "%s: %s",
+			      wl[i].name, err.message);
+		ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 1);
+		ck_assert_int_eq(code, CHIPD_OK);
+		chipd_stream_close(s, CD_CALL_MS);
+	}
+	/* too small an array: the first entries, and how many there are */
+	memset(wl, 0, sizeof(*wl));
+	ck_assert_int_eq(chipd_workloads(d.conn, CD_CALL_MS, wl, 1, &n, &err), -ENOBUFS);
+	ck_assert_uint_eq(n, i);
+	ck_assert_str_eq(wl[0].name, names[0]);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	free(wl);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("chipd");
@@ -551,8 +662,10 @@ int main(void)
 	    {"requeue", unstarted_request_moves_to_a_healthy_worker},
 	    {"stuck_worker", stuck_worker_is_killed_and_restarted},
 	    {"device_error", device_error_mid_step_ends_only_its_stream},
+	    {"workloads", workloads_answer_is_the_validator_table},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+	cd_add_counter_cases(s);
 	return tu_run(s);
 }

@@ -302,6 +302,43 @@ START_TEST(oversized_request_answered_by_mailbox)
 }
 END_TEST
 
+/* A server that asked for them (mbox_server_take_oversize) gets such a request as an
+ * event without bytes, status 0, and answers it itself like any other. */
+START_TEST(oversized_request_reported_when_server_takes_them)
+{
+	struct fixture fx;
+	struct mbox_ticket t;
+	struct mbox_event ev;
+	const void *answer;
+	uint32_t len;
+
+	fx_init(&fx, 1, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	mbox_server_take_oversize(&fx.mb);
+	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
+	struct mbox_slot *s = (struct mbox_slot *)fx.mb.slots;
+	atomic_store(&s->req_len, 65);
+	atomic_store(&s->ctl, MBOX_CTL(t.gen, getpid(), MBOX_POSTED));
+	atomic_fetch_or(&fx.mb.attention[0], 1);
+	ev = next_event(&fx);
+	ck_assert_int_eq(ev.kind, MBOX_EV_REQUEST);
+	ck_assert_ptr_null(ev.req);
+	ck_assert_uint_eq(ev.len, 65);
+	ck_assert_int_eq(state_of(&fx, 0), MBOX_TAKEN);
+	ck_assert_int_eq(mbox_answer_copy(&fx.mb, ev.t, "too big", 8), 0);
+	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(100 * MS)), 0);
+	ck_assert_int_eq(mbox_response(&fx.mb, t, &answer, &len), 0);
+	ck_assert_str_eq(answer, "too big");
+	ck_assert_int_eq(mbox_release(&fx.mb, t), 0);
+	/* a request within the buffer still carries its bytes */
+	t = post_text(&fx, "fits");
+	ev = next_event(&fx);
+	ck_assert_ptr_nonnull(ev.req);
+	ck_assert_str_eq(ev.req, "fits");
+	fx_fini(&fx);
+}
+END_TEST
+
 START_TEST(deadlines_bound_every_wait)
 {
 	struct fixture fx;
@@ -409,6 +446,7 @@ static Suite *mbox_suite(void)
 	tcase_add_test(tc, give_up_after_done_drops_answer);
 	tcase_add_test(tc, out_of_order_completion);
 	tcase_add_test(tc, oversized_request_answered_by_mailbox);
+	tcase_add_test(tc, oversized_request_reported_when_server_takes_them);
 	tcase_add_test(tc, deadlines_bound_every_wait);
 	tcase_add_test(tc, stale_ticket_never_writes_new_owners_slot);
 	tcase_add_test(tc, corrupt_status_is_a_protocol_error);

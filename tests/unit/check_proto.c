@@ -75,6 +75,33 @@ static void fill_request(struct proto_msg *m)
 	}
 }
 
+/* The largest workloads answer: every list full, every string as long as allowed,
+ * every int at an extreme (9 bytes on the wire); each workload has the same keys, as
+ * real ones share "tokens" and "seed". */
+static void fill_workloads(struct proto_msg *m)
+{
+	char doc[CHIPD_DOC_MAX];
+
+	memset(doc, 'd', sizeof(doc) - 1);
+	doc[sizeof(doc) - 1] = 0;
+	m->nwls = CHIPD_MAX_WORKLOADS;
+	for (int w = 0; w < CHIPD_MAX_WORKLOADS; w++) {
+		snprintf(m->wls[w].wl, CHIPD_NAME_MAX, "workload_with_a_long_name_%05d", w);
+		memcpy(m->wls[w].doc, doc, sizeof(doc));
+	}
+	m->nwl_params = PROTO_MAX_WL_PARAMS;
+	for (int i = 0; i < PROTO_MAX_WL_PARAMS; i++) {
+		struct proto_wl_param *p = &m->wl_params[i];
+
+		memcpy(p->wl, m->wls[i % CHIPD_MAX_WORKLOADS].wl, CHIPD_NAME_MAX);
+		snprintf(p->key, CHIPD_KEY_MAX, "param_with_long_nam%04d", i / CHIPD_MAX_WORKLOADS);
+		p->def = i % 2 ? INT64_MIN : INT64_MAX;
+		p->min = INT64_MIN;
+		p->max = INT64_MAX;
+		memcpy(p->doc, doc, sizeof(doc));
+	}
+}
+
 /* Every field of @op's answer set; lists filled to their maximum. */
 static void fill_answer(struct proto_msg *m)
 {
@@ -120,6 +147,9 @@ static void fill_answer(struct proto_msg *m)
 		m->seq = 5;
 		m->queued = 2;
 		m->active = 4294967295ll;
+		break;
+	case PROTO_OP_WORKLOADS:
+		fill_workloads(m);
 		break;
 	default:
 		break;
@@ -215,6 +245,13 @@ START_TEST(largest_answers_fit_the_response_slot)
 	fill_answer(m);
 	ck_assert_int_eq(proto_encode_answer(m, buf, sizeof(buf), &len, &err), 0);
 	ck_assert_uint_lt(len, PROTO_RESP_MAX);
+	/* the workloads answer at its largest: every name, key and doc at its limit */
+	proto_msg_init(m, PROTO_OP_WORKLOADS);
+	fill_answer(m);
+	ck_assert_uint_eq(strlen(m->wls[0].wl), CHIPD_NAME_MAX - 1);
+	ck_assert_uint_eq(strlen(m->wl_params[PROTO_MAX_WL_PARAMS - 1].key), CHIPD_KEY_MAX - 1);
+	ck_assert_msg(proto_encode_answer(m, buf, sizeof(buf), &len, &err) == 0, "%s", err.message);
+	ck_assert_uint_lt(len, PROTO_RESP_MAX);
 	proto_msg_init(m, PROTO_OP_SUBMIT);
 	strcpy(m->wl, "abcdefghijklmnopqrstuvwxyz01234");
 	for (int i = 0; i < CHIPD_MAX_PARAMS; i++) {
@@ -288,6 +325,99 @@ START_TEST(encoder_reports_too_large_at_every_short_cap)
 	ck_assert_int_eq(proto_encode_request(m, buf, full, &len, &err), 0);
 	ck_assert_uint_eq(len, full);
 	free(m);
+}
+END_TEST
+
+/* A parameter row of a raw workloads answer. */
+struct raw_wlp {
+	const char *wl, *key;
+	int64_t def, min, max;
+};
+
+/* Asserts that a workloads answer listing @wls (NULL-ended) and @n rows of @ps is
+ * refused by the decoder (built with msgpack-c) and by the encoder, both naming
+ * @needle. */
+static void expect_workloads_refused(const char *const *wls, const struct raw_wlp *ps, uint32_t n,
+				     const char *needle)
+{
+	struct proto_msg *m = new_msg(PROTO_OP_WORKLOADS);
+	uint32_t nw = 0;
+	struct raw r;
+
+	while (wls[nw])
+		nw++;
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 4);
+	raw_str(&r, "v");
+	msgpack_pack_int(&r.pk, 1);
+	raw_str(&r, "ok");
+	msgpack_pack_true(&r.pk);
+	raw_str(&r, "workloads");
+	msgpack_pack_array(&r.pk, nw);
+	for (uint32_t i = 0; i < nw; i++) {
+		msgpack_pack_map(&r.pk, 2);
+		raw_str(&r, "wl");
+		raw_str(&r, wls[i]);
+		raw_str(&r, "doc");
+		raw_str(&r, "");
+		snprintf(m->wls[i].wl, CHIPD_NAME_MAX, "%s", wls[i]);
+	}
+	m->nwls = nw;
+	raw_str(&r, "parameters");
+	msgpack_pack_array(&r.pk, n);
+	for (uint32_t i = 0; i < n; i++) {
+		msgpack_pack_map(&r.pk, 6);
+		raw_str(&r, "wl");
+		raw_str(&r, ps[i].wl);
+		raw_str(&r, "key");
+		raw_str(&r, ps[i].key);
+		raw_str(&r, "default");
+		msgpack_pack_int64(&r.pk, ps[i].def);
+		raw_str(&r, "min");
+		msgpack_pack_int64(&r.pk, ps[i].min);
+		raw_str(&r, "max");
+		msgpack_pack_int64(&r.pk, ps[i].max);
+		raw_str(&r, "doc");
+		raw_str(&r, "");
+		snprintf(m->wl_params[i].wl, CHIPD_NAME_MAX, "%s", ps[i].wl);
+		snprintf(m->wl_params[i].key, CHIPD_KEY_MAX, "%s", ps[i].key);
+		m->wl_params[i].def = ps[i].def;
+		m->wl_params[i].min = ps[i].min;
+		m->wl_params[i].max = ps[i].max;
+	}
+	m->nwl_params = n;
+	m->ok = true;
+	expect_bad_answer(PROTO_OP_WORKLOADS, &r, needle);
+	expect_encode_refused(m, true, needle);
+	free(m);
+}
+
+/* The workloads answer's rules between its rows: what chipd_workloads relies on to
+ * group the flat parameter list under its workloads. */
+START_TEST(workloads_answer_rules_hold_both_ways)
+{
+	static const char *const ab[] = {"a", "b", NULL}, *const aa[] = {"a", "a", NULL};
+	const struct raw_wlp ok = {"a", "k", 1, 0, 2};
+	struct raw_wlp many[CHIPD_MAX_PARAMS + 1], ps[2] = {ok, ok};
+	char keys[CHIPD_MAX_PARAMS + 1][8];
+
+	expect_workloads_refused(aa, NULL, 0, "\"workloads\": \"a\" listed twice");
+	ps[0].wl = "c";
+	expect_workloads_refused(ab, ps, 1, "\"parameters[0]\": workload \"c\" is not listed");
+	expect_workloads_refused(ab, ps, 2, "workload \"c\" is not listed");
+	ps[0] = ok;
+	expect_workloads_refused(ab, ps, 2, "a.k listed twice");
+	ps[1].wl = "b";
+	ps[1].def = 3;
+	expect_workloads_refused(ab, ps, 2, "b.k: default 3 outside 0..2");
+	ps[1].def = 1;
+	ps[1].min = 2;
+	expect_workloads_refused(ab, ps, 2, "b.k: default 1 outside 2..2");
+	for (int i = 0; i <= CHIPD_MAX_PARAMS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		many[i] = (struct raw_wlp){"b", keys[i], 0, 0, 0};
+	}
+	expect_workloads_refused(ab, many, CHIPD_MAX_PARAMS + 1, "b has more than 16");
 }
 END_TEST
 
@@ -375,7 +505,16 @@ END_TEST
 
 struct srv_ctx {
 	int runs;
+	unsigned refused[CHIPD_NCODES]; /* the server's refused hook, by code */
 };
+
+static void count_refused(void *ctx, enum chipd_code code)
+{
+	struct srv_ctx *c = ctx;
+
+	ck_assert(code > CHIPD_OK && code < CHIPD_NCODES);
+	c->refused[code]++;
+}
 
 static enum chipd_code cancel_validate(void *ctx, const struct proto_msg *req,
 				       struct proto_error *err)
@@ -410,11 +549,25 @@ static int ping_run(void *ctx, const struct proto_msg *req, struct proto_msg *an
 	return CHIPD_OK;
 }
 
+/* An answer of PROTO_MAX_STATS counters: tens of KiB, for a cap it cannot fit. */
+static int stats_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		     struct proto_error *err)
+{
+	(void)ctx, (void)req, (void)err;
+	for (ans->nstats = 0; ans->nstats < PROTO_MAX_STATS; ans->nstats++) {
+		snprintf(ans->stats[ans->nstats].key, PROTO_STAT_KEY, "chip0.counter_%u",
+			 ans->nstats);
+		ans->stats[ans->nstats].value = UINT64_MAX;
+	}
+	return CHIPD_OK;
+}
+
 static const struct proto_handler handlers[] = {
     {PROTO_OP_PING, NULL, ping_run},
     {PROTO_OP_CANCEL, cancel_validate, cancel_run},
+    {PROTO_OP_STATS, NULL, stats_run},
 };
-static const struct proto_server server = {"supervisor", handlers, 2};
+static const struct proto_server server = {"supervisor", handlers, 3, count_refused};
 
 /* Dispatches a cancel of @id (0: a ping; -1: an assign) and decodes the answer. */
 static int dispatch(struct srv_ctx *ctx, int64_t id, struct proto_msg *ans)
@@ -486,6 +639,67 @@ START_TEST(dispatch_answers_through_one_shape)
 }
 END_TEST
 
+/* The refused hook runs once per error envelope, whichever step wrote it, and never
+ * for an answer or a deferred one: a server counts its refusals in one place. */
+START_TEST(dispatch_reports_each_refusal_once)
+{
+	static const unsigned char v2[] = {0x82, 0xa1, 'v', 0x02, 0xa2, 'o',
+					   'p',	 0xa4, 'p', 'i',  'n',	'g'};
+	struct srv_ctx ctx = {0};
+	struct proto_msg *ans = new_msg(PROTO_OP_NONE);
+	unsigned char req[PROTO_REQ_MAX], *out = malloc(PROTO_RESP_MAX);
+	struct proto_error err;
+	size_t len, olen;
+	unsigned total = 0;
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(dispatch(&ctx, 0, ans), 0); /* answered: no call */
+	ck_assert_int_eq(dispatch(&ctx, 9, ans), 0);
+	ck_assert_int_eq(dispatch(&ctx, 6, ans), PROTO_DEFERRED);
+	for (int c = 0; c < CHIPD_NCODES; c++)
+		ck_assert_uint_eq(ctx.refused[c], 0);
+
+	ck_assert_int_eq(dispatch(&ctx, 5, ans), 0); /* validate */
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_NOT_FOUND], 1);
+	ck_assert_int_eq(dispatch(&ctx, 7, ans), 0); /* run */
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_DRAINING], 1);
+	ck_assert_int_eq(dispatch(&ctx, 8, ans), 0); /* an invalid answer */
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_INTERNAL], 1);
+	ck_assert_int_eq(dispatch(&ctx, -1, ans), 0); /* an op not served */
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_BAD_REQUEST], 1);
+	/* decoding: not a map, then another version */
+	ck_assert_int_eq(
+	    proto_dispatch(&server, &ctx, "\x92\x01\x02", 3, out, PROTO_RESP_MAX, &olen), 0);
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_BAD_REQUEST], 2);
+	ck_assert_int_eq(proto_dispatch(&server, &ctx, v2, sizeof(v2), out, PROTO_RESP_MAX, &olen),
+			 0);
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_UNSUPPORTED_VERSION], 1);
+	/* length: above the limit, and longer than the slot (no bytes to read) */
+	ck_assert_int_eq(
+	    proto_dispatch(&server, &ctx, req, PROTO_REQ_MAX + 1, out, PROTO_RESP_MAX, &olen), 0);
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_TOO_LARGE], 1);
+	ck_assert_int_eq(proto_dispatch(&server, &ctx, NULL, 5000, out, PROTO_RESP_MAX, &olen), 0);
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_PING, out, olen, ans, &err), 0);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_TOO_LARGE);
+	ck_assert_ptr_nonnull(strstr(ans->err.message, "5000 bytes"));
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_TOO_LARGE], 2);
+	/* encoding: an answer the buffer cannot hold becomes too_large */
+	proto_msg_init(ans, PROTO_OP_STATS);
+	ck_assert_int_eq(proto_encode_request(ans, req, sizeof(req), &len, &err), 0);
+	ck_assert_int_eq(proto_dispatch(&server, &ctx, req, len, out, 1024, &olen), 0);
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_STATS, out, olen, ans, &err), 0);
+	ck_assert(!ans->ok);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_TOO_LARGE);
+	ck_assert_uint_eq(ctx.refused[CHIPD_E_TOO_LARGE], 3);
+	ck_assert_int_eq(proto_dispatch(&server, &ctx, req, len, out, PROTO_RESP_MAX, &olen), 0);
+	for (int c = 0; c < CHIPD_NCODES; c++)
+		total += ctx.refused[c];
+	ck_assert_uint_eq(total, 9);
+	free(out);
+	free(ans);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -495,6 +709,9 @@ static Suite *proto_suite(void)
 	tcase_add_loop_test(tc, every_answer_round_trips, 1, PROTO_NOPS);
 	tcase_add_test(tc, absent_optional_fields_are_defaults);
 	tcase_add_test(tc, largest_answers_fit_the_response_slot);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("workloads_answer");
+	tcase_add_test(tc, workloads_answer_rules_hold_both_ways);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("encoder");
 	tcase_add_test(tc, encoder_refuses_what_decoder_would);
@@ -507,6 +724,7 @@ static Suite *proto_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("handler_table");
 	tcase_add_test(tc, dispatch_answers_through_one_shape);
+	tcase_add_test(tc, dispatch_reports_each_refusal_once);
 	suite_add_tcase(s, tc);
 	proto_add_bad_tcases(s);
 	return s;

@@ -222,6 +222,32 @@ START_TEST(error_record_carries_code)
 }
 END_TEST
 
+/* The end stays readable for the ring's owner after the reader took it: how the
+ * supervisor learns how a stream it did not write ended. */
+START_TEST(end_flags_say_how_the_stream_ended)
+{
+	struct fixture f;
+	struct ring_rec out;
+
+	fixture_init(&f, 4);
+	ck_assert_uint_eq(ring_end_flags(&f.r), 0);
+	push_ok(&f.r, 0, 0);
+	ck_assert_uint_eq(ring_end_flags(&f.r), 0);
+	push_ok(&f.r, 1, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	ck_assert_uint_eq(ring_end_flags(&f.r), RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	pop_expect(&f.r, 0, 0);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), 0);
+	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
+	ck_assert_uint_eq(ring_end_flags(&f.r), RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	ck_assert_uint_eq(ring_end_flags(&f.r), 0);
+	push_ok(&f.r, 0, RING_F_FINAL);
+	ck_assert_uint_eq(ring_end_flags(&f.r), RING_F_FINAL);
+	ck_assert(ring_finished(&f.r));
+	fixture_fini(&f);
+}
+END_TEST
+
 START_TEST(push_stamps_ts)
 {
 	struct fixture f;
@@ -697,6 +723,7 @@ static Suite *ring_suite(void)
 	    {"terminal_written_exactly_once", terminal_written_exactly_once, 0},
 	    {"terminal_pending_is_not_end_of_stream", terminal_pending_is_not_end_of_stream, 0},
 	    {"error_record_carries_code", error_record_carries_code, 0},
+	    {"end_flags_say_how_the_stream_ended", end_flags_say_how_the_stream_ended, 0},
 	    {"push_stamps_ts", push_stamps_ts, 0},
 	    {"pop_times_out_at_deadline", pop_times_out_at_deadline, 0},
 	    {"pop_wakes_on_push_from_other_process", pop_wakes_on_push_from_other_process, 0},

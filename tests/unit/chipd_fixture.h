@@ -6,6 +6,7 @@
 
 #include "chipd.h"
 
+#include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,5 +51,8 @@ chipd_stream *cd_submit(struct cd *d, uint32_t tokens, uint32_t device_us);
 uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms);
 /* Whether the node region is still in /dev/shm. */
 bool cd_region_exists(const struct cd *d);
+
+/* Adds the tcases about what each counter means (chipd_counters.c, check_chipd). */
+void cd_add_counter_cases(Suite *s);
 
 #endif
