@@ -141,6 +141,17 @@ static int wrong_type(const char *path, const char *want, const struct mp_item *
 	return fail_at(err, path, "expected %s, got %s", want, kind_name(it->kind));
 }
 
+/* An unsigned integer is expected at @path: a negative one is named by its value
+ * (both kinds are "int" to kind_name, so "expected uint, got int" would say nothing),
+ * anything else by its type. @what says what the value is ("a version"). */
+static int not_unsigned(const char *path, const char *what, const struct mp_item *it,
+			struct proto_error *err)
+{
+	if (it->kind == MP_INT)
+		return fail_at(err, path, "%" PRId64 " is negative, not %s", it->v.i, what);
+	return wrong_type(path, "uint", it, err);
+}
+
 /* A reader failure, as a message at @path. */
 static int malformed(int rc, const char *path, struct proto_error *err)
 {
@@ -217,7 +228,7 @@ static int decode_pairs(struct mp_reader *r, const struct field *f, const struct
 			return -EBADMSG;
 		if (stats) {
 			if (v.kind != MP_UINT)
-				return wrong_type(kpath, "uint", &v, err);
+				return not_unsigned(kpath, "a counter value", &v, err);
 			((struct proto_stat *)(void *)key)->value = v.v.u;
 		} else if (get_int(&v, &((struct proto_param *)(void *)key)->value, kpath, err)) {
 			return -EBADMSG;
@@ -397,8 +408,8 @@ static int check_version(const struct header *h, struct proto_error *err)
 	if (!h->has_v)
 		return fail_at(err, "v", "missing (every message carries \"v\": %d)",
 			       PROTO_VERSION);
-	if (h->v.kind != MP_UINT)
-		return wrong_type("v", "int", &h->v, err);
+	if (h->v.kind != MP_UINT) /* not a version at all: malformed, not unsupported */
+		return not_unsigned("v", "a version", &h->v, err);
 	if (h->v.v.u != PROTO_VERSION) {
 		proto_fail(err, CHIPD_E_UNSUPPORTED_VERSION,
 			   "\"v\": version %" PRIu64 " not supported (this peer speaks %d)",

@@ -238,18 +238,63 @@ int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r)
 			   d->ring_stride);
 }
 
-int proto_node_instance(const char *instance, char *out, size_t cap)
+int proto_node_instance_check(const char *name, char *why, size_t cap)
 {
-	const char *v = instance;
+	size_t len = strlen(name);
+	char tmp[8];
 
-	if (!v || !*v)
-		v = getenv("CHIPD_INSTANCE");
-	if (!v || !*v)
-		v = getenv("SLURM_JOB_ID");
-	if (!v || !*v)
+	if (!why || !cap) { /* the rule is the same without a message */
+		why = tmp;
+		cap = sizeof(tmp);
+	}
+	if (len == 0) {
+		snprintf(why, cap, "empty (use 1..%d of [A-Za-z0-9._-])", CHIPD_INSTANCE_MAX - 1);
+		return -EINVAL;
+	}
+	if (len >= CHIPD_INSTANCE_MAX) {
+		snprintf(why, cap, "%zu characters, at most %d", len, CHIPD_INSTANCE_MAX - 1);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '.' || c == '_' || c == '-')
+			continue;
+		if (c >= 0x20 && c < 0x7f)
+			snprintf(why, cap, "character '%c' is not one of [A-Za-z0-9._-]", c);
+		else
+			snprintf(why, cap, "byte 0x%02x is not one of [A-Za-z0-9._-]", c);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int proto_node_instance(const char *instance, char *out, size_t cap, char *why, size_t whycap)
+{
+	static const char *const vars[] = {"CHIPD_INSTANCE", "SLURM_JOB_ID"};
+	const char *v = instance, *from = NULL;
+	char reason[96] = "";
+
+	/* An explicit name is taken as it is ("" is an error); a variable set to ""
+	 * counts as unset, as every CHIPD_* variable does for chipd. */
+	for (size_t i = 0; !v && i < sizeof(vars) / sizeof(vars[0]); i++) {
+		v = getenv(vars[i]);
+		from = vars[i];
+		if (v && !*v)
+			v = NULL;
+	}
+	if (!v) {
 		v = "default";
-	if (strlen(v) >= cap)
-		return -ENAMETOOLONG;
-	strcpy(out, v);
+		from = NULL;
+	}
+	if (proto_node_instance_check(v, reason, sizeof(reason)) < 0 || strlen(v) >= cap) {
+		if (why && whycap)
+			snprintf(why, whycap, "bad instance name \"%.*s\"%s%s: %s",
+				 CHIPD_INSTANCE_MAX + 8, v, from ? " from " : "", from ? from : "",
+				 strlen(v) >= cap && !reason[0] ? "too long" : reason);
+		return -EINVAL;
+	}
+	memcpy(out, v, strlen(v) + 1);
 	return 0;
 }

@@ -94,7 +94,8 @@ _Static_assert(offsetof(struct proto_node_worker, pid_start) == 24, "worker.pid_
 _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.started_ns");
 
 /* The counters of the supervisor block (X(name, kind)); err_<code> counts the
- * requests refused or failed with each error code. */
+ * requests that ended with each error code, each once: refused with it, or their
+ * stream ended with it (docs/protocol.md §8.1 defines every counter). */
 #define PROTO_SUP_COUNTERS(X)                                                                      \
 	X(requests, CTR_COUNTER)                                                                   \
 	X(answered, CTR_COUNTER)                                                                   \
@@ -180,9 +181,18 @@ void proto_node_detach(struct proto_node *n);
  * ring_attach returns. */
 int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r);
 
-/* The instance name to use: @instance when not NULL, else $CHIPD_INSTANCE, else
- * $SLURM_JOB_ID, else "default" (OPS.md). Copies it into @out. Returns 0, or
- * -ENAMETOOLONG. */
-int proto_node_instance(const char *instance, char *out, size_t cap);
+/* Checks @name against the instance naming rule: 1..CHIPD_INSTANCE_MAX-1 characters of
+ * [A-Za-z0-9._-] (the characters shm_region_name accepts). Returns 0, or -EINVAL with
+ * @why (@cap bytes; may be NULL) saying what is wrong, e.g. "48 characters, at most
+ * 47" or "character '/' is not one of [A-Za-z0-9._-]". */
+int proto_node_instance_check(const char *name, char *why, size_t cap);
+
+/* The instance name to use: @instance when not NULL (an explicit "" is an error), else
+ * $CHIPD_INSTANCE, else $SLURM_JOB_ID (a variable set to "" counts as unset), else
+ * "default" (docs/operations.md). Checks it (proto_node_instance_check) and copies it
+ * into @out (@cap bytes, CHIPD_INSTANCE_MAX fits every valid name). Returns 0, or
+ * -EINVAL with @why (@whycap bytes; may be NULL) naming the name, the variable it came
+ * from and what is wrong with it. */
+int proto_node_instance(const char *instance, char *out, size_t cap, char *why, size_t whycap);
 
 #endif

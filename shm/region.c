@@ -349,6 +349,25 @@ int shm_region_unlink(const char *name)
 	return shm_unlink(name) == 0 ? 0 : -errno;
 }
 
+pid_t shm_region_holder(const char *name)
+{
+	struct shm_header h;
+	pid_t pid = 0;
+	int fd;
+
+	/* read-only and O_NONBLOCK for the reasons of inspect_existing */
+	fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
+	if (fd < 0)
+		return 0;
+	memset(&h, 0, sizeof(h));
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    atomic_load_explicit(&h.magic, memory_order_relaxed) == SHM_MAGIC &&
+	    h.creator_pid != 0 && shm_proc_alive((pid_t)h.creator_pid, h.creator_start))
+		pid = (pid_t)h.creator_pid;
+	close(fd);
+	return pid;
+}
+
 int shm_region_name(char *out, size_t cap, unsigned uid, const char *instance)
 {
 	size_t len = instance ? strlen(instance) : 0;

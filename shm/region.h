@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SHM_MAGIC	   0x4d48534450494843ull /* "CHIPDSHM" in little-endian bytes */
 #define SHM_LAYOUT_VERSION 1u
@@ -136,6 +137,11 @@ void shm_region_set_state(struct shm_region *r, enum shm_state state);
 
 /* True if the region's creator process is still alive. */
 bool shm_region_creator_alive(const struct shm_region *r);
+
+/* The live creator of the existing region @name: its pid, or 0 when there is no such
+ * region, it is not a chipd region, its creator is dead or not yet recorded. For the
+ * message of a create refused with -EEXIST; the answer may be out of date at once. */
+pid_t shm_region_holder(const char *name);
 
 /* Builds "/chipd.<uid>.<instance>" into @out. Returns 0, or -EINVAL when @instance is
  * empty, holds a '/' or a character outside [A-Za-z0-9._-], or is too long. */

@@ -3,8 +3,8 @@
  * running chipd.
  *
  * chipctl uses libchipd (chipd.h) and nothing else of chipd. Every subcommand
- * returns the process exit status (enum ctl_exit); the meaning of each is fixed by
- * OPS.md and documented in `chipctl --help` and chipctl(1).
+ * returns the process exit status (enum ctl_exit); the meaning of each is fixed and
+ * documented in `chipctl --help` and chipctl(1).
  */
 #ifndef CHIPD_CTL_H
 #define CHIPD_CTL_H
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Exit statuses (OPS.md), the sysexits.h numbers where one fits. */
+/* Exit statuses (chipctl(1), EXIT STATUS), the sysexits.h numbers where one fits. */
 enum ctl_exit {
 	CTL_EXIT_OK = 0,
 	CTL_EXIT_FAILED = 1,	   /* the request failed: the error envelope was printed */
@@ -93,8 +93,8 @@ int ctl_parse_seconds(const char *s, double *out);
 int ctl_exit_for(int rc, bool connecting);
 
 /* Reports the failure of a call (@what names it) on stderr, and with --json also as
- * the document on stdout ({"v":1,"ok":false,"error":{...}}). Returns the exit
- * status. */
+ * the document on stdout ({"v":1,"ok":false,"exit":N,"error":{...}}, chipctl(1)),
+ * except for a usage error (exit 64). Returns the exit status. */
 int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
 	       bool connecting);
 
@@ -178,9 +178,19 @@ struct ctl_trace_summary {
 int ctl_trace_summarize(const char *json, size_t len, struct ctl_trace_summary *out, char *why,
 			size_t cap);
 
+/* ---- ctl_workloads.c: `workloads` as a table and as JSON (pure) ---- */
+
+/* Writes @n workloads of @wl as one block each: "name: doc", then a row per
+ * parameter (parameter, default, min, max, meaning), columns aligned across blocks. */
+void ctl_workloads_table(FILE *f, const struct chipd_workload *wl, uint32_t n);
+
+/* Writes @wl as one JSON document: {"v":1,"ok":true,"instance":...,"workloads":[{"name":
+ * ...,"doc":...,"params":[{"key":...,"default":N,"min":N,"max":N,"doc":...}]}]}. */
+void ctl_workloads_json(FILE *f, const char *instance, const struct chipd_workload *wl, uint32_t n);
+
 /* ---- the subcommands (ctl_cmds.c, ctl_submit.c, ctl_top.c, ctl_trace.c,
- * ctl_export.c). Each gets its own argv (argv[0] is its name) and returns the exit
- * status. ---- */
+ * ctl_export.c, ctl_workloads.c). Each gets its own argv (argv[0] is its name) and
+ * returns the exit status. ---- */
 int ctl_cmd_ping(struct ctl *g, int argc, char **argv);
 int ctl_cmd_status(struct ctl *g, int argc, char **argv);
 int ctl_cmd_cancel(struct ctl *g, int argc, char **argv);
@@ -191,5 +201,6 @@ int ctl_cmd_submit(struct ctl *g, int argc, char **argv);
 int ctl_cmd_top(struct ctl *g, int argc, char **argv);
 int ctl_cmd_trace(struct ctl *g, int argc, char **argv);
 int ctl_cmd_export(struct ctl *g, int argc, char **argv);
+int ctl_cmd_workloads(struct ctl *g, int argc, char **argv);
 
 #endif

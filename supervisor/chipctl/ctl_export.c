@@ -1,6 +1,6 @@
 /* ctl_export.c - `chipctl export --textfile DIR`: the counters in Prometheus text
  * format for node_exporter's textfile collector, written to DIR/chipd.prom.tmp and
- * renamed to DIR/chipd.prom (OPS.md), so the collector never reads half a file.
+ * renamed to DIR/chipd.prom (docs/operations.md), so the collector never reads half a file.
  *
  * While the instance is absent or not running, the file says chipd_up 0 (and
  * nothing else): stale counters of a dead supervisor are not exported as if live. */

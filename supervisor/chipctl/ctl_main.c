@@ -21,6 +21,7 @@ static const struct {
     {"ping", ctl_cmd_ping, "ask the supervisor to answer; its pid and the round trip"},
     {"status", ctl_cmd_status, "the supervisor's and every worker's state"},
     {"submit", ctl_cmd_submit, "submit requests, optionally print their tokens"},
+    {"workloads", ctl_cmd_workloads, "the workloads and the parameters each takes"},
     {"cancel", ctl_cmd_cancel, "cancel a request"},
     {"stats", ctl_cmd_stats, "every counter: a table, JSON or Prometheus text"},
     {"top", ctl_cmd_top, "live per-chip rates from the counters"},
@@ -38,14 +39,15 @@ static void usage(FILE *f)
 	      "Commands:\n",
 	      f);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
-	fputs("\nOptions (also accepted after COMMAND):\n"
+		fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].summary);
+	fputs("\nOptions (--instance and --timeout-ms may also follow COMMAND):\n"
 	      "  --instance NAME   the instance (default: $CHIPD_INSTANCE, else $SLURM_JOB_ID,\n"
 	      "                    else \"default\")\n"
 	      "  --timeout-ms N    wait at most N ms for each answer (default 5000)\n"
 	      "  --help            print this help; COMMAND --help for a command's\n"
 	      "  --version         print the version\n"
-	      "Most commands take --json: one versioned document {\"v\":1,...} on stdout.\n"
+	      "Most commands take --json after COMMAND: one versioned document {\"v\":1,...} on\n"
+	      "stdout.\n"
 	      "Errors go to stderr.\n\n"
 	      "Exit status:\n"
 	      "   0  ok\n"

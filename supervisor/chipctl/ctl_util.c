@@ -96,6 +96,19 @@ static int common_opt(struct ctl *g, int opt, const char *arg, const char *usage
 	}
 }
 
+/* A bad instance name (--instance, else $CHIPD_INSTANCE or $SLURM_JOB_ID) is a usage
+ * error found before the command does anything, not the failure of its first call
+ * (export would write "chipd_up 0" for it forever). */
+static int check_instance(const struct ctl *g)
+{
+	char name[CHIPD_INSTANCE_MAX];
+	struct chipd_error err;
+
+	if (chipd_resolve_instance(g->instance, name, &err) == 0)
+		return 0;
+	return ctl_usage(g, "%s%s", g->instance ? "--instance: " : "", err.message);
+}
+
 int ctl_args(struct ctl *g, int argc, char **argv, const struct ctl_args *a)
 {
 	struct option opts[CTL_OPTS_MAX];
@@ -122,6 +135,8 @@ int ctl_args(struct ctl *g, int argc, char **argv, const struct ctl_args *a)
 		else
 			rc = a->opt(a->ctx, g, opt, optarg);
 	}
+	if (rc == 0)
+		rc = check_instance(g);
 	if (rc)
 		return rc;
 	npos = argc - optind;
@@ -173,7 +188,9 @@ int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd
 	if (code)
 		fprintf(stderr, " [%s%s]", code, retryable ? ", retryable" : "");
 	fputc('\n', stderr);
-	if (!g->json)
+	/* A usage error (a value libchipd refused before sending) prints no document, as
+	 * the ones found while parsing the command line: chipctl(1). */
+	if (!g->json || status == CTL_EXIT_USAGE)
 		return status;
 	printf("{\"v\":%d,\"ok\":false,\"exit\":%d,\"error\":{\"code\":", CTL_JSON_VERSION, status);
 	if (code)

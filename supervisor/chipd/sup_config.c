@@ -90,10 +90,11 @@ static const struct opt opts[] = {
      SRC(heartbeat_ms), 10, 60000, 0, "interval of the heartbeats to each worker", NULL},
     {"stuck_ms", "stuck-ms", "MS", "CHIPD_STUCK_MS", K_U32, FIELD(stuck_ms), SRC(stuck_ms), 100,
      600000, 0, "a worker without a heartbeat answer this long is killed", NULL},
-    {"backoff_min_ms", NULL, NULL, NULL, K_U32, FIELD(backoff_min_ms), NOSRC, 0, 0, 0, NULL, NULL},
+    {"backoff_min_ms", "backoff-min-ms", "MS", "CHIPD_BACKOFF_MIN_MS", K_U32, FIELD(backoff_min_ms),
+     SRC(backoff_min_ms), 1, 3600000, 0,
+     "first restart delay of a worker that died; it doubles after each death", NULL},
     {"backoff_max_ms", "backoff-max-ms", "MS", "CHIPD_BACKOFF_MAX_MS", K_U32, FIELD(backoff_max_ms),
-     SRC(backoff_max_ms), 100, 3600000, 0, "cap of the restart delay, which doubles from 100 ms",
-     NULL},
+     SRC(backoff_max_ms), 100, 3600000, 0, "cap of the restart delay", NULL},
     {"crash_limit", "crash-limit", "K", "CHIPD_CRASH_LIMIT", K_U32, FIELD(crash_limit),
      SRC(crash_limit), 1, SUP_CRASH_LIMIT_MAX, 0,
      "a chip that dies K times within the crash window is failed", NULL},
@@ -260,15 +261,21 @@ static int parse_bool(const char *s, bool *out)
 	return -EINVAL;
 }
 
-/* The instance naming rule of the node region (shm_region_name's characters, and
- * CHIPD_INSTANCE_MAX through proto_node_instance); copies @v into @out. */
-static int check_instance(const char *v, char *out, size_t cap)
+/* The instance naming rule of the node region (proto_node_instance_check, the one
+ * libchipd applies, and a region name that fits with our uid); copies @v into @out
+ * (@cap bytes), or says in @why what is wrong. */
+static int check_instance(const char *v, char *out, size_t cap, char *why, size_t whycap)
 {
 	char scratch[SHM_NAME_MAX];
 
-	if (!*v || proto_node_instance(v, out, cap) < 0)
+	if (proto_node_instance_check(v, why, whycap) < 0 || strlen(v) >= cap)
 		return -EINVAL;
-	return shm_region_name(scratch, sizeof(scratch), (unsigned)geteuid(), out);
+	if (shm_region_name(scratch, sizeof(scratch), (unsigned)geteuid(), v) < 0) {
+		snprintf(why, whycap, "too long for uid %u's region name", (unsigned)geteuid());
+		return -EINVAL;
+	}
+	strcpy(out, v);
+	return 0;
 }
 
 /* Copies path @v into @out (@cap bytes), made absolute against the working directory
@@ -294,7 +301,7 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 {
 	struct origin w = origin_of(o, from);
 	const char *why = NULL;
-	char range[64];
+	char range[64], iwhy[96], ibad[128];
 	uint64_t u = 0;
 	void *f = field(o, cfg);
 	int rc;
@@ -303,7 +310,7 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 		snprintf(w.name, sizeof(w.name), "%s", from_name);
 		w.sep = "=";
 	}
-	if (!*v && !(o->flags & O_EMPTY_OK))
+	if (!*v && !(o->flags & O_EMPTY_OK) && o->kind != K_INSTANCE)
 		return fail(msg, cap, "%s%s%s: empty", w.name, w.sep, v);
 	switch (o->kind) {
 	case K_U32:
@@ -327,10 +334,10 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 			why = "not a boolean (1/0, true/false, yes/no)";
 		break;
 	case K_INSTANCE:
-		snprintf(range, sizeof(range), "bad instance name (1..%d of [A-Za-z0-9._-])",
-			 CHIPD_INSTANCE_MAX - 1);
-		if (check_instance(v, f, o->size) < 0)
-			why = range;
+		if (check_instance(v, f, o->size, iwhy, sizeof(iwhy)) < 0) {
+			snprintf(ibad, sizeof(ibad), "bad instance name: %s", iwhy);
+			why = ibad;
+		}
 		break;
 	case K_BACKEND:
 		if (parse_backend(v, f) < 0)
@@ -651,6 +658,13 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 	if (cfg->no_overlap) {
 		cfg->banks = 1;
 		src->banks = src->no_overlap;
+	}
+	if (cfg->backoff_min_ms > cfg->backoff_max_ms) {
+		struct origin lo = origin_of(opt_named("backoff_min_ms"), src->backoff_min_ms);
+		struct origin hi = origin_of(opt_named("backoff_max_ms"), src->backoff_max_ms);
+
+		return fail(msg, cap, "%s%s%u must not be longer than %s%s%u", lo.name, lo.sep,
+			    cfg->backoff_min_ms, hi.name, hi.sep, cfg->backoff_max_ms);
 	}
 	if (cfg->stuck_ms <= cfg->heartbeat_ms) {
 		struct origin s = origin_of(opt_named("stuck_ms"), src->stuck_ms);

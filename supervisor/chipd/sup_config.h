@@ -1,4 +1,4 @@
-/* sup_config.h - chipd's one resolved configuration (DESIGN.md, "Configuration").
+/* sup_config.h - chipd's one resolved configuration (chipd(8), OPTIONS).
  *
  * Built once at start from a fixed order of sources: command-line flags, then CHIPD_*
  * variables, then the scheduler's environment (Slurm, GPU visibility masks), then
@@ -56,7 +56,7 @@ struct sup_config {
 	uint32_t grace_ms;		  /* --grace-ms, CHIPD_GRACE_MS; 10000 */
 	uint32_t heartbeat_ms;		  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
 	uint32_t stuck_ms;		  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
-	uint32_t backoff_min_ms;	  /* 100 */
+	uint32_t backoff_min_ms;	  /* --backoff-min-ms, CHIPD_BACKOFF_MIN_MS; 100 */
 	uint32_t backoff_max_ms;	  /* --backoff-max-ms, CHIPD_BACKOFF_MAX_MS; 5000 */
 	uint32_t crash_limit;		  /* --crash-limit K, CHIPD_CRASH_LIMIT; 5 */
 	uint32_t crash_window_ms;	  /* --crash-window-ms T, CHIPD_CRASH_WINDOW_MS; 30000 */
@@ -69,8 +69,8 @@ struct sup_config {
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, banks, no_overlap, foreground,
 	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
-	    backoff_max_ms, crash_limit, crash_window_ms, kv_blocks, watchdog_usec, notify_socket,
-	    gpus;
+	    backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks, watchdog_usec,
+	    notify_socket, gpus;
 };
 
 /* The source's name: "default", "flag", "env", "scheduler". */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define EXIT_USAGE 64
@@ -60,8 +61,18 @@ static int create_region(struct sup *s)
 	proto_node_config_default(&nc, s->cfg.chips);
 	rc = proto_node_create(&s->node, s->region_name, &nc, SHM_CREATE_RECLAIM_STALE, &diag);
 	if (rc == -EEXIST) {
-		fprintf(stderr, "chipd: region %s belongs to a running chipd: %s\n", s->region_name,
-			diag.msg);
+		/* The pid file was ours, yet another chipd serves the instance: it runs with
+		 * another --pidfile, or its pid file was removed. */
+		pid_t other = shm_region_holder(s->region_name);
+
+		if (other > 0)
+			fprintf(stderr,
+				"chipd: instance \"%s\" is already served by pid %d (its region %s "
+				"is in use; that chipd does not use pid file %s)\n",
+				s->cfg.instance, (int)other, s->region_name, s->cfg.pidfile);
+		else
+			fprintf(stderr, "chipd: instance \"%s\" is already served: %s\n",
+				s->cfg.instance, diag.msg);
 		return EXIT_BUSY;
 	}
 	if (rc) {
@@ -74,8 +85,10 @@ static int create_region(struct sup *s)
 	return 0;
 }
 
-/* Detaches from the terminal: the parent waits until the child is ready (or failed)
- * and exits with that, so `chipd && chipctl ...` works. Returns in the child. */
+/* Detaches from the terminal: the parent waits until the child is ready (exit 0) or
+ * has exited, and then exits with the child's status (1 when that was 0 or a signal:
+ * it never became ready), so `chipd && chipctl ...` works and a second chipd on a
+ * served instance exits 73 detached too. Returns in the child. */
 static void detach(struct sup *s)
 {
 	int p[2];
@@ -93,8 +106,16 @@ static void detach(struct sup *s)
 		exit(1);
 	}
 	if (pid > 0) {
+		int status;
+
 		close(p[1]);
-		exit(read(p[0], &c, 1) == 1 ? 0 : 1);
+		if (read(p[0], &c, 1) == 1)
+			exit(0);
+		/* End of file without the ready byte: the child exited (its processes hold
+		 * the pipe only while it lives: they die with it) */
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status))
+			exit(WEXITSTATUS(status));
+		exit(1);
 	}
 	close(p[0]);
 	s->daemon_fd = p[1];
@@ -123,8 +144,10 @@ static void cleanup(struct sup *s)
 {
 	sup_router_stop(s);
 	pthread_mutex_lock(&s->lock);
-	for (uint32_t i = 0; i < s->nreqs; i++) /* streams nobody could end */
-		if (s->reqs[i].used && !s->reqs[i].ended)
+	/* streams nobody could end are ended here; every stream's outcome is counted
+	 * (one that ended since the last sweep too) */
+	for (uint32_t i = 0; i < s->nreqs; i++)
+		if (s->reqs[i].used)
 			sup_table_end(s, &s->reqs[i], CHIPD_E_WORKER_LOST);
 	pthread_mutex_unlock(&s->lock);
 	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STOPPED, memory_order_release);

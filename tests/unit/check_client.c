@@ -227,6 +227,75 @@ START_TEST(stream_error_record_arrives_as_struct)
 }
 END_TEST
 
+/* The ring of the stream @id in the fixture. */
+static void ring_of(struct cx *x, uint64_t id, struct ring *r)
+{
+	for (uint32_t i = 0; i < CX_RINGS; i++)
+		if (x->streams[i].used && (uint64_t)x->streams[i].id == id) {
+			ck_assert_int_eq(proto_node_ring(&x->node, i, r), 0);
+			return;
+		}
+	ck_abort_msg("no ring for request %llu", (unsigned long long)id);
+}
+
+/* A pid that is surely dead: a child that exited and was reaped. */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_eq(tu_wait(pid, 5000), 0);
+	return pid;
+}
+
+/* The producer and the supervisor (the node region's creator) both dead, or no
+ * producer named and the supervisor dead: nobody will ever end the stream, so the
+ * reader learns it at once (-EPIPE, worker_lost, a message saying the supervisor is
+ * gone) instead of at its deadline. (With no producer named, the reader used to wait
+ * for its whole timeout, then -ETIMEDOUT; with a dead producer it got "ring error".) */
+START_TEST(reader_of_dead_supervisor_and_worker_gets_epipe)
+{
+	const uint32_t producers[] = {(uint32_t)dead_pid(), 0};
+	struct shm_header *h;
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct ring r;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	h = x.node.region.hdr;
+	for (size_t i = 0; i < sizeof(producers) / sizeof(producers[0]); i++) {
+		uint32_t creator = h->creator_pid, producer;
+
+		s = submit(c, "hold", 0, 0, &id);
+		ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+		ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+		ring_of(&x, id, &r);
+		producer = atomic_load(&r.hdr->producer_pid);
+		atomic_store(&r.hdr->producer_pid, producers[i]);
+		h->creator_pid = (uint32_t)dead_pid();
+		/* far longer than the test may run: returning at all is the point */
+		ck_assert_int_eq(chipd_stream_next(s, &tok, 60000, &err), -EPIPE);
+		ck_assert_int_eq(err.errnum, -EPIPE);
+		ck_assert_int_eq(err.code, CHIPD_E_WORKER_LOST);
+		ck_assert_msg(strstr(err.message, "the supervisor is gone"), "%s", err.message);
+		ck_assert(err.has_request && err.request == id);
+		/* alive again: the stream is cancelled and read to its end as usual */
+		h->creator_pid = creator;
+		atomic_store(&r.hdr->producer_pid, producer);
+		chipd_stream_close(s, T_MS);
+	}
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(status_lists_every_chip)
 {
 	struct cx x;
@@ -351,6 +420,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
 	tcase_add_test(tc, close_of_open_stream_cancels_it);
 	tcase_add_test(tc, stream_error_record_arrives_as_struct);
+	tcase_add_test(tc, reader_of_dead_supervisor_and_worker_gets_epipe);
 	tcase_add_test(tc, threads_share_one_connection);
 	suite_add_tcase(s, tc);
 	client_add_error_tcases(s);

@@ -325,6 +325,10 @@ START_TEST(bad_values_name_their_flag_or_variable)
 	    {{"--kv-blocks", "0"}, NULL, NULL, "--kv-blocks"},
 	    {{"--heartbeat-ms", "1"}, NULL, NULL, "--heartbeat-ms"},
 	    {{"--backoff-max-ms", "50"}, NULL, NULL, "--backoff-max-ms"},
+	    {{"--backoff-min-ms", "0"}, NULL, NULL, "--backoff-min-ms"},
+	    {{NULL}, "CHIPD_BACKOFF_MIN_MS", "soon", "CHIPD_BACKOFF_MIN_MS"},
+	    {{"--backoff-min-ms", "6000"}, NULL, NULL, "backoff_max_ms = 5000"},
+	    {{"--backoff-max-ms", "200"}, "CHIPD_BACKOFF_MIN_MS", "300", "--backoff-max-ms 200"},
 	    {{"--stuck-ms", "400", "--heartbeat-ms", "500"}, NULL, NULL, "--heartbeat-ms"},
 	    {{"--stuck-ms", "400"}, "CHIPD_HEARTBEAT_MS", "600", "CHIPD_HEARTBEAT_MS"},
 	    {{"--instance", "a/b"}, NULL, NULL, "--instance"},
@@ -372,6 +376,73 @@ START_TEST(bad_values_name_their_flag_or_variable)
 			      msg, b->names);
 		ck_assert_ptr_null(strchr(msg, '\n')); /* one line */
 	}
+}
+END_TEST
+
+/* A bad instance name is refused saying what is wrong with it, as chipctl says it
+ * (libchipd's rule); a CHIPD_INSTANCE set to "" counts as unset. */
+START_TEST(bad_instance_names_say_what_is_wrong)
+{
+	static const struct {
+		const char *flag, *var, *val, *says;
+	} cases[] = {
+	    {"--instance", NULL, "", "--instance : bad instance name: empty"},
+	    {"--instance", NULL, "a23456789012345678901234567890123456789012345678",
+	     "48 characters, at most 47"},
+	    {"--instance", NULL, "a/b", "character '/' is not one of [A-Za-z0-9._-]"},
+	    {NULL, "CHIPD_INSTANCE", "a b", "CHIPD_INSTANCE=a b: bad instance name: character ' '"},
+	    {NULL, "SLURM_JOB_ID", "7\t1", "SLURM_JOB_ID=7\t1: bad instance name: byte 0x09"},
+	};
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[] = {"chipd", (char *)cases[i].flag, (char *)cases[i].val, NULL};
+
+		clean_env();
+		if (cases[i].var)
+			setenv(cases[i].var, cases[i].val, 1);
+		msg[0] = '\0';
+		ck_assert_int_eq(
+		    sup_config_load(&c, &s, cases[i].flag ? 3 : 1, argv, msg, sizeof(msg)),
+		    -EINVAL);
+		ck_assert_msg(strstr(msg, cases[i].says), "case %zu: %s", i, msg);
+	}
+	clean_env();
+	setenv("CHIPD_INSTANCE", "", 1);
+	setenv("SLURM_JOB_ID", "4711", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_str_eq(c.instance, "4711");
+	ck_assert_int_eq(s.instance, SUP_SRC_SCHEDULER);
+}
+END_TEST
+
+/* The restart backoff's start is a setting like its cap: flag, variable, default,
+ * and never above the cap. */
+START_TEST(backoff_min_ms_is_a_setting)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], line[256];
+	char *out;
+
+	clean_env();
+	ck_assert_int_eq(LOAD("--backoff-min-ms", "20"), 0);
+	ck_assert_uint_eq(c.backoff_min_ms, 20);
+	ck_assert_int_eq(s.backoff_min_ms, SUP_SRC_FLAG);
+	out = printed(&c, &s);
+	line_of(out, "backoff_min_ms", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= 20 (flag)"), "%s", line);
+	free(out);
+	setenv("CHIPD_BACKOFF_MIN_MS", "5000", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_uint_eq(c.backoff_min_ms, 5000); /* equal to the cap: a fixed delay */
+	ck_assert_int_eq(s.backoff_min_ms, SUP_SRC_ENV);
+	ck_assert_int_eq(LOAD("--backoff-max-ms", "4999"), -EINVAL);
+	ck_assert_msg(strstr(msg, "CHIPD_BACKOFF_MIN_MS=5000") &&
+			  strstr(msg, "--backoff-max-ms 4999"),
+		      "%s", msg);
 }
 END_TEST
 
@@ -608,6 +679,8 @@ START_TEST(help_lists_every_flag_and_variable)
 	    "CHIPD_HEARTBEAT_MS",
 	    "--stuck-ms",
 	    "CHIPD_STUCK_MS",
+	    "--backoff-min-ms",
+	    "CHIPD_BACKOFF_MIN_MS",
 	    "--backoff-max-ms",
 	    "CHIPD_BACKOFF_MAX_MS",
 	    "--crash-limit",
@@ -660,6 +733,8 @@ static Suite *sup_config_suite(void)
 	    {"hip_gets_ordinals_within_the_mask", hip_gets_ordinals_within_the_mask},
 	    {"hip_refuses_more_chips_than_visible", hip_refuses_more_chips_than_visible},
 	    {"bad_values_name_their_flag_or_variable", bad_values_name_their_flag_or_variable},
+	    {"bad_instance_names_say_what_is_wrong", bad_instance_names_say_what_is_wrong},
+	    {"backoff_min_ms_is_a_setting", backoff_min_ms_is_a_setting},
 	    {"booleans_take_the_usual_spellings", booleans_take_the_usual_spellings},
 	    {"no_overlap_forces_one_bank", no_overlap_forces_one_bank},
 	    {"paths_and_the_runtime_dir", paths_and_the_runtime_dir},

@@ -140,7 +140,7 @@ START_TEST(instance_discovery_order)
 	cx_region(&x);
 	unsetenv("CHIPD_INSTANCE");
 	unsetenv("SLURM_JOB_ID");
-	ck_assert_int_eq(proto_node_instance(NULL, out, sizeof(out)), 0);
+	ck_assert_int_eq(proto_node_instance(NULL, out, sizeof(out), NULL, 0), 0);
 	ck_assert_str_eq(out, "default");
 	setenv("SLURM_JOB_ID", x.instance, 1);
 	ck_assert_int_eq(chipd_connect(NULL, &c, &err), 0);

@@ -68,7 +68,7 @@ START_TEST(wrong_type_named)
 	raw_str(&r, "1");
 	raw_str(&r, "op");
 	raw_str(&r, "ping");
-	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"v\": expected int");
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"v\": expected uint, got str");
 	raw_init(&r);
 	msgpack_pack_array(&r.pk, 0);
 	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"message\": expected map, got array");
@@ -170,6 +170,52 @@ START_TEST(version_and_op_checked_first)
 	raw_str(&r, "ok");
 	msgpack_pack_true(&r.pk);
 	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"ok\": unknown key in a request");
+}
+END_TEST
+
+/* A negative "v" is no version at all: bad_request, and the message says what is wrong
+ * with it (both integer kinds once printed as "int": "expected int, got int"). The
+ * same for an unsigned field of an answer. */
+START_TEST(negative_integer_named_by_value)
+{
+	struct raw r;
+
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 2);
+	raw_str(&r, "v");
+	msgpack_pack_int(&r.pk, -1);
+	raw_str(&r, "op");
+	raw_str(&r, "ping");
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"v\": -1 is negative, not a version");
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 2);
+	raw_str(&r, "v");
+	msgpack_pack_int64(&r.pk, INT64_MIN);
+	raw_str(&r, "ok");
+	msgpack_pack_true(&r.pk);
+	expect_bad_answer(PROTO_OP_PING, &r, "\"v\": -9223372036854775808 is negative");
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 3);
+	raw_str(&r, "v");
+	msgpack_pack_int(&r.pk, 1);
+	raw_str(&r, "ok");
+	msgpack_pack_true(&r.pk);
+	raw_str(&r, "ctr");
+	msgpack_pack_map(&r.pk, 1);
+	raw_str(&r, "tokens");
+	msgpack_pack_int(&r.pk, -5);
+	expect_bad_answer(PROTO_OP_STATS, &r, "\"ctr.tokens\": -5 is negative, not a counter");
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 3);
+	raw_str(&r, "v");
+	msgpack_pack_int(&r.pk, 1);
+	raw_str(&r, "ok");
+	msgpack_pack_true(&r.pk);
+	raw_str(&r, "ctr");
+	msgpack_pack_map(&r.pk, 1);
+	raw_str(&r, "tokens");
+	msgpack_pack_double(&r.pk, 1.5);
+	expect_bad_answer(PROTO_OP_STATS, &r, "\"ctr.tokens\": expected uint, got float");
 }
 END_TEST
 
@@ -322,6 +368,7 @@ void proto_add_bad_tcases(Suite *s)
 	tcase_add_test(tc, out_of_range_named);
 	tcase_add_test(tc, duplicate_keys_refused);
 	tcase_add_test(tc, version_and_op_checked_first);
+	tcase_add_test(tc, negative_integer_named_by_value);
 	tcase_add_test(tc, every_truncation_refused);
 	tcase_add_test(tc, trailing_bytes_refused);
 	tcase_add_test(tc, nesting_too_deep_refused);
