@@ -21,6 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Nanoseconds in a millisecond: bounds are configured in ms, clocks read in ns. */
+#define SHM_NS_PER_MS 1000000ull
+
 /* A deadline far enough away to mean "until the condition or the peer's death". */
 #define SHM_DEADLINE_NEVER UINT64_MAX
 

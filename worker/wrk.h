@@ -1,5 +1,5 @@
 /* wrk.h - the chip worker: admission, the orchestrator (O) and scheduler (S)
- * threads, arena banks and epochs, token publishing (DESIGN.md, "Inside a worker").
+ * threads, arena banks and epochs, token publishing (docs/architecture.md, "worker/").
  *
  * wrk_main serves the worker's control mailbox (assign, cancel, heartbeat, shutdown,
  * trace) on the calling thread and runs two threads beside it:

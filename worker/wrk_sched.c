@@ -40,10 +40,10 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	bool last = e->step + 1 == rq->limit;
 	uint64_t tok;
 
-	/* The token is read where the build said it lands (wl.h, struct wl_out) rather
-	 * than through wl_req_token: that one checks the step against the request's
-	 * build count, which O is advancing at this moment (a data race in kernels/).
-	 * Steps complete in order here, so its order check holds by construction. */
+	/* The token is read where the build said it lands (wl.h, struct wl_out). The
+	 * entry's own step is the order check: S is a request's only token reader and
+	 * runs its steps in build order, and a request that drops one step (failed,
+	 * cancelled) publishes no later one. */
 	if (e->out.step != e->step || !e->out.token)
 		return CHIPD_E_INTERNAL;
 	tok = (uint64_t)(uint32_t)*e->out.token;

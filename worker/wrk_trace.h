@@ -111,7 +111,7 @@ int wrk_trace_summarize(const struct wrk_trace *t, struct wrk_trace_summary *s);
 int wrk_trace_write_fragment(const struct wrk_trace *t, const char *path, unsigned chip,
 			     struct wrk_trace_counts *c);
 
-/* The same events as a whole Chrome/Perfetto file (OPS.md):
+/* The same events as a whole Chrome/Perfetto file (docs/architecture.md, "Trace"):
  * {"traceEvents":[<fragment>],"displayTimeUnit":"ns"}, written atomically the same
  * way. Returns as wrk_trace_write_fragment. */
 int wrk_trace_write_json(const struct wrk_trace *t, const char *path, unsigned chip);

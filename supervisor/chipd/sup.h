@@ -2,8 +2,9 @@
  * fork, death, restart, heartbeats, stop) and the router thread (the client mailbox).
  *
  * Threads and what they own:
- *   main / event loop  forks and reaps workers, heartbeats, backoff, drain and stop
- *                      (sup_loop.c, sup_workers.c, sup_stop.c)
+ *   main / event loop  starts and ends workers, heartbeats, backoff, drain and stop
+ *                      (sup_loop.c, sup_workers.c; forks go through the spawner
+ *                      process, sup_spawner.c)
  *   router             serves the node region's client mailbox (sup_router.c)
  * Both use the request table (sup_table.c) under sup.lock. Every field another
  * thread reads without the lock is atomic, with its order at the access.
@@ -68,6 +69,9 @@ struct sup_req {
 	bool used;
 	bool forwarding; /* the router is between ring reset and the worker's answer */
 	bool ended;	 /* ended by the supervisor or seen finished */
+	/* its outcome is in err_<code> (or needs none: FINAL, or a client of 0, whose
+	 * submit was answered with the error already counted) */
+	bool counted;
 	uint64_t id;
 	uint32_t chip;
 	pid_t producer; /* the worker pid the ring names */
@@ -126,15 +130,16 @@ struct sup_req *sup_table_alloc(struct sup *s);
 uint32_t sup_table_index(const struct sup *s, const struct sup_req *e);
 /* Frees @e (its ring becomes reusable). */
 void sup_table_release(struct sup *s, struct sup_req *e);
-/* Reclaims drained streams and those of dead clients; counts live ones (not ended). */
+/* Reclaims drained streams and those of dead clients; counts the outcome of every
+ * stream seen ended (err_<code>) and live ones (not ended) into the gauges. */
 uint32_t sup_table_sweep(struct sup *s);
 /* Ends @e's stream with @code as the producer's stand-in (its producer is dead or
  * will not write again): takes the ring over and writes the terminal record, unless
- * the stream already ended. */
+ * the stream already ended; counts the outcome either way. */
 void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code);
 /* The assign that hands @e to its worker (e->chip's; the ring and generation of @e). */
 void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *m);
-/* Entries not yet ended. */
+/* Entries not yet ended; counts the outcome of every stream seen ended. */
 uint32_t sup_table_live(struct sup *s);
 
 /* ---- workers (sup_workers.c) ---- */
@@ -147,6 +152,35 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w);
 /* The worker process's body after fork: set-up, wrk_main, _exit. @parent is the
  * forking process (the spawner). */
 _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
+/* A worker's pidfd became readable: reap it and handle the death. */
+void sup_worker_exited(struct sup *s, struct sup_worker *w);
+/* Per tick: heartbeats, stuck workers, restarts due. */
+void sup_workers_tick(struct sup *s, uint64_t now);
+/* Whether every chip is READY or FAILED (start-up is over). */
+bool sup_workers_settled(struct sup *s);
+/* One round trip to a worker's mailbox: the request to send, the answer, and the
+ * buffer both are encoded in. On the heap: a struct proto_msg is about 41 KiB, too
+ * much for the router's and the event loop's stacks. */
+struct sup_call {
+	struct proto_msg req, ans;
+	int rc;			  /* the mailbox's result of the last sup_call_run: 0 or -errno */
+	char buf[PROTO_RESP_MAX]; /* the encoded request, then the encoded answer */
+};
+
+/* A call whose request is an empty @op message; NULL when out of memory. */
+struct sup_call *sup_call_new(enum proto_op op);
+/* Frees @c; NULL is a no-op. */
+void sup_call_free(struct sup_call *c);
+/* Sends @c->req to worker @w (router or event loop) and waits up to SUP_FORWARD_MS for
+ * the answer in @c->ans. Returns CHIPD_OK when the worker answered ok. Otherwise the
+ * code, with @err (may be NULL) filled and err->chip = @w's chip: the worker's own
+ * refusal as it said it, or worker_lost ("chip N did not answer (...)") when no
+ * answer came; @c->rc then holds the mailbox's -errno (-EPIPE: it died,
+ * -ETIMEDOUT: it is stuck). */
+enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_call *c,
+			     struct proto_error *err);
+/* Publishes @w's state in the directory (and @w->state). */
+void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_state st);
 
 /* ---- spawner (sup_spawner.c) ---- */
 /* Forks the spawner; call before any thread starts. Returns 0 or -errno. */
@@ -155,18 +189,6 @@ int sup_spawner_start(struct sup *s);
 pid_t sup_spawner_fork(struct sup *s, uint32_t chip);
 /* Closes the spawner's socket and waits for it to leave. */
 void sup_spawner_stop(struct sup *s);
-/* A worker's pidfd became readable: reap it and handle the death. */
-void sup_worker_exited(struct sup *s, struct sup_worker *w);
-/* Per tick: heartbeats, stuck workers, restarts due. */
-void sup_workers_tick(struct sup *s, uint64_t now);
-/* Whether every chip is READY or FAILED (start-up is over). */
-bool sup_workers_settled(struct sup *s);
-/* One round trip to worker @w (router or event loop): @req out, answer into @ans.
- * Returns 0 (ans->ok or the envelope), or -errno of the mailbox (-EPIPE: it died). */
-int sup_worker_call(struct sup *s, struct sup_worker *w, const struct proto_msg *req,
-		    struct proto_msg *ans, uint32_t timeout_ms);
-/* Publishes @w's state in the directory (and @w->state). */
-void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_state st);
 
 /* ---- event loop (sup_loop.c) ---- */
 /* Runs until chipd stopped; returns the exit status. */
@@ -176,6 +198,7 @@ _Static_assert(PROTO_SUP_err_internal - PROTO_SUP_err_bad_request ==
 		   CHIPD_E_INTERNAL - CHIPD_E_BAD_REQUEST,
 	       "one err_<code> counter per error code, in code order");
 
+/* ---- stop (here, inline) ---- */
 #define SUP_STOP_ASKED (1ull << 63)
 
 /* Asks for the stop: refuse new work, give in-flight work @grace_ms, end the workers,
@@ -207,7 +230,7 @@ void sup_router_stop(struct sup *s);
 int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64_t *dropped,
 	      struct proto_error *err);
 
-/* ---- counters ---- */
+/* ---- counters (here, inline) ---- */
 /* The supervisor block has two writers (router and event loop), so it adds with an
  * atomic read-modify-write rather than ctr_add's single-writer store; relaxed: a
  * counter orders nothing. */
@@ -216,7 +239,9 @@ static inline void sup_count(struct sup *s, enum proto_sup_ctr c, uint64_t n)
 	atomic_fetch_add_explicit(&s->node.sup_ctr.values[c], n, memory_order_relaxed);
 }
 
-/* Counts a request refused or failed with @code (err_<code>). */
+/* Counts a request that ended with @code (err_<code>): refused with the error
+ * envelope (the router's proto_dispatch hook) or its stream ended with an ERROR record
+ * (sup_table.c, when the supervisor sees the end). Each request once. */
 static inline void sup_count_err(struct sup *s, enum chipd_code code)
 {
 	if (code > CHIPD_OK && code < CHIPD_NCODES)

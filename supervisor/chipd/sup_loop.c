@@ -27,7 +27,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#define MS_NS		 1000000ull
 #define TAG_SIGNAL	 1ull
 #define TAG_TIMER	 2ull
 #define TAG_WAKE	 3ull
@@ -51,8 +50,8 @@ struct loop {
 static int set_tick(struct loop *l, uint32_t ms)
 {
 	struct itimerspec its = {
-	    .it_interval = {ms / 1000u, (long)(ms % 1000u) * (long)MS_NS},
-	    .it_value = {ms / 1000u, (long)(ms % 1000u) * (long)MS_NS},
+	    .it_interval = {ms / 1000u, (long)(ms % 1000u) * (long)SHM_NS_PER_MS},
+	    .it_value = {ms / 1000u, (long)(ms % 1000u) * (long)SHM_NS_PER_MS},
 	};
 
 	if (timerfd_settime(l->timerfd, 0, &its, NULL) != 0)
@@ -225,7 +224,7 @@ static void check_ready(struct loop *l)
  * slots are reaped. */
 static void dead_clients(struct sup *s)
 {
-	struct proto_msg *req = NULL, *ans = NULL;
+	struct sup_call *c = NULL;
 
 	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap(&s->node.mbox));
 	pthread_mutex_lock(&s->lock);
@@ -245,29 +244,24 @@ static void dead_clients(struct sup *s)
 		}
 		e->cancel_sent = true;
 		w = &s->workers[e->chip];
-		if (!req) {
-			req = calloc(1, sizeof(*req));
-			ans = calloc(1, sizeof(*ans));
-			if (!req || !ans)
-				break;
-		}
-		proto_msg_init(req, PROTO_OP_CANCEL);
-		req->id = (int64_t)e->id;
+		if (!c && !(c = sup_call_new(PROTO_OP_CANCEL)))
+			break;
+		c->req.id = (int64_t)e->id;
 		SUP_INFO((int)e->chip, e->id, "client pid %d is gone: cancelling", (int)e->client);
 		pthread_mutex_unlock(&s->lock);
-		sup_worker_call(s, w, req, ans, SUP_FORWARD_MS);
+		/* a worker that cannot take the cancel ends the stream through its death */
+		(void)sup_call_run(s, w, c, NULL);
 		pthread_mutex_lock(&s->lock);
 	}
 	sup_table_sweep(s);
 	pthread_mutex_unlock(&s->lock);
-	free(req);
-	free(ans);
+	sup_call_free(c);
 }
 
 static void start_shutdown(struct loop *l, uint64_t now)
 {
 	struct sup *s = l->s;
-	struct proto_msg *req = calloc(1, sizeof(*req)), *ans = calloc(1, sizeof(*ans));
+	struct sup_call *c = sup_call_new(PROTO_OP_SHUTDOWN);
 
 	if (s->cfg.trace[0]) {
 		uint64_t ev = 0, dr = 0;
@@ -285,16 +279,15 @@ static void start_shutdown(struct loop *l, uint64_t now)
 		pthread_mutex_lock(&s->lock);
 		w->stopping = true;
 		pthread_mutex_unlock(&s->lock);
-		if (w->pid <= 0 || !req || !ans)
+		if (w->pid <= 0 || !c)
 			continue;
-		proto_msg_init(req, PROTO_OP_SHUTDOWN);
-		if (sup_worker_call(s, w, req, ans, SUP_FORWARD_MS) != 0)
+		proto_msg_init(&c->req, PROTO_OP_SHUTDOWN);
+		if (sup_call_run(s, w, c, NULL) != CHIPD_OK && c->rc)
 			kill(-w->pid, SIGKILL);
 	}
-	free(req);
-	free(ans);
+	sup_call_free(c);
 	l->phase = PH_SHUTDOWN;
-	l->deadline_ns = now + SHUTDOWN_WAIT_MS * MS_NS;
+	l->deadline_ns = now + SHUTDOWN_WAIT_MS * SHM_NS_PER_MS;
 }
 
 static bool workers_gone(struct sup *s)
@@ -323,7 +316,7 @@ static void stop_tick(struct loop *l, uint64_t now)
 		sup_notify(s->cfg.notify_socket, "STOPPING=1");
 		SUP_INFO(-1, 0, "draining: grace %u ms", grace);
 		l->phase = PH_DRAIN;
-		l->deadline_ns = now + (uint64_t)grace * MS_NS;
+		l->deadline_ns = now + (uint64_t)grace * SHM_NS_PER_MS;
 	}
 		return;
 	case PH_DRAIN:
@@ -347,7 +340,7 @@ static void stop_tick(struct loop *l, uint64_t now)
 					kill(-s->workers[i].pid, SIGKILL);
 				}
 			l->phase = PH_KILL;
-			l->deadline_ns = now + KILL_WAIT_MS * MS_NS;
+			l->deadline_ns = now + KILL_WAIT_MS * SHM_NS_PER_MS;
 		}
 		return;
 	case PH_KILL:

@@ -1,4 +1,4 @@
-/* sup_notify.h - telling the service manager how chipd is doing (OPS.md, "Supervision").
+/* sup_notify.h - telling the service manager how chipd is doing (docs/operations.md).
  *
  * systemd (Type=notify): datagrams of "KEY=VALUE" lines to $NOTIFY_SOCKET, the
  * sd_notify protocol spoken directly, without libsystemd. chipd sends

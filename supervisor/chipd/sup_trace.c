@@ -74,19 +74,20 @@ static int merge(const char *path, char (*parts)[PROTO_PATH_MAX + 16], uint32_t 
 int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64_t *dropped,
 	      struct proto_error *err)
 {
-	struct proto_msg *req = malloc(sizeof(*req)), *ans = malloc(sizeof(*ans));
+	struct sup_call *c = sup_call_new(PROTO_OP_TRACE);
 	char(*parts)[PROTO_PATH_MAX + 16] = calloc(CHIPD_MAX_CHIPS, sizeof(*parts));
 	uint32_t nparts = 0;
 	int code = CHIPD_OK;
 
-	if (!req || !ans || !parts) {
+	if (!c || !parts) {
 		code = proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 		goto out;
 	}
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
+		struct proto_msg *req = &c->req;
+		struct proto_error werr;
 		bool ready;
-		int rc;
 
 		pthread_mutex_lock(&s->lock);
 		ready = w->state == CHIPD_CHIP_READY;
@@ -109,27 +110,26 @@ int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64
 			}
 			memcpy(req->path, parts[nparts], (size_t)len + 1);
 		}
-		rc = sup_worker_call(s, w, req, ans, SUP_FORWARD_MS);
-		if (rc || !ans->ok) {
+		if (sup_call_run(s, w, c, &werr) != CHIPD_OK) {
 			SUP_WARN((int)i, 0, "trace %s: %s",
-				 act == PROTO_TRACE_COLLECT ? "collect" : "",
-				 rc ? strerror(-rc) : ans->err.message);
-			if (!rc && act == PROTO_TRACE_COLLECT && code == CHIPD_OK) {
-				*err = ans->err;
-				code = (int)ans->err.code;
+				 act == PROTO_TRACE_COLLECT ? "collect" : "", werr.message);
+			/* a chip that refused the collect fails it; one that is gone is left
+			 * out of the file */
+			if (!c->rc && act == PROTO_TRACE_COLLECT && code == CHIPD_OK) {
+				*err = werr;
+				code = (int)werr.code;
 			}
 			continue;
 		}
-		*events += (uint64_t)ans->events;
-		*dropped += (uint64_t)ans->dropped;
+		*events += (uint64_t)c->ans.events;
+		*dropped += (uint64_t)c->ans.dropped;
 		if (act == PROTO_TRACE_COLLECT)
 			nparts++;
 	}
 	if (act == PROTO_TRACE_COLLECT && code == CHIPD_OK)
 		code = merge(path, parts, nparts, err);
 out:
-	free(req);
-	free(ans);
+	sup_call_free(c);
 	free(parts);
 	return code;
 }

@@ -2,7 +2,7 @@
  * set-up, heartbeats, death, re-queue of its unstarted requests, restart with
  * exponential backoff, and the crash-loop limit. Runs on the event loop thread (and
  * on main before any thread starts); the router only reads worker state under
- * sup.lock and calls workers through sup_worker_call. */
+ * sup.lock and calls workers through sup_call_run. */
 #include "sup.h"
 #include "sup_log.h"
 
@@ -20,8 +20,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define MS_NS 1000000ull
 
 static size_t ctl_size(void)
 {
@@ -68,26 +66,46 @@ void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_s
 	atomic_store_explicit(&s->node.dir[w->chip].state, (uint32_t)st, memory_order_release);
 }
 
-int sup_worker_call(struct sup *s, struct sup_worker *w, const struct proto_msg *req,
-		    struct proto_msg *ans, uint32_t timeout_ms)
+struct sup_call *sup_call_new(enum proto_op op)
 {
-	char *buf = malloc(PROTO_RESP_MAX);
-	struct proto_error err;
+	struct sup_call *c = malloc(sizeof(*c));
+
+	if (c)
+		proto_msg_init(&c->req, op);
+	return c;
+}
+
+void sup_call_free(struct sup_call *c)
+{
+	free(c);
+}
+
+enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_call *c,
+			     struct proto_error *err)
+{
+	struct proto_error local;
 	size_t len;
 	uint32_t alen;
-	int rc;
 
 	(void)s;
-	if (!buf)
-		return -ENOMEM;
-	rc = proto_encode_request(req, buf, PROTO_REQ_MAX, &len, &err);
-	if (rc == 0)
-		rc = mbox_call(&w->mb, buf, (uint32_t)len, buf, PROTO_RESP_MAX, &alen,
-			       shm_deadline_in((uint64_t)timeout_ms * MS_NS));
-	if (rc == 0 && proto_decode_answer(req->op, buf, alen, ans, &err))
-		rc = -EPROTO;
-	free(buf);
-	return rc;
+	if (!err)
+		err = &local;
+	c->rc = proto_encode_request(&c->req, c->buf, PROTO_REQ_MAX, &len, err);
+	if (c->rc == 0)
+		c->rc = mbox_call(&w->mb, c->buf, (uint32_t)len, c->buf, sizeof(c->buf), &alen,
+				  shm_deadline_in(SUP_FORWARD_MS * SHM_NS_PER_MS));
+	if (c->rc == 0 && proto_decode_answer(c->req.op, c->buf, alen, &c->ans, err))
+		c->rc = -EPROTO;
+	if (c->rc) {
+		proto_fail(err, CHIPD_E_WORKER_LOST, "chip %u did not answer (%s)", w->chip,
+			   strerror(-c->rc));
+	} else if (!c->ans.ok) {
+		*err = c->ans.err; /* its refusal, as it said it */
+	} else {
+		return CHIPD_OK;
+	}
+	err->chip = w->chip;
+	return (enum chipd_code)err->code;
 }
 
 /* ---- the child ---- */
@@ -100,7 +118,7 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 
 	/* its own group: the supervisor ends a worker and anything it started at once */
 	setpgid(0, 0);
-	/* racy by nature (OPS.md): set it, then check the parent is still the one */
+	/* racy by nature: set it, then check the parent is still the one */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 		_exit(70);
 	/* The supervisor ends a worker through its mailbox (shutdown: every stream ends
@@ -253,10 +271,11 @@ static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now)
 		pthread_mutex_unlock(&s->lock);
 		SUP_INFO((int)w->chip, 0, "worker ready, pid %d", (int)w->pid);
 	}
-	if (!w->hb_pending && (w->state == CHIPD_CHIP_STARTING ||
-			       now >= w->hb_next_ns + (uint64_t)s->cfg.heartbeat_ms * MS_NS))
+	if (!w->hb_pending &&
+	    (w->state == CHIPD_CHIP_STARTING ||
+	     now >= w->hb_next_ns + (uint64_t)s->cfg.heartbeat_ms * SHM_NS_PER_MS))
 		hb_send(w, now);
-	if (now - w->hb_last_ok_ns > (uint64_t)s->cfg.stuck_ms * MS_NS && !w->stopping) {
+	if (now - w->hb_last_ok_ns > (uint64_t)s->cfg.stuck_ms * SHM_NS_PER_MS && !w->stopping) {
 		SUP_WARN((int)w->chip, 0, "no heartbeat for %u ms: killing pid %d", s->cfg.stuck_ms,
 			 (int)w->pid);
 		kill(-w->pid, SIGKILL);
@@ -297,18 +316,16 @@ static struct sup_worker *pick_other(struct sup *s, const struct sup_worker * no
 static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 {
 	struct sup_worker *to = pick_other(s, dead);
-	struct proto_msg *req = NULL, *ans = NULL;
+	struct sup_call *c = NULL;
 	struct ring r;
 	pid_t pid = 0;
 	int rc = -ENODEV;
 
 	(void)proto_node_ring(&s->node, sup_table_index(s, e), &r);
-	if (to && e->client != 0 && ring_take_over(&r) == 0) {
-		req = calloc(1, sizeof(*req));
-		ans = calloc(1, sizeof(*ans));
-	}
-	if (req && ans) {
-		sup_table_assign(s, e, req);
+	if (to && e->client != 0 && ring_take_over(&r) == 0)
+		c = sup_call_new(PROTO_OP_ASSIGN);
+	if (c) {
+		sup_table_assign(s, e, &c->req);
 		pid = to->pid;
 		dead->load--;
 		to->load++;
@@ -316,11 +333,12 @@ static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 		e->producer = shm_proc_self();
 		e->forwarding = true;
 		pthread_mutex_unlock(&s->lock);
-		rc = sup_worker_call(s, to, req, ans, SUP_FORWARD_MS);
+		if (sup_call_run(s, to, c, NULL) != CHIPD_OK)
+			rc = c->rc ? c->rc : -EREMOTEIO;
+		else
+			rc = 0;
 		pthread_mutex_lock(&s->lock);
 		e->forwarding = false;
-		if (rc == 0 && !ans->ok)
-			rc = -EREMOTEIO;
 		if (rc == 0 && to->pid != pid)
 			rc = -EPIPE; /* the new worker died meanwhile */
 		if (rc == 0)
@@ -332,8 +350,7 @@ static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
 		SUP_INFO((int)to->chip, e->id, "re-queued from chip %u", dead->chip);
 	else
 		sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-	free(req);
-	free(ans);
+	sup_call_free(c);
 }
 
 /* Ends or moves every stream of the dead worker @w. */
@@ -366,7 +383,7 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 static void schedule_restart(struct sup *s, struct sup_worker *w, uint64_t now)
 {
 	uint32_t limit = s->cfg.crash_limit, recent = 0;
-	uint64_t window = (uint64_t)s->cfg.crash_window_ms * MS_NS;
+	uint64_t window = (uint64_t)s->cfg.crash_window_ms * SHM_NS_PER_MS;
 
 	if (now - w->healthy_since_ns >= window)
 		w->backoff_ms = s->cfg.backoff_min_ms; /* it ran well for a while */
@@ -380,7 +397,7 @@ static void schedule_restart(struct sup *s, struct sup_worker *w, uint64_t now)
 			s->cfg.crash_window_ms);
 		return;
 	}
-	w->restart_at_ns = now + (uint64_t)w->backoff_ms * MS_NS;
+	w->restart_at_ns = now + (uint64_t)w->backoff_ms * SHM_NS_PER_MS;
 	SUP_INFO((int)w->chip, 0, "restart in %u ms", w->backoff_ms);
 	w->backoff_ms =
 	    w->backoff_ms * 2 > s->cfg.backoff_max_ms ? s->cfg.backoff_max_ms : w->backoff_ms * 2;
@@ -434,7 +451,7 @@ void sup_workers_tick(struct sup *s, uint64_t now)
 			if (rc) {
 				SUP_ERR((int)w->chip, 0, "cannot start the worker: %s",
 					strerror(-rc));
-				w->restart_at_ns = now + (uint64_t)w->backoff_ms * MS_NS;
+				w->restart_at_ns = now + (uint64_t)w->backoff_ms * SHM_NS_PER_MS;
 			}
 		}
 	}
