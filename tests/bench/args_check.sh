@@ -54,6 +54,8 @@ expect \
 	dispatch --tasks 99999999999999999999
 expect "chipbench dispatch: --runs: '-1' is not a whole number in 1..101" dispatch --runs -1
 expect "chipbench dispatch: unknown option '--bogus'" dispatch --bogus
+expect "chipbench dispatch: --kernel-us: '10000001' is not a whole number in 0..10000000" \
+	dispatch --kernel-us 10000001
 expect "chipbench mailbox: --cpus: 'x' is not C,S (CPUs, -1 = unpinned)" mailbox --cpus x
 expect "chipbench mailbox: --iters: '5x' is not a whole number in 1..4294967295" \
 	mailbox --iters 5x

@@ -15,6 +15,7 @@ struct ds_opts {
 	unsigned runs;	       /* measured runs; the median is printed */
 	unsigned streams;      /* 1..WL_EXEC_STREAMS */
 	unsigned starpu_ncpus; /* StarPU's CPU workers; 0: the default (ds_starpu_ncpus) */
+	unsigned kernel_us;    /* the concurrent streams row's kernel (0: no such row) */
 	bool starpu;	       /* measure the StarPU peer when it is built in */
 	bool json;
 };
@@ -27,6 +28,16 @@ struct ds_series {
 	int err;		/* 0, or the failing run's -errno */
 };
 
+/* The concurrent streams row: how long one kernel of kernel_us takes alone on one
+ * stream (the baseline), and one such kernel on each of the streams launched
+ * together; wall time from the first launch to dev_sync, medians of the runs. Their
+ * ratio is 1 when the streams run at once and the number of streams when they run
+ * one after another. */
+struct ds_conc {
+	double one_ns, all_ns;
+	int err; /* 0, or the failing run's -errno */
+};
+
 /* The peer: StarPU, or why it was not measured. */
 struct ds_peer {
 	bool skipped;
@@ -37,10 +48,10 @@ struct ds_peer {
 
 /* Prints the table (the default output). */
 void ds_print_table(const struct ds_opts *o, const struct ds_series chipd[DS_KINDS],
-		    const struct ds_peer *peer);
+		    const struct ds_conc *conc, const struct ds_peer *peer);
 
 /* Prints one JSON document with every number of the table and each run's. */
 void ds_print_json(const struct ds_opts *o, const struct ds_series chipd[DS_KINDS],
-		   const struct ds_peer *peer);
+		   const struct ds_conc *conc, const struct ds_peer *peer);
 
 #endif

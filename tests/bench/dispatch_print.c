@@ -27,8 +27,14 @@ static void ds_row(const char *prefix, int k, const struct ds_series *s)
 		printf("%-18s %12.1f %14.0f\n", name, s->median, 1e9 / s->median);
 }
 
+/* Wall time of all the streams over one alone, or 0 when the row failed. */
+static double ds_conc_ratio(const struct ds_conc *c)
+{
+	return c->err || c->one_ns <= 0 ? 0 : c->all_ns / c->one_ns;
+}
+
 void ds_print_table(const struct ds_opts *o, const struct ds_series chipd[DS_KINDS],
-		    const struct ds_peer *peer)
+		    const struct ds_conc *conc, const struct ds_peer *peer)
 {
 	printf("dispatch: %u empty tasks per run in steps of %u, %u streams, median of %u "
 	       "runs (sim device)\n",
@@ -36,6 +42,15 @@ void ds_print_table(const struct ds_opts *o, const struct ds_series chipd[DS_KIN
 	printf("%-18s %12s %14s\n", "tasks", "ns/task", "tasks/s");
 	for (int k = 0; k < DS_KINDS; k++)
 		ds_row("", k, &chipd[k]);
+	if (!o->kernel_us)
+		printf("concurrent streams: skipped (--kernel-us 0)\n");
+	else if (conc->err)
+		printf("concurrent streams: failed: %s\n", strerror(-conc->err));
+	else
+		printf("concurrent streams: a %u us kernel on each of %u streams %.1f ms, on one "
+		       "alone %.1f ms: ratio %.2f (1: at once, %u: one after another)\n",
+		       o->kernel_us, o->streams, conc->all_ns / 1e6, conc->one_ns / 1e6,
+		       ds_conc_ratio(conc), o->streams);
 	if (peer->skipped) {
 		printf("starpu: skipped (%s)\n", peer->what);
 		return;
@@ -73,12 +88,26 @@ static void ds_json_rows(const struct ds_series *s)
 }
 
 void ds_print_json(const struct ds_opts *o, const struct ds_series chipd[DS_KINDS],
-		   const struct ds_peer *peer)
+		   const struct ds_conc *conc, const struct ds_peer *peer)
 {
 	printf("{\"mode\": \"dispatch\", \"device\": \"sim\", \"tasks\": %u, \"step\": %u, "
 	       "\"streams\": %u, \"runs\": %u, \"statistic\": \"median\", \"rows\": ",
 	       o->tasks, o->step, o->streams, o->runs);
 	ds_json_rows(chipd);
+	printf(",\n  \"concurrent_streams\": {\"kernel_us\": %u, \"ok\": %s", o->kernel_us,
+	       o->kernel_us && !conc->err ? "true" : "false");
+	if (!o->kernel_us) {
+		printf(", \"skipped\": true");
+	} else if (conc->err) {
+		printf(", \"error\": ");
+		bench_json_string(stdout, strerror(-conc->err));
+	} else {
+		printf(", \"one_stream_ms\": %.3f, \"all_streams_ms\": %.3f, "
+		       "\"all_over_one\": ",
+		       conc->one_ns / 1e6, conc->all_ns / 1e6);
+		bench_json_num(stdout, ds_conc_ratio(conc), 3);
+	}
+	printf("}");
 	printf(",\n  \"peer\": {\"name\": \"starpu\", \"skipped\": %s, ",
 	       peer->skipped ? "true" : "false");
 	if (peer->skipped) {

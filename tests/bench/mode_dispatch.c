@@ -7,7 +7,11 @@
  *                (the executor keeps a chain on its first task's stream: stream
  *                order instead of an event per hop)
  *
- * Prints ns/task and tasks/s, the median of --runs runs. The baseline is StarPU
+ * Prints ns/task and tasks/s, the median of --runs runs. A row on the device itself
+ * follows: one spin kernel of --kernel-us on one stream, against one such kernel on
+ * each of the streams at once (the ratio of the wall times: 1 when the streams run
+ * concurrently, the number of streams when they run one after another). The
+ * dispatch baseline is StarPU
  * (peer_starpu.c, where the build found libstarpu-dev): the same number of empty
  * tasks in the same steps, measured with the same runs and median in this process,
  * and the ratio of the throughputs. Without StarPU the line says why it is skipped.
@@ -172,6 +176,76 @@ static int ds_measure(ds_run_fn run, void *ctx, const struct ds_opts *o, bool ch
 	return 0;
 }
 
+/* One run of the concurrent streams row: a spin kernel of @o->kernel_us on each of
+ * the first @n streams of @s, launched together, then dev_sync. Wall ns, or a
+ * negative errno. */
+static double ds_conc_run(struct dev *d, struct dev_stream **s, int32_t *out, unsigned n,
+			  const struct ds_opts *o)
+{
+	uint64_t t0 = shm_now_ns();
+	int err = 0;
+
+	for (unsigned i = 0; i < n && !err; i++) {
+		struct dev_kcall k = {DEV_K_SPIN,
+				      .u.spin = {&out[i], (uint64_t)o->kernel_us * 1000u, 1}};
+
+		err = dev_launch(s[i], &k);
+	}
+	if (!err)
+		err = dev_sync(d);
+	if (err) {
+		fprintf(stderr, "chipbench dispatch: concurrent streams: %s\n", strerror(-err));
+		return err;
+	}
+	return (double)(shm_now_ns() - t0);
+}
+
+/* The concurrent streams row (dispatch.h, struct ds_conc) on @c's device, with
+ * streams of its own: a warm-up of each variant, then @o->runs runs of each,
+ * alternating, and their medians. */
+static void ds_concurrency(struct ds_ctx *c, const struct ds_opts *o, struct ds_conc *r)
+{
+	double one[DS_MAX_RUNS], all[DS_MAX_RUNS];
+	struct dev_stream *s[WL_EXEC_STREAMS] = {NULL};
+	int32_t *out = NULL;
+	unsigned n = 0;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	err = dev_alloc(c->dev, o->streams * sizeof(*out), (void **)&out);
+	for (; !err && n < o->streams; n++)
+		err = dev_stream_create(c->dev, &s[n]);
+	if (err) {
+		fprintf(stderr, "chipbench dispatch: concurrent streams: setup failed: %s\n",
+			strerror(-err));
+		r->err = err;
+		goto out;
+	}
+	for (unsigned i = 0; i <= o->runs; i++) {
+		double a = ds_conc_run(c->dev, s, out, 1, o);
+		double b = a < 0 ? a : ds_conc_run(c->dev, s, out, n, o);
+
+		if (b < 0) {
+			r->err = (int)b;
+			goto out;
+		}
+		if (i > 0) { /* run 0 warms the stream threads up */
+			one[i - 1] = a;
+			all[i - 1] = b;
+		}
+	}
+	qsort(one, o->runs, sizeof(one[0]), ds_cmp);
+	qsort(all, o->runs, sizeof(all[0]), ds_cmp);
+	r->one_ns = one[o->runs / 2];
+	r->all_ns = all[o->runs / 2];
+out:
+	for (unsigned i = 0; i < n; i++)
+		if (s[i])
+			dev_stream_destroy(s[i]);
+	if (out)
+		(void)dev_free(c->dev, out);
+}
+
 #ifdef CHIPD_HAVE_STARPU
 /* StarPU's CPU workers unless told: one core fewer than the machine has, since the
  * submitting thread needs one too (and StarPU's idle workers poll), at least one,
@@ -220,27 +294,37 @@ static void ds_starpu(const struct ds_opts *o, struct ds_peer *peer)
 static void ds_usage(FILE *f)
 {
 	fputs("usage: chipbench dispatch [--tasks N] [--step N] [--runs N] [--streams N]\n"
-	      "                          [--starpu-ncpus N] [--no-starpu] [--json]\n"
+	      "                          [--kernel-us N] [--starpu-ncpus N] [--no-starpu]\n"
+	      "                          [--json]\n"
 	      "  empty tasks through the step executor on the sim device, independent and\n"
-	      "  in dependency chains; ns/task and tasks/s, median of --runs runs; the same\n"
-	      "  tasks through StarPU (when built in) and the ratio of the throughputs;\n"
+	      "  in dependency chains; ns/task and tasks/s, median of --runs runs; one\n"
+	      "  kernel of --kernel-us (default 20000; 0: no such row) on each of the\n"
+	      "  streams at once against one alone, and the ratio of the wall times; the\n"
+	      "  same tasks through StarPU (when built in) and the ratio of the throughputs;\n"
 	      "  --json: one JSON document on stdout (each run too) instead of the table\n",
 	      f);
 }
 
 int mode_dispatch(int argc, char **argv)
 {
-	struct ds_opts o = {20000, 1024, 5, 4, 0, true, false};
+	struct ds_opts o = {.tasks = 20000,
+			    .step = 1024,
+			    .runs = 5,
+			    .streams = 4,
+			    .kernel_us = 20000,
+			    .starpu = true};
 	const struct bench_arg args[] = {
 	    {"tasks", BENCH_ARG_UNSIGNED, &o.tasks, 1, UINT_MAX},
 	    {"step", BENCH_ARG_UNSIGNED, &o.step, 1, 1u << 20},
 	    {"runs", BENCH_ARG_UNSIGNED, &o.runs, 1, DS_MAX_RUNS},
 	    {"streams", BENCH_ARG_UNSIGNED, &o.streams, 1, WL_EXEC_STREAMS},
+	    {"kernel-us", BENCH_ARG_UNSIGNED, &o.kernel_us, 0, 10u * 1000 * 1000},
 	    {"starpu-ncpus", BENCH_ARG_UNSIGNED, &o.starpu_ncpus, 0, 1024},
 	    {"no-starpu", BENCH_ARG_CLEAR, &o.starpu},
 	    {"json", BENCH_ARG_FLAG, &o.json},
 	};
 	struct ds_series chipd[DS_KINDS];
+	struct ds_conc conc = {0};
 	struct ds_peer peer = {0};
 	struct ds_ctx c;
 	int fails = 0, rc;
@@ -256,6 +340,10 @@ int mode_dispatch(int argc, char **argv)
 	for (int k = 0; k < DS_KINDS; k++)
 		if (ds_measure(ds_run, &c, &o, k == DS_CHAIN, &chipd[k]))
 			fails++;
+	if (o.kernel_us) {
+		ds_concurrency(&c, &o, &conc);
+		fails += conc.err != 0;
+	}
 	/* chipd's stream threads are gone before StarPU's workers start */
 	ds_close(&c);
 	if (o.starpu) {
@@ -265,8 +353,8 @@ int mode_dispatch(int argc, char **argv)
 		snprintf(peer.what, sizeof(peer.what), "--no-starpu");
 	}
 	if (o.json)
-		ds_print_json(&o, chipd, &peer);
+		ds_print_json(&o, chipd, &conc, &peer);
 	else
-		ds_print_table(&o, chipd, &peer);
+		ds_print_table(&o, chipd, &conc, &peer);
 	return fails ? 1 : 0;
 }

@@ -77,9 +77,16 @@ run() {
 	grep -q ' READY=1$' "$msgs" || fail "$name: no READY=1 within 10 s"
 	timeout 10 "$chipctl" --instance "$instance" ping >/dev/null ||
 		fail "$name: READY=1 came but chipd does not answer"
-	sleep 1.2 # the watchdog interval is 0.4 s: chipd pings every 0.2 s
-	n=$(grep -c ' WATCHDOG=1$' "$msgs" || true)
-	[ "$n" -ge 3 ] || fail "$name: $n WATCHDOG=1 in 1.2 s (want one per 0.2 s)"
+	# The pings repeat (chipd sends one per half interval, 0.2 s here): wait for three,
+	# bounded generously so a loaded machine does not fail it; the rate itself is
+	# not this test's business.
+	n=0
+	for _ in $(seq 1 400); do # bounded: 20 s
+		n=$(grep -c ' WATCHDOG=1$' "$msgs" || true)
+		[ "$n" -ge 3 ] && break
+		sleep 0.05
+	done
+	[ "$n" -ge 3 ] || fail "$name: only $n WATCHDOG=1 in 20 s (want them repeated)"
 	kill -TERM "$pid"
 	for _ in $(seq 300); do
 		kill -0 "$pid" 2>/dev/null || break

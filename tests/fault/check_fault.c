@@ -1,4 +1,4 @@
-/* check_fault.c - the fault matrix (issue 8): a real chipd with sim chips, hit by
+/* check_fault.c - the fault matrix: a real chipd with sim chips, hit by
  * one fault per tcase. Each row checks that nothing hangs (every wait bounded, and
  * CK_DEFAULT_TIMEOUT over the tcase), that the right error reaches the right client,
  * that every admitted request ends exactly once, that the counters agree with what

