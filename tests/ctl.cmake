@@ -1,8 +1,10 @@
-# chipctl's suite: the pure formatters, chipd_trace on the wire, and the chipctl binary
-# against the client fixture's server (no chipd needed). The Prometheus output of the
-# real counter names is checked by promtool when it is installed (skipped, 77, else).
+# chipctl's suite: the pure formatters and chipd_trace on the wire (unit/check_ctl.c),
+# and the chipctl binary against the client fixture's server (unit/ctl_cli.c; no chipd
+# needed); unit/ctl_fixture.c holds the samples and the trace/workloads server both use.
+# The Prometheus output of the real counter names is checked by promtool when it is
+# installed (skipped, 77, else).
 
-chipd_check(check_ctl client_fixture.c)
+chipd_check(check_ctl client_fixture.c ctl_fixture.c ctl_cli.c)
 target_link_libraries(check_ctl PRIVATE chipctl_core chipd_proto)
 target_compile_definitions(check_ctl PRIVATE CHIPCTL_BIN="$<TARGET_FILE:chipctl>")
 add_dependencies(check_ctl chipctl)

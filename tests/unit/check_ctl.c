@@ -1,26 +1,18 @@
-/* check_ctl.c - chipctl: the pure formatters (Prometheus text, the stats table and
- * JSON, a top frame, the trace summary), libchipd's chipd_trace on the wire, and the
- * chipctl binary itself: exit statuses for usage errors, a missing instance and
- * --help, and its commands against the client fixture's server (no chipd needed). */
-#include "client_fixture.h"
+/* check_ctl.c - chipctl's pure formatters (Prometheus text, the stats table and JSON,
+ * a top frame, the trace summary, the workloads table and JSON) and libchipd's
+ * chipd_trace on the wire. The tcases that run the chipctl binary are in ctl_cli.c;
+ * the samples and the trace/workloads server both use are in ctl_fixture.c. */
+#include "ctl_fixture.h"
 #include "ctl.h"
 #include "proto.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#define T_MS	 2000u
-#define RUN_MS	 20000u
-#define OUT_CAP	 65536
-#define SLICE_NS (5ull * 1000 * 1000)
 
 /* ---- helpers ---- */
 
@@ -37,28 +29,6 @@ static const struct chipd_stat sample[] = {
     {"chip1", "mbox_resets", false, 1},
 };
 #define NSAMPLE ((uint32_t)(sizeof(sample) / sizeof(sample[0])))
-
-/* Runs @fn's formatter into a string (free() it). */
-static char *format(void (*fn)(FILE *, const void *), const void *arg)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	ck_assert_ptr_nonnull(f);
-	fn(f, arg);
-	ck_assert_int_eq(fclose(f), 0);
-	return buf;
-}
-
-static int count_of(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-		n++;
-	return n;
-}
 
 static void prom_up(FILE *f, const void *arg)
 {
@@ -130,6 +100,25 @@ START_TEST(prom_help_type_once_samples_together)
 }
 END_TEST
 
+/* A name both blocks use with different meanings gets each block's own HELP. */
+START_TEST(prom_help_says_what_each_block_counts)
+{
+	char *t = format(prom_up, "up");
+
+	ck_assert_msg(strstr(t, "# HELP chipd_supervisor_queue_depth Requests in flight"), "%s", t);
+	ck_assert_msg(strstr(t, "# HELP chipd_worker_queue_depth Admitted requests waiting"), "%s",
+		      t);
+	ck_assert_msg(strstr(t, "# HELP chipd_supervisor_mbox_resets_total Client mailbox"), "%s",
+		      t);
+	ck_assert_msg(strstr(t, "# HELP chipd_worker_mbox_resets_total Control mailbox"), "%s", t);
+	ck_assert_msg(strstr(t,
+			     "# HELP chipd_supervisor_errors_total Requests that ended with this "
+			     "error code"),
+		      "%s", t);
+	free(t);
+}
+END_TEST
+
 START_TEST(prom_down_has_only_up_zero)
 {
 	char *t = format(prom_up, NULL);
@@ -183,6 +172,38 @@ START_TEST(stats_json_is_one_versioned_document)
 }
 END_TEST
 
+/* ---- workloads: the table and JSON of ctl_fixture.c's wl_sample ---- */
+
+START_TEST(workloads_table_and_json)
+{
+	char *t = format(wl_table, NULL);
+
+	/* one set of columns for all workloads, numbers right-aligned */
+	ck_assert_str_eq(
+	    t, "alpha: the first\n"
+	       "  parameter  default                   min                  max  meaning\n"
+	       "  tokens          16                     1                65536  steps\n"
+	       "  neg             -1  -9223372036854775808                    0  a "
+	       "\"quoted\" doc\n"
+	       "\n"
+	       "beta: the second\n"
+	       "  parameter  default                   min                  max  meaning\n"
+	       "  seed             1                     0  9223372036854775807  seed\n");
+	free(t);
+	t = format(wl_json, "inst");
+	ck_assert_str_eq(t, "{\"v\":1,\"ok\":true,\"instance\":\"inst\",\"workloads\":["
+			    "{\"name\":\"alpha\",\"doc\":\"the first\",\"params\":["
+			    "{\"key\":\"tokens\",\"default\":16,\"min\":1,\"max\":65536,"
+			    "\"doc\":\"steps\"},"
+			    "{\"key\":\"neg\",\"default\":-1,\"min\":-9223372036854775808,"
+			    "\"max\":0,\"doc\":\"a \\\"quoted\\\" doc\"}]},"
+			    "{\"name\":\"beta\",\"doc\":\"the second\",\"params\":["
+			    "{\"key\":\"seed\",\"default\":1,\"min\":0,"
+			    "\"max\":9223372036854775807,\"doc\":\"seed\"}]}]}\n");
+	free(t);
+}
+END_TEST
+
 static void frame(FILE *f, const void *arg)
 {
 	struct chipd_stat later[NSAMPLE];
@@ -204,29 +225,7 @@ START_TEST(top_frame_shows_rates)
 }
 END_TEST
 
-/* ---- trace summary ---- */
-
-/* Chip 0: O builds epochs 1, 2 at [0,10) and [10,20) us; S runs epoch 1 at [12,22),
- * publishes it ending at 25, and epoch 2 ending at 40. Overlap 8 us of 10 us of S. */
-static const char trace_json[] =
-    "{\"traceEvents\":[\n"
-    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"chip 0 O "
-    "orchestrator\"}},\n"
-    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":2,\"args\":{\"name\":\"chip 0 S "
-    "scheduler\"}},\n"
-    "{\"name\":\"O build\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":0.000,\"dur\":10.000,"
-    "\"args\":{\"arg\":1}},\n"
-    "{\"name\":\"O build\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":10,\"dur\":10,"
-    "\"args\":{\"arg\":2}},\n"
-    "{\"name\":\"S "
-    "run\",\"ph\":\"X\",\"pid\":0,\"tid\":2,\"ts\":12,\"dur\":10,\"args\":{\"arg\":1}},\n"
-    "{\"name\":\"token publish\",\"ph\":\"X\",\"pid\":0,\"tid\":2,\"ts\":22,\"dur\":3,"
-    "\"args\":{\"arg\":1}},\n"
-    "{\"name\":\"token publish\",\"ph\":\"X\",\"pid\":0,\"tid\":2,\"ts\":30,\"dur\":10,"
-    "\"args\":{\"arg\":2}},\n"
-    "{\"name\":\"S run\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":0,\"dur\":99},\n"
-    "{\"name\":\"other\",\"ph\":\"i\",\"pid\":0,\"tid\":0,\"ts\":1,\"s\":\"g\",\"args\":{}}\n"
-    "],\"displayTimeUnit\":\"ns\"}\n";
+/* ---- the summary of ctl_fixture.c's trace_json ---- */
 
 START_TEST(trace_summary_overlap_and_latency)
 {
@@ -273,80 +272,7 @@ START_TEST(trace_summary_refuses_malformed)
 }
 END_TEST
 
-/* ---- chipd_trace on the wire: a server of the trace op only ---- */
-
-struct tsrv {
-	struct cx x;
-	pthread_t thread;
-	_Atomic int stop;
-	int n;
-	int64_t acts[8];
-	char paths[8][PROTO_PATH_MAX];
-};
-
-static int trace_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
-		     struct proto_error *err)
-{
-	struct tsrv *t = ctx;
-	FILE *f;
-
-	(void)err;
-	if (t->n < 8) {
-		t->acts[t->n] = req->act;
-		snprintf(t->paths[t->n], sizeof(t->paths[0]), "%s", req->path);
-		t->n++;
-	}
-	if (req->act == PROTO_TRACE_COLLECT) {
-		f = fopen(req->path, "w");
-		if (!f)
-			return proto_fail(err, CHIPD_E_INTERNAL, "cannot write %s", req->path);
-		fputs(trace_json, f);
-		fclose(f);
-		ans->events = 7;
-		ans->dropped = 2;
-	}
-	return CHIPD_OK;
-}
-
-static const struct proto_handler trace_handlers[] = {{PROTO_OP_TRACE, NULL, trace_run}};
-static const struct proto_server trace_server = {"trace server", trace_handlers, 1};
-
-static void *trace_serve(void *arg)
-{
-	struct tsrv *t = arg;
-	struct mbox *mb = &t->x.node.mbox;
-	struct mbox_event ev;
-	size_t len;
-
-	ck_assert_int_ge(mbox_server_attach(mb), 0);
-	while (!atomic_load(&t->stop)) {
-		if (mbox_server_next(mb, &ev, shm_deadline_in(SLICE_NS)))
-			continue;
-		if (ev.kind == MBOX_EV_RESET) {
-			mbox_ack_reset(mb, ev.t);
-			continue;
-		}
-		if (proto_dispatch(&trace_server, t, ev.req, ev.len, mbox_resp_buf(mb, ev.t),
-				   mbox_resp_cap(mb), &len) == 0)
-			mbox_answer(mb, ev.t, (uint32_t)len);
-	}
-	mbox_server_detach(mb);
-	return NULL;
-}
-
-static void tsrv_start(struct tsrv *t)
-{
-	memset(t, 0, sizeof(*t));
-	cx_region(&t->x);
-	ck_assert_int_eq(pthread_create(&t->thread, NULL, trace_serve, t), 0);
-}
-
-static void tsrv_stop(struct tsrv *t)
-{
-	atomic_store(&t->stop, 1);
-	pthread_join(t->thread, NULL);
-	cx_region_remove(&t->x);
-}
+/* ---- chipd_trace on the wire, against ctl_fixture.c's server ---- */
 
 START_TEST(chipd_trace_sends_act_and_path)
 {
@@ -386,340 +312,25 @@ START_TEST(chipd_trace_sends_act_and_path)
 }
 END_TEST
 
-/* ---- the chipctl binary ---- */
-
-struct run {
-	int status;
-	char out[OUT_CAP], err[OUT_CAP];
-};
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : 0;
-
-	buf[n > 0 ? n : 0] = '\0';
-	if (fd >= 0)
-		close(fd);
-	unlink(path);
-}
-
-static void out_paths(char *out, char *err, size_t cap)
-{
-	snprintf(out, cap, "/tmp/check_ctl.%d.out", (int)getpid());
-	snprintf(err, cap, "/tmp/check_ctl.%d.err", (int)getpid());
-}
-
-/* Starts chipctl with the NULL-ended @args, its stdout and stderr into files. */
-static pid_t start(const char *const *args)
-{
-	char *argv[40], out[64], err[64];
-	int n = 0;
-	pid_t pid;
-
-	argv[n++] = (char *)CHIPCTL_BIN;
-	for (; *args && n < 39; args++)
-		argv[n++] = (char *)*args;
-	argv[n] = NULL;
-	out_paths(out, err, sizeof(out));
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int fi = open("/dev/null", O_RDONLY);
-
-		if (fo < 0 || fe < 0 || fi < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0 ||
-		    dup2(fi, 0) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* Waits for chipctl @pid; its exit status and output land in @r. */
-static void finish(struct run *r, pid_t pid)
-{
-	char out[64], err[64];
-
-	r->status = tu_wait(pid, RUN_MS);
-	out_paths(out, err, sizeof(out));
-	slurp(out, r->out, sizeof(r->out));
-	slurp(err, r->err, sizeof(r->err));
-}
-
-static void run(struct run *r, const char *const *args)
-{
-	finish(r, start(args));
-}
-
-#define RUN(r, ...) run(r, (const char *const[]){__VA_ARGS__, NULL})
-#define EXPECT(r, want)                                                                            \
-	ck_assert_msg((r)->status == (want), "exit %d, want %d\nstdout: %s\nstderr: %s",           \
-		      (r)->status, (want), (r)->out, (r)->err)
-
-static const char *const commands[] = {"ping", "status", "submit", "cancel", "stats",
-				       "top",  "drain",	 "stop",   "trace",  "export"};
-
-START_TEST(cli_help_exits_0)
-{
-	struct run *r = malloc(sizeof(*r));
-	char want[64];
-
-	RUN(r, "--help");
-	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, "Exit status:") && strstr(r->out, "69  no such instance"),
-		      "%s", r->out);
-	RUN(r, "--version");
-	EXPECT(r, 0);
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		RUN(r, commands[i], "--help");
-		EXPECT(r, 0);
-		snprintf(want, sizeof(want), "Usage: chipctl %s", commands[i]);
-		ck_assert_msg(strncmp(r->out, want, strlen(want)) == 0, "%s", r->out);
-		ck_assert_msg(strstr(r->out, "Exit status"), "%s", r->out);
-	}
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_usage_errors_exit_64)
-{
-	static const char *const cases[][7] = {
-	    {NULL},
-	    {"frob", NULL},
-	    {"--bogus", "ping", NULL},
-	    {"--timeout-ms", "0", "ping", NULL},
-	    {"ping", "extra", NULL},
-	    {"ping", "--bogus", NULL},
-	    {"submit", NULL},
-	    {"submit", "gemm", "n", NULL},
-	    {"submit", "gemm", "n=x", NULL},
-	    {"submit", "--count", "0", "gemm", NULL},
-	    {"submit", "--chip", "64", "gemm", NULL},
-	    {"submit", "--max-tokens", NULL},
-	    {"cancel", NULL},
-	    {"cancel", "0", NULL},
-	    {"cancel", "12x", NULL},
-	    {"stats", "--prom", "--json", NULL},
-	    {"drain", "--grace-ms", "-1", NULL},
-	    {"top", "--interval", "0", NULL},
-	    {"trace", NULL},
-	    {"trace", "--out", "x", "--seconds", "abc", NULL},
-	    {"export", NULL},
-	    {"--instance", "bad name!", "ping", NULL},
-	};
-	struct run *r = malloc(sizeof(*r));
-
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		run(r, cases[i]);
-		ck_assert_msg(r->status == 64, "case %zu (%s %s): exit %d\n%s", i,
-			      cases[i][0] ? cases[i][0] : "",
-			      cases[i][0] && cases[i][1] ? cases[i][1] : "", r->status, r->err);
-		ck_assert_msg(r->err[0] != '\0', "case %zu: no message", i);
-		ck_assert_str_eq(r->out, "");
-	}
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_no_instance_exits_69)
-{
-	struct run *r = malloc(sizeof(*r));
-
-	RUN(r, "--instance", "nosuch", "ping");
-	EXPECT(r, 69);
-	ck_assert_msg(strstr(r->err, "nosuch"), "%s", r->err);
-	RUN(r, "status", "--json", "--instance", "nosuch");
-	EXPECT(r, 69);
-	ck_assert_msg(strstr(r->out, "{\"v\":1,\"ok\":false,\"exit\":69,") == r->out, "%s", r->out);
-	setenv("CHIPD_INSTANCE", "nosuch-env", 1);
-	RUN(r, "stats");
-	EXPECT(r, 69);
-	ck_assert_msg(strstr(r->err, "nosuch-env"), "%s", r->err);
-	unsetenv("CHIPD_INSTANCE");
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_calls_against_server)
-{
-	struct run *r = malloc(sizeof(*r));
-	struct cx x;
-	char pid[32];
-
-	cx_start(&x, 4);
-	snprintf(pid, sizeof(pid), "pid %d ", (int)getpid());
-	RUN(r, "--instance", x.instance, "ping");
-	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, pid), "%s", r->out);
-	RUN(r, "status", "--instance", x.instance, "--json");
-	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, "{\"v\":1,\"ok\":true,") == r->out &&
-			  strstr(r->out, "\"chip\":1,") && strstr(r->out, "\"tokens\":0"),
-		      "%s", r->out);
-	RUN(r, "--instance", x.instance, "cancel", "424242");
-	EXPECT(r, 1);
-	ck_assert_msg(strstr(r->err, "not_found"), "%s", r->err);
-	RUN(r, "--instance", x.instance, "stats", "--prom");
-	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, "chipd_worker_tokens_total{chip=\"1\"} 0\n"), "%s", r->out);
-	RUN(r, "--instance", x.instance, "top", "--iterations", "2", "--interval", "0.05");
-	EXPECT(r, 0);
-	ck_assert_int_eq(count_of(r->out, "tokens/s"), 2);
-	RUN(r, "--instance", x.instance, "drain");
-	EXPECT(r, 1); /* the fixture does not serve drain: bad_request */
-	cx_stop(&x);
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_submit_follows_tokens)
-{
-	struct run *r = malloc(sizeof(*r));
-	struct cx x;
-
-	cx_start(&x, 4);
-	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=3", "--id", "7", "--follow");
-	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, "7 0 100\n7 1 101\n7 2 102\nrequest 7: completed, 3 tokens"),
-		      "%s", r->out);
-	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=2", "--id", "20", "--count", "3",
-	    "--follow", "--json");
-	EXPECT(r, 0);
-	ck_assert_int_eq(count_of(r->out, "\"end\":\"completed\",\"tokens\":2"), 3);
-	ck_assert_int_eq(count_of(r->out, "\"seq\":1,\"value\":101"), 3);
-	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=2");
-	EXPECT(r, 0);
-	ck_assert_str_eq(r->out, "1\n"); /* the fixture's first chosen id */
-	RUN(r, "--instance", x.instance, "submit", "fail", "--follow", "--json");
-	EXPECT(r, 1);
-	ck_assert_msg(strstr(r->out, "\"end\":\"failed\"") &&
-			  strstr(r->out, "\"code\":\"device_error\""),
-		      "%s", r->out);
-	RUN(r, "--instance", x.instance, "submit", "refuse");
-	EXPECT(r, 1);
-	ck_assert_msg(strstr(r->err, "no_capacity, retryable"), "%s", r->err);
-	RUN(r, "--instance", x.instance, "submit", "Bad-Name");
-	EXPECT(r, 64); /* refused by libchipd before sending */
-	cx_stop(&x);
-	free(r);
-}
-END_TEST
-
-static bool has_two_tokens(void *arg)
-{
-	char out[64], err[64], buf[256] = "";
-	int fd;
-
-	(void)arg;
-	out_paths(out, err, sizeof(out));
-	fd = open(out, O_RDONLY);
-	if (fd >= 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-
-		buf[n > 0 ? n : 0] = '\0';
-		close(fd);
-	}
-	return strstr(buf, "9 1 101\n") != NULL;
-}
-
-/* Ctrl-C while following a stream that does not end: the request is cancelled (the
- * fixture ends its stream), then chipctl dies of SIGINT as the shell expects. */
-START_TEST(cli_submit_ctrl_c_cancels)
-{
-	struct run *r = malloc(sizeof(*r));
-	struct cx x;
-	pid_t pid;
-
-	cx_start(&x, 4);
-	pid = start((const char *const[]){"--instance", x.instance, "submit", "hold", "--id", "9",
-					  "--follow", NULL});
-	ck_assert(tu_eventually(has_two_tokens, NULL, RUN_MS));
-	kill(pid, SIGINT);
-	finish(r, pid);
-	EXPECT(r, 128 + SIGINT);
-	ck_assert_msg(strstr(r->err, "interrupted"), "%s", r->err);
-	cx_stop(&x); /* joins the server thread: its writes to x.streams are seen after */
-	ck_assert(x.streams[0].used && x.streams[0].id == 9 && x.streams[0].ended);
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_trace_writes_and_summarizes)
-{
-	struct run *r = malloc(sizeof(*r));
-	struct tsrv t;
-
-	tsrv_start(&t);
-	RUN(r, "--instance", t.x.instance, "trace", "--out", "/tmp/check_ctl.cli.json", "--seconds",
-	    "0.05", "--summary");
-	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, "7 events (2 dropped)") &&
-			  strstr(r->out, "overlap ratio: 0.800") &&
-			  strstr(r->out, "p50 0.015 ms, p99 0.020 ms over 2 steps"),
-		      "%s", r->out);
-	tsrv_stop(&t);
-	ck_assert_int_eq(t.n, 3);
-	ck_assert_int_eq(t.acts[2], PROTO_TRACE_STOP);
-	unlink("/tmp/check_ctl.cli.json");
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_export_writes_textfile)
-{
-	struct run *r = malloc(sizeof(*r));
-	char dir[] = "/tmp/check_ctl.XXXXXX", path[64], buf[OUT_CAP];
-	struct cx x;
-
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/chipd.prom", dir);
-	cx_start(&x, 4);
-	RUN(r, "--instance", x.instance, "export", "--textfile", dir, "--once");
-	EXPECT(r, 0);
-	slurp(path, buf, sizeof(buf));
-	ck_assert_msg(strstr(buf, "chipd_up 1\n") && strstr(buf, "chipd_worker_tokens_total"), "%s",
-		      buf);
-	cx_stop(&x);
-	RUN(r, "--instance", "nosuch", "export", "--textfile", dir, "--once");
-	EXPECT(r, 69);
-	slurp(path, buf, sizeof(buf));
-	ck_assert_msg(strstr(buf, "chipd_up 0\n") && !strstr(buf, "chipd_worker"), "%s", buf);
-	snprintf(path, sizeof(path), "%s/chipd.prom.tmp", dir);
-	ck_assert_int_ne(access(path, F_OK), 0);
-	ck_assert_int_eq(rmdir(dir), 0);
-	RUN(r, "export", "--textfile", "/nonexistent/dir", "--once", "--instance", "nosuch");
-	EXPECT(r, 1);
-	free(r);
-}
-END_TEST
-
 static Suite *ctl_suite(void)
 {
 	const struct tu_case cases[] = {
 	    {"prom_names_labels_and_units", prom_names_labels_and_units},
 	    {"prom_help_type_once_samples_together", prom_help_type_once_samples_together},
+	    {"prom_help_says_what_each_block_counts", prom_help_says_what_each_block_counts},
 	    {"prom_down_has_only_up_zero", prom_down_has_only_up_zero},
 	    {"stats_table_has_every_counter", stats_table_has_every_counter},
 	    {"stats_json_is_one_versioned_document", stats_json_is_one_versioned_document},
+	    {"workloads_table_and_json", workloads_table_and_json},
 	    {"top_frame_shows_rates", top_frame_shows_rates},
 	    {"trace_summary_overlap_and_latency", trace_summary_overlap_and_latency},
 	    {"trace_summary_refuses_malformed", trace_summary_refuses_malformed},
 	    {"chipd_trace_sends_act_and_path", chipd_trace_sends_act_and_path},
-	    {"cli_help_exits_0", cli_help_exits_0},
-	    {"cli_usage_errors_exit_64", cli_usage_errors_exit_64},
-	    {"cli_no_instance_exits_69", cli_no_instance_exits_69},
-	    {"cli_calls_against_server", cli_calls_against_server},
-	    {"cli_submit_follows_tokens", cli_submit_follows_tokens},
-	    {"cli_submit_ctrl_c_cancels", cli_submit_ctrl_c_cancels},
-	    {"cli_trace_writes_and_summarizes", cli_trace_writes_and_summarizes},
-	    {"cli_export_writes_textfile", cli_export_writes_textfile},
 	};
 	Suite *s = suite_create("ctl");
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+	ctl_add_cli_tcases(s);
 	return s;
 }
 
