@@ -27,6 +27,9 @@ run_suite build ""
 echo "== chipd release build (compile only)"
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCHIPD_WERROR=ON >/dev/null
 cmake --build build-release -j "$jobs" >/dev/null
+# The README's main job, as the README runs it (its benchmark is the report's below).
+echo "== quick start (deploy/quickstart.sh)"
+CHIPD_QUICK_NO_BENCH=1 deploy/quickstart.sh
 # The performance report's pipeline (every chipbench mode with --json, the renderer,
 # gnuplot), small sizes, into a scratch directory: the committed report stays.
 echo "== performance report pipeline (tests/bench/report.sh --quick)"

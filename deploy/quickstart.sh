@@ -11,12 +11,16 @@ cd "$(dirname "$0")/.."
 . deploy/lib/packages.sh
 
 chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}"
-# Optional peer of the benchmark: iceoryx and its RouDi daemon.
-chipd_need_packages libiceoryx-binding-c-dev iceoryx ||
-	echo "chipd: iceoryx unavailable; its row will say skipped" >&2
-# Optional peer of `chipbench dispatch`: StarPU.
-chipd_need_packages "${CHIPD_BENCH_PACKAGES[@]}" ||
-	echo "chipd: StarPU unavailable; chipbench dispatch will say its peer was skipped" >&2
+# The benchmarks' optional peers, only when the benchmark runs (the test command runs
+# the quick start without it and does not download them).
+if [ -z "${CHIPD_QUICK_NO_BENCH:-}" ]; then
+	# Optional peer of the benchmark: iceoryx and its RouDi daemon.
+	chipd_need_packages libiceoryx-binding-c-dev iceoryx ||
+		echo "chipd: iceoryx unavailable; its row will say skipped" >&2
+	# Optional peer of `chipbench dispatch`: StarPU.
+	chipd_need_packages "${CHIPD_BENCH_PACKAGES[@]}" ||
+		echo "chipd: StarPU unavailable; chipbench dispatch will say its peer was skipped" >&2
+fi
 
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j "$(nproc)" --target chipd chipctl chipbench >/dev/null
