@@ -18,7 +18,7 @@ static const struct mode modes[] = {
      mode_dispatch},
     {"e2e", "a real chipd under 1..64 concurrent clients: req/s, tok/s, latencies", mode_e2e},
     {"startup", "chipd exec -> ready by chip count; killed worker -> serving again", mode_startup},
-    {"idle", "an idle chipd's CPU and resident memory against issue 9's targets", mode_idle},
+    {"idle", "an idle chipd's CPU and resident memory against its budgets", mode_idle},
 };
 
 static void usage(FILE *f)

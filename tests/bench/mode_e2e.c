@@ -219,7 +219,7 @@ static double e2e_ratio(double x, double base)
 	return base > 0 ? x / base : 0;
 }
 
-/* Issue 9's target: token delivery p50 <= 10 us with a spinning reader. */
+/* The target: token delivery p50 <= 10 us with a spinning reader. */
 static bool e2e_delivery_met(const struct e2e_row *dl)
 {
 	return !dl[1].rc && dl[1].tok_p50 <= E2E_TARGET_NS;

@@ -5,7 +5,7 @@
  * reported as % of one core, and the resident memory (VmRSS of /proc/<pid>/status)
  * of the supervisor and each worker afterwards.
  *
- * Targets (issue 9): CPU <= 1% of one core for the whole node; supervisor VmRSS <=
+ * Targets: CPU <= 1% of one core for the whole node; supervisor VmRSS <=
  * 16 MiB; a sim worker's VmRSS <= 32 MiB beyond what it is configured to hold (its
  * arena banks and KV pool, which the sim device keeps in host memory). This mode has
  * no same-run baseline: the targets are absolute budgets, printed with PASS/MISS. */
@@ -122,7 +122,7 @@ static void id_usage(FILE *f)
 	fputs("usage: chipbench idle [--chipd PATH] [--seconds S] [--json]\n"
 	      "  an idle chipd with 2 sim workers for S seconds (default 10): CPU of the\n"
 	      "  supervisor, spawner and workers as % of one core; VmRSS of the supervisor\n"
-	      "  and the workers; PASS/MISS against issue 9's targets\n",
+	      "  and the workers; PASS/MISS against the idle targets\n",
 	      f);
 }
 

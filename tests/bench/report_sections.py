@@ -9,7 +9,7 @@ import os
 
 from report_render import load, median, ms, num, table, times, us
 
-# the targets
+# the targets of the report's Targets table
 DISPATCH_TARGET = 15.0
 OVERLAP_TARGET = 1.85
 IDLE_CPU_PCT = 1.0
@@ -224,8 +224,8 @@ def gpu(rep):
                                  + "\n```")
     else:
         rep.fields["gpu"] = (
-            "**Not measured.** No machine with a GPU was lent to the sessions that produced "
-            "this report, so nothing here ran on a GPU. The NVIDIA (nvcc, sm_90) and AMD "
+            "**Not measured.** This report's run had no GPU results (`report.sh --gpu`), so "
+            "nothing here ran on a GPU. The NVIDIA (nvcc, sm_90) and AMD "
             "(hipcc, gfx90a) variants compile in the test command, and their GPU programs "
             "skip cleanly without a device.")
 
