@@ -94,7 +94,8 @@ bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms)
 	return false;
 }
 
-/* Removes /dev/shm/chipd-test.<pid>.* of processes that are gone. */
+/* Removes /dev/shm/chipd-test.<pid>.* (tu_region_name) and the node regions of test
+ * instances, /dev/shm/chipd.<uid>.chipd-test-<pid>-*, of processes that are gone. */
 static void remove_leftover_regions(void)
 {
 	DIR *d = opendir("/dev/shm");
@@ -106,7 +107,10 @@ static void remove_leftover_regions(void)
 		int pid;
 		char path[300];
 
-		if (sscanf(e->d_name, "chipd-test.%d.", &pid) != 1)
+		unsigned uid;
+
+		if (sscanf(e->d_name, "chipd-test.%d.", &pid) != 1 &&
+		    sscanf(e->d_name, "chipd.%u.chipd-test-%d-", &uid, &pid) != 2)
 			continue;
 		if (kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
