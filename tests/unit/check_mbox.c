@@ -277,6 +277,20 @@ START_TEST(out_of_order_completion)
 }
 END_TEST
 
+/* Claims slot 0 and posts it as a client that bypasses mbox_post would: a length of
+ * @len bytes, beyond the request buffer, and the attention bit. */
+static struct mbox_ticket post_oversized(struct fixture *fx, uint32_t len)
+{
+	struct mbox_slot *s = (struct mbox_slot *)fx->mb.slots;
+	struct mbox_ticket t;
+
+	ck_assert_int_eq(mbox_claim(&fx->mb, &t), 0);
+	atomic_store(&s->req_len, len);
+	atomic_store(&s->ctl, MBOX_CTL(t.gen, getpid(), MBOX_POSTED));
+	atomic_fetch_or(&fx->mb.attention[0], 1);
+	return t;
+}
+
 START_TEST(oversized_request_answered_by_mailbox)
 {
 	struct fixture fx;
@@ -287,12 +301,7 @@ START_TEST(oversized_request_answered_by_mailbox)
 
 	fx_init(&fx, 1, 64, 64);
 	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
-	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
-	/* A client that bypasses mbox_post writes a length beyond the buffer. */
-	struct mbox_slot *s = (struct mbox_slot *)fx.mb.slots;
-	atomic_store(&s->req_len, 4096);
-	atomic_store(&s->ctl, MBOX_CTL(t.gen, getpid(), MBOX_POSTED));
-	atomic_fetch_or(&fx.mb.attention[0], 1);
+	t = post_oversized(&fx, 4096);
 	ck_assert_int_eq(mbox_server_next(&fx.mb, &ev, shm_deadline_in(50 * MS)), -ETIMEDOUT);
 	ck_assert_int_eq(state_of(&fx, 0), MBOX_DONE);
 	ck_assert_int_eq(mbox_wait(&fx.mb, t, shm_deadline_in(100 * MS)), 0);
@@ -315,11 +324,7 @@ START_TEST(oversized_request_reported_when_server_takes_them)
 	fx_init(&fx, 1, 64, 64);
 	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
 	mbox_server_take_oversize(&fx.mb);
-	ck_assert_int_eq(mbox_claim(&fx.mb, &t), 0);
-	struct mbox_slot *s = (struct mbox_slot *)fx.mb.slots;
-	atomic_store(&s->req_len, 65);
-	atomic_store(&s->ctl, MBOX_CTL(t.gen, getpid(), MBOX_POSTED));
-	atomic_fetch_or(&fx.mb.attention[0], 1);
+	t = post_oversized(&fx, 65);
 	ev = next_event(&fx);
 	ck_assert_int_eq(ev.kind, MBOX_EV_REQUEST);
 	ck_assert_ptr_null(ev.req);
