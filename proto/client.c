@@ -7,6 +7,7 @@
  * a struct proto_msg is about 41 KiB, too much for the stack of an arbitrary caller's
  * thread. */
 #include "node.h"
+#include "proc.h"
 #include "proto.h"
 #include "wait.h"
 
@@ -38,7 +39,8 @@ struct chipd_stream {
 	struct ring ring;
 	uint64_t id;
 	uint32_t gen, chip;
-	bool ended; /* the terminal record was read */
+	bool ended;	     /* the terminal record was read */
+	uint64_t checked_ns; /* when a short wait last checked who can end the stream */
 };
 
 /* A request and its answer. */
@@ -400,19 +402,45 @@ static int pop_named(chipd_stream *s, struct ring_rec *rec, uint64_t deadline)
 	}
 }
 
+/* Whether nobody can end @s's stream any more: its producer is unnamed or dead, and
+ * the supervisor, who would end or move it, is dead too. */
+static bool node_lost(const chipd_stream *s)
+{
+	const struct ring_hdr *h = s->ring.hdr;
+	pid_t pid = (pid_t)atomic_load_explicit(&h->producer_pid, memory_order_acquire);
+
+	if (pid != 0 &&
+	    shm_proc_alive(pid, atomic_load_explicit(&h->producer_start, memory_order_relaxed)))
+		return false;
+	return !supervisor_alive(s);
+}
+
 /* The next record. Returns what ring_pop does, except -EPIPE when the supervisor is
  * gone and no live producer is left (nobody will ever end the stream), and
- * -EOWNERDEAD when the producer died and the supervisor did not end the stream
- * before @deadline. */
+ * -EOWNERDEAD when the producer died and the supervisor has not yet ended or moved
+ * the stream at @deadline (it will: the stream goes on). */
 static int stream_pop(chipd_stream *s, struct ring_rec *rec, uint64_t deadline)
 {
 	int rc = pop_named(s, rec, deadline);
 	bool orphaned = false;
 
+	/* A wait too short to reach shm_wait's peer check (a poll with timeout 0, as a
+	 * reader of many streams makes) still notices a lost node within one slice: it
+	 * looks at most once a slice, so polling costs no /proc read per call. */
+	if (rc == -ETIMEDOUT) {
+		uint64_t now = shm_now_ns();
+
+		if (now - s->checked_ns >= UNNAMED_SLICE_NS) {
+			s->checked_ns = now;
+			if (node_lost(s))
+				return -EPIPE;
+		}
+	}
+
 	/* The producing worker died: the supervisor takes the ring over and ends the
-	 * stream (worker_lost); wait for that record until the deadline — unless the
-	 * supervisor is gone too, when nobody ever will. A stream that stays orphaned
-	 * until the deadline is a lost worker, not a timeout. */
+	 * stream (worker_lost) or moves the request to another chip; wait for what
+	 * follows until the deadline — unless the supervisor is gone too, when nobody
+	 * ever will. A deadline that passes first ends this wait, not the stream. */
 	while (rc == -EOWNERDEAD || (orphaned && rc == -ETIMEDOUT)) {
 		struct timespec ts = {0, ORPHAN_POLL_NS};
 
@@ -448,12 +476,14 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 		fail(err, rc, CHIPD_E_TIMEOUT,
 		     "request %" PRIu64 ": no token within %" PRIu32 " ms", s->id, timeout_ms);
 	} else if (rc == -EOWNERDEAD) {
-		rc = fail(err, -EPIPE, CHIPD_E_WORKER_LOST,
-			  "request %" PRIu64 ": its worker died and nobody ended the stream within "
-			  "%" PRIu32 " ms",
+		/* Not an end: the supervisor ends the stream or moves the request to
+		 * another chip, whose tokens then follow on this same stream. */
+		rc = fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
+			  "request %" PRIu64 ": its worker died; nothing came within %" PRIu32
+			  " ms while the supervisor ends the stream or moves the request",
 			  s->id, timeout_ms);
 	} else if (rc == -EPIPE) {
-		fail(err, rc, CHIPD_E_WORKER_LOST,
+		fail(err, rc, CHIPD_E_NODE_LOST,
 		     "request %" PRIu64 ": the supervisor is gone (pid %" PRIu32
 		     ") and no live worker produces the stream: nobody will end it",
 		     s->id, s->conn->node.region.hdr->creator_pid);
@@ -480,20 +510,41 @@ out_unlock:
 	return rc;
 }
 
+/* Whether @s's stream has ended or its ring went to another stream (which it does
+ * only after the end): read-only, for a reader that closed the ring. */
+static bool stream_over(const chipd_stream *s)
+{
+	return atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen ||
+	       ring_finished(&s->ring);
+}
+
 void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
 {
 	uint64_t deadline = deadline_ms(timeout_ms);
-	struct ring_rec rec;
 
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (!s->ended)
+	/* The ring's closed word first: it reaches the worker whatever the cancel call
+	 * below makes of @timeout_ms (0 included, or a mailbox with no free slot), and
+	 * the worker ends the stream at its next round. Only while the ring is still
+	 * this stream's: the generation check keeps a close off a ring that was given
+	 * to another stream (ring_close_reader itself ignores a reset that races it).
+	 * From here on nothing reads the ring: the supervisor gives a closed ring to
+	 * another stream as soon as the stream ended, read or not. */
+	if (!s->ended &&
+	    atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) == s->gen) {
+		ring_close_reader(&s->ring);
+		/* best effort, sooner than the worker's own look when it gets through */
 		chipd_cancel(s->conn, s->id, timeout_ms, NULL);
-	/* Read up to the terminal record, so the supervisor sees the ring drained and
-	 * can give it to another stream. */
-	while (!s->ended && stream_pop(s, &rec, deadline) == 0)
-		s->ended = rec.flags & RING_F_TERMINAL;
+		/* what is left of @timeout_ms waits for the end, so a caller that gave
+		 * time may resubmit the id once this returns */
+		while (!stream_over(s) && shm_now_ns() < deadline) {
+			struct timespec ts = {0, ORPHAN_POLL_NS};
+
+			nanosleep(&ts, NULL);
+		}
+	}
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

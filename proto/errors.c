@@ -8,12 +8,11 @@
 /* Retryable: sending the same request again, later or elsewhere, may succeed.
  * queue_full and no_capacity clear as work finishes; worker_lost means the worker
  * died under the request and a restarted one can run it; timeout means the answer
- * did not come in time. draining is not: this node is going away. */
+ * did not come in time; node_lost means the supervisor died, and a restarted node
+ * can run it. draining is not: this node is going away. */
 static const bool code_retryable[CHIPD_NCODES] = {
-    [CHIPD_E_QUEUE_FULL] = true,
-    [CHIPD_E_NO_CAPACITY] = true,
-    [CHIPD_E_WORKER_LOST] = true,
-    [CHIPD_E_TIMEOUT] = true,
+    [CHIPD_E_QUEUE_FULL] = true, [CHIPD_E_NO_CAPACITY] = true, [CHIPD_E_WORKER_LOST] = true,
+    [CHIPD_E_TIMEOUT] = true,	 [CHIPD_E_NODE_LOST] = true,
 };
 
 const char *chipd_code_name(enum chipd_code code)

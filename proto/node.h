@@ -112,9 +112,11 @@ _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.sta
 	X(err_device_error, CTR_COUNTER)                                                           \
 	X(err_timeout, CTR_COUNTER)                                                                \
 	X(err_internal, CTR_COUNTER)                                                               \
+	X(err_node_lost, CTR_COUNTER)                                                              \
 	X(mbox_resets, CTR_COUNTER)                                                                \
 	X(worker_starts, CTR_COUNTER)                                                              \
 	X(worker_deaths, CTR_COUNTER)                                                              \
+	X(worker_degraded, CTR_COUNTER)                                                            \
 	X(queue_depth, CTR_GAUGE)                                                                  \
 	X(rings_in_use, CTR_GAUGE)
 
@@ -131,6 +133,7 @@ _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.sta
 	X(s_busy_ns, CTR_COUNTER)                                                                  \
 	X(overlap_ns, CTR_COUNTER)                                                                 \
 	X(device_errors, CTR_COUNTER)                                                              \
+	X(terminal_push_failed, CTR_COUNTER)                                                       \
 	X(mbox_resets, CTR_COUNTER)                                                                \
 	X(queue_depth, CTR_GAUGE)                                                                  \
 	X(active, CTR_GAUGE)                                                                       \

@@ -56,16 +56,15 @@
 	static const struct schema name = {.what = what_, .fields = NULL, .nfields = 0}
 
 const char *const proto_sup_state_names[] = {"", "starting", "ready", "draining", "stopped", NULL};
-const char *const proto_chip_state_names[] = {"empty",	 "starting", "ready",	"draining",
-					      "backoff", "failed",   "stopped", NULL};
+const char *const proto_chip_state_names[] = {
+    "empty", "starting", "ready", "draining", "backoff", "failed", "stopped", "degraded", NULL};
 static const char *const trace_acts[] = {"", "start", "stop", "collect", NULL};
 
 const char *const proto_code_names[CHIPD_NCODES + 1] = {
-    "ok",	    "bad_request", "unsupported_version",
-    "too_large",    "queue_full",  "no_capacity",
-    "duplicate_id", "not_found",   "cancelled",
-    "draining",	    "worker_lost", "device_error",
-    "timeout",	    "internal",	   NULL,
+    "ok",	  "bad_request", "unsupported_version", "too_large",
+    "queue_full", "no_capacity", "duplicate_id",	"not_found",
+    "cancelled",  "draining",	 "worker_lost",		"device_error",
+    "timeout",	  "internal",	 "node_lost",		NULL,
 };
 
 /* Fields several ops share, with the same meaning and range everywhere. */
@@ -112,7 +111,7 @@ static const struct schema id_ans = {"answer", id_only_f, 1, 0, NULL};
 
 static const struct field chip_rec_f[] = {
     F_INT("chip", true, 0, CHIP_MAX, 0, CHIP(chip)),
-    F_ENUM("state", true, proto_chip_state_names, 0, 6, 0, CHIP(state)),
+    F_ENUM("state", true, proto_chip_state_names, 0, 7, 0, CHIP(state)),
     F_INT("pid", true, 0, PID_MAX, 0, CHIP(pid)),
     F_INT("gpu", true, -1, GPU_MAX, 0, CHIP(gpu)),
     F_INT("restarts", true, 0, U32_MAX, 0, CHIP(restarts)),
@@ -288,6 +287,11 @@ static const struct field heartbeat_ans_f[] = {
     F_INT("seq", true, 0, INT64_MAX, 0, MSG(seq)),
     COUNT_REQ(queued),
     COUNT_REQ(active),
+    F_INT("o_err", true, -4095, 0, 0, MSG(o_err)),
+    F_INT("s_err", true, -4095, 0, 0, MSG(s_err)),
+    F_INT("o_rounds", true, 0, INT64_MAX, 0, MSG(o_rounds)),
+    F_INT("s_rounds", true, 0, INT64_MAX, 0, MSG(s_rounds)),
+    COUNT_REQ(epochs),
 };
 SCHEMA(heartbeat_ans, "heartbeat answer", NULL);
 

@@ -23,8 +23,8 @@ static uint64_t load_ctl(const struct mbox_slot *s)
 }
 
 /* seq_cst CAS: it publishes the buffers written before it (release), makes what the
- * previous holder wrote visible (acquire), and orders against the sleepers count of
- * the wake protocol (see wait.h). */
+ * previous holder wrote visible (acquire), and orders against the sleepers
+ * announcement of the wake protocol (see wait.h). */
 static bool cas_ctl(struct mbox_slot *s, uint64_t *expected, uint64_t desired)
 {
 	return atomic_compare_exchange_strong_explicit(&s->ctl, expected, desired,
@@ -447,7 +447,7 @@ static bool work_ready(void *arg)
 	struct mbox *mb = arg;
 
 	/* seq_cst, like the attention loads: pairs with the store in
-	 * mbox_server_interrupt against shm_wait's sleepers count */
+	 * mbox_server_interrupt against shm_wait's sleepers announcement */
 	if (atomic_load_explicit(&mb->interrupted, memory_order_seq_cst))
 		return true;
 	for (uint32_t w = 0; w < mb->hdr->bitmap_words; w++)

@@ -85,6 +85,7 @@ uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t c
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)producer, memory_order_relaxed);
 	atomic_store_explicit(&h->consumer_pid, (uint32_t)consumer, memory_order_relaxed);
+	atomic_store_explicit(&h->closed, 0, memory_order_relaxed);
 	r->cached_tail = 0;
 	return atomic_fetch_add_explicit(&h->generation, 1, memory_order_seq_cst) + 1;
 }
@@ -128,7 +129,7 @@ int ring_push(struct ring *r, const struct ring_rec *rec)
 	*slot = *rec;
 	slot->ts_ns = shm_now_ns();
 	/* seq_cst: publishes the record and orders against the consumer's sleepers
-	 * count (wait.h). */
+	 * announcement (wait.h). */
 	atomic_store_explicit(&h->head, head + 1, memory_order_seq_cst);
 	shm_wake_all(&h->wake);
 	return 0;
@@ -232,6 +233,29 @@ int ring_take_over(struct ring *r)
 	atomic_store_explicit(&h->producer_pid, (uint32_t)shm_proc_self(), memory_order_release);
 	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
 	return 0;
+}
+
+void ring_close_reader(struct ring *r)
+{
+	struct ring_hdr *h = r->hdr;
+	uint32_t gen = atomic_load_explicit(&h->generation, memory_order_acquire);
+
+	/* release, paired with ring_reader_closed's acquire: whoever sees the close
+	 * also sees every tail the reader stored before it, so an owner that resets the
+	 * ring after the close cannot have its tail = 0 overwritten by a late one. The
+	 * generation, not a flag: a reset between the load above and this store bumps
+	 * the generation, so the stale value closes nothing. */
+	atomic_store_explicit(&h->closed, gen, memory_order_release);
+}
+
+bool ring_reader_closed(const struct ring *r)
+{
+	const struct ring_hdr *h = r->hdr;
+	uint32_t closed = atomic_load_explicit(&h->closed, memory_order_acquire);
+
+	/* the generation may be relaxed: the reader stored the value it read from it */
+	return closed != 0 &&
+	       closed == atomic_load_explicit(&h->generation, memory_order_relaxed);
 }
 
 int ring_hand_over(struct ring *r, pid_t producer)

@@ -62,13 +62,15 @@ struct ring_hdr {
 	/* line 2: written by the consumer only */
 	_Atomic uint64_t tail; /* records consumed so far */
 	struct shm_wake wake;  /* the consumer sleeps here */
-	uint8_t reserved2[48];
+	_Atomic uint32_t closed; /* 0, or the generation whose reader closed (ring_close_reader) */
+	uint8_t reserved2[44];
 };
 _Static_assert(sizeof(struct ring_hdr) == 192, "ring header is three lines");
 _Static_assert(offsetof(struct ring_hdr, producer_start) == 32, "ring.producer_start");
 _Static_assert(offsetof(struct ring_hdr, head) == 64, "ring.head");
 _Static_assert(offsetof(struct ring_hdr, tail) == 128, "ring.tail");
 _Static_assert(offsetof(struct ring_hdr, wake) == 136, "ring.wake");
+_Static_assert(offsetof(struct ring_hdr, closed) == 144, "ring.closed");
 
 /* One process's handle on a ring. */
 struct ring {
@@ -133,6 +135,18 @@ uint32_t ring_end_flags(const struct ring *r);
 /* Whether the stream ended and its consumer read everything, terminal included: the
  * ring may be given to another stream. */
 bool ring_drained(const struct ring *r);
+
+/* Says that nobody will read the ring's current stream any more: the producer stops
+ * the stream (ends it cancelled) at its next look (ring_reader_closed). Called by the
+ * stream's consumer while the ring is still assigned to its stream, or by the ring's
+ * owner standing in for a dead consumer. Records the current generation, so a close
+ * that races with a reset never closes the next stream. Idempotent; never blocks. */
+void ring_close_reader(struct ring *r);
+
+/* Whether the reader of the ring's current stream closed it (ring_close_reader). Once
+ * true, the reader's every earlier tail store is visible (acquire), and it stores no
+ * more. Two plain loads on x86: cheap enough to poll once per scheduling round. */
+bool ring_reader_closed(const struct ring *r);
 
 /* Names @producer (alive, its start time read now) as the ring's producer, for a
  * stream moved from a dead producer to a new one before it produced anything. Only

@@ -60,7 +60,13 @@ void shm_wake_init(struct shm_wake *w)
 
 void shm_wake_all(struct shm_wake *w)
 {
+	/* The load keeps the common case (no one announced) to one shared read; the
+	 * exchange takes the announcement, so of several wakers only one makes the
+	 * system call, and an announcement left by a waiter that died asleep costs one
+	 * wake, not one per later change. */
 	if (atomic_load_explicit(&w->sleepers, memory_order_seq_cst) == 0)
+		return;
+	if (atomic_exchange_explicit(&w->sleepers, 0, memory_order_seq_cst) == 0)
 		return;
 	atomic_fetch_add_explicit(&w->seq, 1, memory_order_seq_cst);
 	shm_futex_wake(&w->seq, INT_MAX);
@@ -108,16 +114,22 @@ int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline
 		if (how->peer_lost && how->peer_lost(how->arg))
 			return how->ready(how->arg) ? 0 : -EPIPE;
 
+		/* A sliced waiter announces itself again each slice: an announcement
+		 * wiped by someone else (another waker, or a peer that scribbled the
+		 * word) then costs at most one slice of lateness. */
 		uint64_t slice = how->slice_ns ? how->slice_ns : SHM_WAIT_SLICE_NS;
+		bool sliced = how->peer_lost || how->slice_ns;
 		uint64_t slice_end =
-		    how->peer_lost && deadline_ns - now > slice ? now + slice : deadline_ns;
-		atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
+		    sliced && deadline_ns - now > slice ? now + slice : deadline_ns;
+		/* No matching clear: the waker that sees the announcement takes it (and
+		 * wakes every sleeper of the word), so a waiter that dies here leaves at
+		 * most one needless wake behind. */
+		atomic_store_explicit(&w->sleepers, 1, memory_order_seq_cst);
 		uint32_t seq = atomic_load_explicit(&w->seq, memory_order_seq_cst);
-		bool ready = how->ready(how->arg);
-		if (!ready)
-			shm_futex_wait(&w->seq, seq, slice_end);
-		atomic_fetch_sub_explicit(&w->sleepers, 1, memory_order_seq_cst);
-		if (ready || how->ready(how->arg))
+		if (how->ready(how->arg))
+			return 0;
+		shm_futex_wait(&w->seq, seq, slice_end);
+		if (how->ready(how->arg))
 			return 0;
 	}
 }

@@ -7,12 +7,17 @@
  *
  * The sleep protocol (struct shm_wake) lets a waker skip the futex syscall when no
  * one sleeps:
- *   waiter: sleepers += 1 (seq_cst); s = seq; re-check condition (seq_cst loads);
- *           FUTEX_WAIT(&seq, s); sleepers -= 1
+ *   waiter: sleepers = 1 (seq_cst); s = seq; re-check condition (seq_cst loads);
+ *           FUTEX_WAIT(&seq, s, until the end of its slice)
  *   waker:  change the condition word (seq_cst store or RMW);
- *           if (sleepers (seq_cst load) != 0) { seq += 1; FUTEX_WAKE(&seq, all) }
+ *           if (sleepers (seq_cst load) != 0 && exchange(sleepers, 0) != 0)
+ *                   { seq += 1; FUTEX_WAKE(&seq, all) }
  * Because both sides use seq_cst on the two words, either the waker sees the sleeper
  * or the sleeper sees the new condition (the store-buffer litmus is forbidden).
+ * `sleepers` is an announcement, not a count: the waker that takes it wakes every
+ * sleeper, and a sleeper that goes on sleeping announces itself again. So a waiter
+ * killed while asleep costs one needless wake, not one per later change, and a peer
+ * that zeroes the word delays a sliced waiter by at most one slice.
  */
 #ifndef CHIPD_SHM_WAIT_H
 #define CHIPD_SHM_WAIT_H
@@ -37,21 +42,23 @@
 /* A futex word plus a count of sleepers; 8 bytes, both shared. */
 struct shm_wake {
 	_Atomic uint32_t seq;	   /* futex word: bumped by a waker that saw sleepers */
-	_Atomic uint32_t sleepers; /* waiters currently inside FUTEX_WAIT (or about to) */
+	_Atomic uint32_t sleepers; /* non-zero: someone may sleep on seq since the last wake */
 };
 _Static_assert(sizeof(struct shm_wake) == 8, "shm_wake layout");
 
 /* What a waiter waits for. @ready must read the condition with seq_cst loads.
  * @peer_lost, when set, is called between sleep slices and ends the wait with
- * -EPIPE when it returns true. Without @peer_lost the waiter sleeps until it is
- * woken or its deadline passes: nothing but a wake can change its condition, and an
- * idle waiter should not wake up for nothing. */
+ * -EPIPE when it returns true. Without @peer_lost and @slice_ns the waiter sleeps
+ * until it is woken or its deadline passes: nothing but a wake can change its
+ * condition, and an idle waiter should not wake up for nothing. A waiter whose wake
+ * word another process can write sets @slice_ns: it then re-checks its condition and
+ * announces itself again every slice, which bounds what a zeroed word can delay. */
 struct shm_waiter {
 	bool (*ready)(void *arg);
 	bool (*peer_lost)(void *arg);
 	void *arg;
 	uint64_t spin_ns;  /* 0: never spin, sleep at once */
-	uint64_t slice_ns; /* how often @peer_lost is asked; 0: SHM_WAIT_SLICE_NS */
+	uint64_t slice_ns; /* sleep slice; 0: SHM_WAIT_SLICE_NS with @peer_lost, else none */
 };
 
 /* CLOCK_MONOTONIC in nanoseconds. */
@@ -85,12 +92,14 @@ int shm_futex_wake(_Atomic uint32_t *word, int n);
 void shm_wake_init(struct shm_wake *w);
 
 /* Wakes every sleeper of @w, if there is any. Call it right after the seq_cst
- * change that the sleepers wait for. Cheap (one load) when no one sleeps. */
+ * change that the sleepers wait for. Cheap (one load, no system call) when no one
+ * announced a sleep since the last wake. */
 void shm_wake_all(struct shm_wake *w);
 
 /* Waits for @how->ready: spins for @how->spin_ns, then sleeps on @w — in slices of
  * @how->slice_ns (default SHM_WAIT_SLICE_NS), checking @how->peer_lost between them,
- * when there is a @peer_lost. Returns 0 when ready,
+ * when there is a @peer_lost or a @slice_ns. A wait that ends without being woken
+ * may leave its announcement in @w; the next shm_wake_all clears it. Returns 0 when ready,
  * -ETIMEDOUT at @deadline_ns, -EPIPE when the peer is lost. Never blocks past the
  * deadline by more than scheduling noise. */
 int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns);

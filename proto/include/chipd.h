@@ -46,8 +46,12 @@ enum chipd_code {
 	CHIPD_E_DEVICE_ERROR = 11,
 	CHIPD_E_TIMEOUT = 12,
 	CHIPD_E_INTERNAL = 13,
+	/* the node's supervisor is gone and nobody will end the stream: libchipd
+	 * reports it for a stream (never sent by chipd; a call to a gone supervisor
+	 * fails -EPIPE without a code); retry once the node is back */
+	CHIPD_E_NODE_LOST = 14,
 };
-#define CHIPD_NCODES 14
+#define CHIPD_NCODES 15
 
 #define CHIPD_MSG_MAX	   160 /* bytes of an error message, NUL included */
 #define CHIPD_NAME_MAX	   32  /* workload names, NUL included */
@@ -141,10 +145,12 @@ struct chipd_token {
 /* The next token of @s, in order, waiting up to @timeout_ms. Returns 0 with *@tok
  * (tok->final marks the last one), -EREMOTEIO when the stream ended with an error
  * (@err holds its code and the request), -ENODATA once the stream has ended and
- * everything was read, -ETIMEDOUT, -EPIPE (code worker_lost) when the request is lost:
- * the producing worker died and the supervisor did not end the stream before the
- * timeout, or, within about 20 ms, the supervisor is gone and no live worker
- * produces the stream, so nobody ever will; -ESTALE when the ring was given to another
+ * everything was read, -ETIMEDOUT (code timeout) when nothing came within @timeout_ms
+ * — also while a dead worker's stream waits for the supervisor to end it or move it
+ * to another chip; the stream goes on, and the next call continues it —, -EPIPE (code
+ * node_lost) when the request is lost: the supervisor is gone and no live worker
+ * produces the stream, so nobody ever will (noticed within about 20 ms, also by a
+ * reader that polls with @timeout_ms 0); -ESTALE when the ring was given to another
  * stream (a bug in the server). */
 int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
 		      struct chipd_error *err);
@@ -159,9 +165,14 @@ uint64_t chipd_stream_id(const chipd_stream *s);
  * cache-line transfer). 0 sleeps at once. */
 void chipd_stream_set_spin(chipd_stream *s, uint32_t spin_us);
 
-/* Closes @s. If it has not ended, cancels the request first (best effort, within
- * @timeout_ms) and discards what the worker still writes until the end or the
- * timeout, so that the ring can be given to another stream. NULL is allowed. */
+/* Closes @s and frees it; NULL is allowed. If the end of the stream has not been
+ * read, the ring is marked closed at once, whatever @timeout_ms is (0 included): a
+ * request still running is then ended cancelled by its worker at the worker's next
+ * scheduling round after the steps it has in flight, even when no call to the
+ * supervisor gets through; a cancel call is also made, best effort, within
+ * @timeout_ms. Nothing reads the ring after that: the supervisor gives it to another
+ * stream once the request has ended. What is left of @timeout_ms waits for that end,
+ * so after a close given the time, the request's id may be submitted again at once. */
 void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms);
 
 /* Cancels request @id. Returns 0 (the stream will end with "cancelled"),
@@ -183,6 +194,9 @@ enum chipd_chip_state {
 	CHIPD_CHIP_BACKOFF = 4, /* died; waiting to be restarted */
 	CHIPD_CHIP_FAILED = 5,	/* died too often; not restarted */
 	CHIPD_CHIP_STOPPED = 6,
+	/* its scheduler or orchestrator gave up or stopped progressing: routed no work,
+	 * being killed and restarted like a worker that died */
+	CHIPD_CHIP_DEGRADED = 7,
 };
 const char *chipd_sup_state_name(enum chipd_sup_state s);
 const char *chipd_chip_state_name(enum chipd_chip_state s);

@@ -54,6 +54,7 @@ def test_retryable_codes():
     lib = _lib.lib()
     retryable = {n for i, n in enumerate(_lib.CODE_NAMES) if i and lib.chipd_code_retryable(i)}
     assert "queue_full" in retryable and "bad_request" not in retryable
+    assert "node_lost" in retryable
 
 
 @pytest.mark.parametrize(
@@ -74,9 +75,9 @@ def test_local_failures(num, code, cls):
 
 def test_local_failures_libchipd_ties_to_a_code():
     codes = {n: i for i, n in enumerate(_lib.CODE_NAMES)}
-    # a stream whose worker died and nobody ended it
-    e = from_struct(-errno.EPIPE, _err(-errno.EPIPE, codes["worker_lost"]))
-    assert type(e) is chipd.WorkerLost
+    # a stream nobody can end: the supervisor is gone, no live worker produces it
+    e = from_struct(-errno.EPIPE, _err(-errno.EPIPE, codes["node_lost"], retryable=True))
+    assert type(e) is chipd.NodeLost and e.retryable and e.code == "node_lost"
     # every mailbox slot busy
     e = from_struct(-errno.EAGAIN, _err(-errno.EAGAIN, codes["queue_full"], retryable=True))
     assert type(e) is chipd.QueueFull and e.retryable

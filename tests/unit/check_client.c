@@ -155,7 +155,10 @@ START_TEST(cancel_ends_stream_with_cancelled)
 }
 END_TEST
 
-START_TEST(close_of_open_stream_cancels_it)
+/* Submits and closes 3 * CX_RINGS "hold" streams that never end by themselves: the
+ * rings come back, or the submits run out. With @no_time each close has no time for a
+ * cancel call, and the server would not serve one anyway. */
+static void open_streams_closed_in_turn(bool no_time)
 {
 	struct cx x;
 	chipd_conn *c;
@@ -164,12 +167,30 @@ START_TEST(close_of_open_stream_cancels_it)
 
 	cx_start(&x, 4);
 	c = connect_to(&x);
-	for (int i = 0; i < 3 * CX_RINGS; i++) { /* rings come back, or this runs out */
+	for (int i = 0; i < 3 * CX_RINGS; i++) {
 		s = submit(c, "hold", 0, 0, &id);
-		chipd_stream_close(s, T_MS);
+		if (!no_time) {
+			chipd_stream_close(s, T_MS);
+			continue;
+		}
+		atomic_store(&x.mode, CX_SILENT);
+		chipd_stream_close(s, 0);
+		atomic_store(&x.mode, CX_ANSWER);
 	}
 	chipd_close(c);
 	cx_stop(&x);
+}
+
+START_TEST(close_of_open_stream_cancels_it)
+{
+	open_streams_closed_in_turn(false);
+}
+END_TEST
+
+/* With no time for a cancel call the ring's closed word alone ends the request. */
+START_TEST(close_without_time_cancels_it)
+{
+	open_streams_closed_in_turn(true);
 }
 END_TEST
 
@@ -238,6 +259,20 @@ static void ring_of(struct cx *x, uint64_t id, struct ring *r)
 	ck_abort_msg("no ring for request %llu", (unsigned long long)id);
 }
 
+/* Submits a "hold" stream (never ends by itself), reads its first two tokens and
+ * finds its ring (@r); returns the stream, *@id its request. */
+static chipd_stream *held_stream(struct cx *x, chipd_conn *c, uint64_t *id, struct ring *r)
+{
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_stream *s = submit(c, "hold", 0, 0, id);
+
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ring_of(x, *id, r);
+	return s;
+}
+
 /* A pid that is surely dead: a child that exited and was reaped. */
 static pid_t dead_pid(void)
 {
@@ -252,9 +287,8 @@ static pid_t dead_pid(void)
 
 /* The producer and the supervisor (the node region's creator) both dead, or no
  * producer named and the supervisor dead: nobody will ever end the stream, so the
- * reader learns it at once (-EPIPE, worker_lost, a message saying the supervisor is
- * gone) instead of at its deadline. (With no producer named, the reader used to wait
- * for its whole timeout, then -ETIMEDOUT; with a dead producer it got "ring error".) */
+ * reader learns it at once (-EPIPE, node_lost, a message saying the supervisor is
+ * gone) instead of at its deadline: not -ETIMEDOUT, not a "ring error". */
 START_TEST(reader_of_dead_supervisor_and_worker_gets_epipe)
 {
 	const uint32_t producers[] = {(uint32_t)dead_pid(), 0};
@@ -273,17 +307,15 @@ START_TEST(reader_of_dead_supervisor_and_worker_gets_epipe)
 	for (size_t i = 0; i < sizeof(producers) / sizeof(producers[0]); i++) {
 		uint32_t creator = h->creator_pid, producer;
 
-		s = submit(c, "hold", 0, 0, &id);
-		ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
-		ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
-		ring_of(&x, id, &r);
+		s = held_stream(&x, c, &id, &r);
 		producer = atomic_load(&r.hdr->producer_pid);
 		atomic_store(&r.hdr->producer_pid, producers[i]);
 		h->creator_pid = (uint32_t)dead_pid();
 		/* far longer than the test may run: returning at all is the point */
 		ck_assert_int_eq(chipd_stream_next(s, &tok, 60000, &err), -EPIPE);
 		ck_assert_int_eq(err.errnum, -EPIPE);
-		ck_assert_int_eq(err.code, CHIPD_E_WORKER_LOST);
+		ck_assert_int_eq(err.code, CHIPD_E_NODE_LOST);
+		ck_assert(err.retryable);
 		ck_assert_msg(strstr(err.message, "the supervisor is gone"), "%s", err.message);
 		ck_assert(err.has_request && err.request == id);
 		/* alive again: the stream is cancelled and read to its end as usual */
@@ -291,6 +323,45 @@ START_TEST(reader_of_dead_supervisor_and_worker_gets_epipe)
 		atomic_store(&r.hdr->producer_pid, producer);
 		chipd_stream_close(s, T_MS);
 	}
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+/* The producing worker dead, the supervisor alive but not yet standing in (as while
+ * it is slow to notice): a read whose timeout passes meanwhile is a timeout of that
+ * read, not the end of the stream, because the supervisor may move the request to
+ * another chip. Once a new producer is named, its records follow on the same stream:
+ * the reader gets them. Polls with timeout 0 say the same and do not end it either. */
+START_TEST(reader_of_dead_worker_waits_for_the_supervisor)
+{
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct ring r;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	s = held_stream(&x, c, &id, &r);
+	uint32_t producer = atomic_load(&r.hdr->producer_pid);
+	atomic_store(&r.hdr->producer_pid, (uint32_t)dead_pid());
+	ck_assert_int_eq(chipd_stream_next(s, &tok, 200, &err), -ETIMEDOUT);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert(err.retryable);
+	ck_assert_msg(strstr(err.message, "its worker died"), "%s", err.message);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(chipd_stream_next(s, &tok, 0, &err), -ETIMEDOUT);
+	/* moved: the new producer (here the test process, alive) goes on with seq 2 */
+	atomic_store(&r.hdr->producer_pid, producer);
+	struct ring_rec rec = {.request_id = id, .seq = 2, .value = 7, .flags = RING_F_FINAL};
+	ck_assert_int_eq(ring_push(&r, &rec), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert_uint_eq(tok.seq, 2);
+	ck_assert(tok.final);
+	chipd_stream_close(s, T_MS);
 	chipd_close(c);
 	cx_stop(&x);
 }
@@ -419,8 +490,10 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, stream_spin_setting_keeps_every_token);
 	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
 	tcase_add_test(tc, close_of_open_stream_cancels_it);
+	tcase_add_test(tc, close_without_time_cancels_it);
 	tcase_add_test(tc, stream_error_record_arrives_as_struct);
 	tcase_add_test(tc, reader_of_dead_supervisor_and_worker_gets_epipe);
+	tcase_add_test(tc, reader_of_dead_worker_waits_for_the_supervisor);
 	tcase_add_test(tc, threads_share_one_connection);
 	suite_add_tcase(s, tc);
 	client_add_error_tcases(s);

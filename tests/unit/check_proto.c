@@ -424,14 +424,16 @@ END_TEST
 START_TEST(code_names_and_retryability_are_stable)
 {
 	static const char *const names[CHIPD_NCODES] = {
-	    "ok",	  "bad_request", "unsupported_version", "too_large",
-	    "queue_full", "no_capacity", "duplicate_id",	"not_found",
-	    "cancelled",  "draining",	 "worker_lost",		"device_error",
-	    "timeout",	  "internal"};
+	    "ok",	    "bad_request", "unsupported_version",
+	    "too_large",    "queue_full",  "no_capacity",
+	    "duplicate_id", "not_found",   "cancelled",
+	    "draining",	    "worker_lost", "device_error",
+	    "timeout",	    "internal",	   "node_lost"};
 
 	for (int c = 0; c < CHIPD_NCODES; c++) {
 		bool retry = c == CHIPD_E_QUEUE_FULL || c == CHIPD_E_NO_CAPACITY ||
-			     c == CHIPD_E_WORKER_LOST || c == CHIPD_E_TIMEOUT;
+			     c == CHIPD_E_WORKER_LOST || c == CHIPD_E_TIMEOUT ||
+			     c == CHIPD_E_NODE_LOST;
 
 		ck_assert_str_eq(chipd_code_name((enum chipd_code)c), names[c]);
 		ck_assert_int_eq(chipd_code_retryable((enum chipd_code)c), retry);

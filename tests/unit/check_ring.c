@@ -277,7 +277,8 @@ START_TEST(pop_times_out_at_deadline)
 	uint64_t now = shm_now_ns();
 	ck_assert_uint_ge(now, deadline);
 	ck_assert_uint_lt(now - deadline, SLACK_NS);
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->wake.sleepers), 0);
+	/* It slept unwoken: its announcement stays until a producer's wake takes it. */
+	ck_assert_uint_ne(atomic_load(&f.r.hdr->wake.sleepers), 0);
 	/* A deadline already past does not wait at all. */
 	ck_assert_int_eq(ring_pop(&f.r, &out, 0), -ETIMEDOUT);
 	fixture_fini(&f);
@@ -709,6 +710,68 @@ START_TEST(reset_starts_a_new_stream)
 }
 END_TEST
 
+static int close_from_child(void *arg)
+{
+	struct fixture *f = arg;
+	struct ring mine;
+
+	if (ring_attach(&mine, f->mem, f->size))
+		return 1;
+	ring_close_reader(&mine);
+	return 0;
+}
+
+START_TEST(reader_close_is_seen_by_producer)
+{
+	struct fixture f;
+
+	fixture_init(&f, 8);
+	ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	ck_assert(!ring_reader_closed(&f.r));
+	push_ok(&f.r, 0, 0);
+	/* The consumer is another process with its own handle on the shared ring. */
+	ck_assert_int_eq(tu_wait(tu_fork(close_from_child, &f), PEER_TIMEOUT_MS), 0);
+	ck_assert(ring_reader_closed(&f.r));
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->closed), atomic_load(&f.r.hdr->generation));
+	/* Closing again changes nothing; the stream can still be ended normally. */
+	ring_close_reader(&f.r);
+	ck_assert(ring_reader_closed(&f.r));
+	push_ok(&f.r, 1, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(reset_reopens_a_closed_ring)
+{
+	struct fixture f;
+
+	fixture_init(&f, 4);
+	ring_close_reader(&f.r);
+	ck_assert(ring_reader_closed(&f.r));
+	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
+	ck_assert(!ring_reader_closed(&f.r));
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->closed), 0);
+	fixture_fini(&f);
+}
+END_TEST
+
+START_TEST(stale_close_does_not_close_the_next_stream)
+{
+	struct fixture f;
+	uint32_t old_gen;
+
+	fixture_init(&f, 4);
+	old_gen = atomic_load(&f.r.hdr->generation);
+	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
+	/* A closer that read the generation before the reset stores it after. */
+	atomic_store(&f.r.hdr->closed, old_gen);
+	ck_assert(!ring_reader_closed(&f.r));
+	ring_close_reader(&f.r);
+	ck_assert(ring_reader_closed(&f.r));
+	fixture_fini(&f);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("ring");
@@ -740,6 +803,10 @@ static Suite *ring_suite(void)
 	    {"init_validates_capacity_and_memory", init_validates_capacity_and_memory, 0},
 	    {"space_counts_non_terminal_room", space_counts_non_terminal_room, 0},
 	    {"reset_starts_a_new_stream", reset_starts_a_new_stream, 0},
+	    {"reader_close_is_seen_by_producer", reader_close_is_seen_by_producer, 0},
+	    {"reset_reopens_a_closed_ring", reset_reopens_a_closed_ring, 0},
+	    {"stale_close_does_not_close_the_next_stream",
+	     stale_close_does_not_close_the_next_stream, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

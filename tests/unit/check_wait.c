@@ -9,7 +9,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -248,7 +250,9 @@ START_TEST(wait_ends_with_epipe_when_peer_lost)
 	/* Two full slices slept before the third check. */
 	ck_assert_uint_ge(shm_now_ns() - t0, 2ull * SHM_WAIT_SLICE_NS);
 	ck_assert_uint_lt(shm_now_ns() - t0, SLACK_NS);
-	ck_assert_uint_eq(atomic_load(&p->wake.sleepers), 0);
+	/* Nobody woke it: its announcement stays for the next waker to take. */
+	ck_assert_uint_ne(atomic_load(&p->wake.sleepers), 0);
+	ck_assert_uint_eq(atomic_load(&p->wake.seq), 0);
 	tu_unmap(p, sizeof(*p));
 }
 END_TEST
@@ -288,8 +292,12 @@ START_TEST(wait_times_out_at_deadline)
 	uint64_t now = shm_now_ns();
 	ck_assert_uint_ge(now, deadline);
 	ck_assert_uint_lt(now - deadline, SLACK_NS);
-	/* It slept, checking its peer between slices, and left no sleeper behind. */
+	/* It slept, checking its peer between slices; the announcement it leaves costs
+	 * the next waker one wake and the wakers after it none. */
 	ck_assert_uint_ge(atomic_load(&p->lost_calls), 2);
+	for (int i = 0; i < 10; i++)
+		shm_wake_all(&p->wake);
+	ck_assert_uint_eq(atomic_load(&p->wake.seq), 1);
 	ck_assert_uint_eq(atomic_load(&p->wake.sleepers), 0);
 	tu_unmap(p, sizeof(*p));
 }
@@ -302,12 +310,106 @@ START_TEST(wake_all_without_sleepers_keeps_seq)
 	for (int i = 0; i < 10; i++)
 		shm_wake_all(&p->wake);
 	ck_assert_uint_eq(atomic_load(&p->wake.seq), 0);
-	/* With a (registered) sleeper it bumps, once per call. */
+	/* An announced sleep is taken by the first waker: it bumps once, and the later
+	 * calls (no one announced since) make no system call. */
 	atomic_store(&p->wake.sleepers, 1);
 	shm_wake_all(&p->wake);
 	shm_wake_all(&p->wake);
-	ck_assert_uint_eq(atomic_load(&p->wake.seq), 2);
+	ck_assert_uint_eq(atomic_load(&p->wake.seq), 1);
+	ck_assert_uint_eq(atomic_load(&p->wake.sleepers), 0);
 	tu_unmap(p, sizeof(*p));
+}
+END_TEST
+
+/* Child: sleeps on p->wake for a condition nobody will set, with no peer to watch
+ * and no slice, as a waiter that only a wake or its deadline can end. */
+static int sleep_unwoken(void *arg)
+{
+	struct wait_pair *p = arg;
+	struct shm_waiter how = {.ready = cond_ready, .arg = p};
+
+	(void)shm_wait(&p->wake, &how, shm_deadline_in(60000ull * MS));
+	return 0;
+}
+
+/* True when process *arg sleeps (state S) — inside the futex wait, once it has
+ * announced itself. */
+static bool proc_sleeping(void *arg)
+{
+	char path[64], buf[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", *(pid_t *)arg);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] == 'S';
+}
+
+/* A waiter SIGKILLed while asleep leaves its announcement in the word. Every wake
+ * after it must not pay a system call for a sleeper that no longer exists: the first
+ * takes the announcement (one seq bump = one FUTEX_WAKE), the rest make none. */
+START_TEST(killed_sleeper_costs_one_wake)
+{
+	struct wait_pair *p = pair_new();
+	pid_t child = tu_fork(sleep_unwoken, p);
+
+	ck_assert(tu_eventually(has_sleeper, p, PEER_TIMEOUT_MS));
+	ck_assert(tu_eventually(proc_sleeping, &child, PEER_TIMEOUT_MS));
+	tu_kill(child);
+	ck_assert_uint_ne(atomic_load(&p->wake.sleepers), 0);
+	for (int i = 0; i < 100; i++) {
+		atomic_store_explicit(&p->cond, (uint32_t)i, memory_order_seq_cst);
+		shm_wake_all(&p->wake);
+	}
+	ck_assert_uint_le(atomic_load(&p->wake.seq), 1);
+	ck_assert_uint_eq(atomic_load(&p->wake.sleepers), 0);
+	tu_unmap(p, sizeof(*p));
+}
+END_TEST
+
+#define SCRIBBLE_SLICE_NS (50ull * MS)
+
+struct scribbled {
+	struct wait_pair *p;
+	int rc;
+	uint64_t woke_at;
+};
+
+static void *sliced_waiter(void *arg)
+{
+	struct scribbled *sc = arg;
+	struct shm_waiter how = {.ready = cond_ready, .arg = sc->p, .slice_ns = SCRIBBLE_SLICE_NS};
+
+	sc->rc = shm_wait(&sc->p->wake, &how, shm_deadline_in(60000ull * MS));
+	sc->woke_at = shm_now_ns();
+	return NULL;
+}
+
+/* A peer that zeroes `sleepers` hides the sleeper from the waker, which then makes no
+ * wake; a waiter with a slice still sees its condition within about one slice (the
+ * bound asserted is a generous liveness bound, far below the 60 s deadline). */
+START_TEST(zeroed_announcement_delays_one_slice)
+{
+	struct scribbled sc = {.p = pair_new()};
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, sliced_waiter, &sc), 0);
+	ck_assert(tu_eventually(has_sleeper, sc.p, PEER_TIMEOUT_MS));
+	atomic_store_explicit(&sc.p->wake.sleepers, 0, memory_order_seq_cst);
+	uint64_t t0 = shm_now_ns();
+	atomic_store_explicit(&sc.p->cond, 1, memory_order_seq_cst);
+	shm_wake_all(&sc.p->wake);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	/* (Not asserted: that seq stayed 0. A slice may end between the zeroing and the
+	 * wake, and the waiter's fresh announcement then lets the wake through.) */
+	ck_assert_int_eq(sc.rc, 0);
+	ck_assert_uint_lt(sc.woke_at - t0, SCRIBBLE_SLICE_NS + SLACK_NS);
+	tu_unmap(sc.p, sizeof(*sc.p));
 }
 END_TEST
 
@@ -509,6 +611,8 @@ static Suite *wait_suite(void)
 	     wait_ends_with_epipe_when_peer_process_exits},
 	    {"wait_times_out_at_deadline", wait_times_out_at_deadline},
 	    {"wake_all_without_sleepers_keeps_seq", wake_all_without_sleepers_keeps_seq},
+	    {"killed_sleeper_costs_one_wake", killed_sleeper_costs_one_wake},
+	    {"zeroed_announcement_delays_one_slice", zeroed_announcement_delays_one_slice},
 	    {"park_wake_clears_the_announcement_once", park_wake_clears_the_announcement_once},
 	    {"park_handoff_loses_no_wake", park_handoff_loses_no_wake},
 	    {"idle_waiter_does_not_burn_cpu", idle_waiter_does_not_burn_cpu},

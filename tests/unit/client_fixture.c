@@ -28,14 +28,16 @@ static int ping_run(void *ctx, const struct proto_msg *req, struct proto_msg *an
 	return CHIPD_OK;
 }
 
-/* An ended stream's ring may be given away once its reader consumed the terminal. */
+/* An ended stream's ring may be given away once its reader consumed the terminal or
+ * closed the ring (protocol.md 5.6). */
 static bool drained(struct cx *x, int i)
 {
 	struct ring r;
 
 	ck_assert_int_eq(proto_node_ring(&x->node, (uint32_t)i, &r), 0);
-	return x->streams[i].ended && atomic_load_explicit(&r.hdr->tail, memory_order_acquire) ==
-					  atomic_load_explicit(&r.hdr->head, memory_order_acquire);
+	return x->streams[i].ended &&
+	       (ring_reader_closed(&r) || atomic_load_explicit(&r.hdr->tail, memory_order_acquire) ==
+					      atomic_load_explicit(&r.hdr->head, memory_order_acquire));
 }
 
 /* Submit: "refuse" -> no_capacity on chip 1; else a ring, then "n" tokens (param n,
@@ -130,6 +132,10 @@ static void feed(struct cx *x)
 		if (!s->used || s->ended)
 			continue;
 		ck_assert_int_eq(proto_node_ring(&x->node, (uint32_t)i, &r), 0);
+		if (ring_reader_closed(&r)) { /* as a worker does: the reader left */
+			end_stream(x, i, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED));
+			continue;
+		}
 		while (s->next_seq < (s->hold ? 2u : s->fail_code ? 1u : s->count)) {
 			struct ring_rec rec = {.request_id = (uint64_t)s->id,
 					       .seq = s->next_seq,

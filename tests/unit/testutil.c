@@ -141,3 +141,14 @@ void tu_add_cases(Suite *s, const struct tu_case *cases, size_t n)
 		suite_add_tcase(s, tc);
 	}
 }
+
+void tu_add_cases_timeout(Suite *s, const struct tu_case *cases, size_t n, double timeout_s)
+{
+	for (size_t i = 0; i < n; i++) {
+		TCase *tc = tcase_create(cases[i].name);
+
+		tcase_set_timeout(tc, timeout_s);
+		tcase_add_test(tc, cases[i].test);
+		suite_add_tcase(s, tc);
+	}
+}

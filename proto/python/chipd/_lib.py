@@ -58,6 +58,7 @@ CODE_NAMES: Tuple[str, ...] = (
     "device_error",
     "timeout",
     "internal",
+    "node_lost",
 )
 CODE_OK = 0
 CODE_TIMEOUT = 12

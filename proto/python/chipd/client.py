@@ -294,9 +294,12 @@ class Stream(_Closable):
         return True
 
     def close(self, timeout: float = DEFAULT_TIMEOUT_S) -> None:
-        """Closes the stream: cancels the request if it has not ended and discards what
-        the worker still writes (within @timeout seconds), so that its ring can be
-        reused. Closing twice is allowed."""
+        """Closes the stream. If its end has not been read, the request is cancelled
+        whatever @timeout is (0 included): the ring is marked closed at once and the
+        worker ends the request at its next round; a cancel call is also made, best
+        effort, and what is left of @timeout (seconds) waits for the end, after which
+        the id may be submitted again. Nothing reads the stream afterwards; the
+        supervisor reuses its ring once the request ended. Closing twice is allowed."""
         if not self._guard.close():
             return
         self._conn._forget(self)

@@ -129,6 +129,12 @@ class Internal(ChipdError):
     CODE = "internal"
 
 
+class NodeLost(ChipdError):
+    """The node's supervisor is gone; retry once the node is back."""
+
+    CODE = "node_lost"
+
+
 class NotRunning(ChipdError):
     """The supervisor is not running (it stopped, died, or left the region)."""
 
@@ -158,6 +164,7 @@ BY_CODE: Dict[str, Type[ChipdError]] = {
         DeviceError,
         Timeout,
         Internal,
+        NodeLost,
     )
 }
 
@@ -176,7 +183,8 @@ def from_struct(rc: int, err: "_lib.ChipdErrorStruct") -> ChipdError:
 
     The server's error envelope (-EREMOTEIO) maps by its code. A local failure maps by
     errno (NoSuchInstance, NotRunning, CallTimeout, code None) unless libchipd tied it
-    to a more specific code: -EPIPE from a stream whose worker died is WorkerLost,
+    to a more specific code: -EPIPE from a stream that nobody can end any more (the
+    supervisor is gone, and no live worker produces it) is NodeLost,
     -EAGAIN with every mailbox slot busy is QueueFull, a malformed request refused
     before sending (-EINVAL) is BadRequest.
     """

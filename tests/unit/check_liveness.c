@@ -1,0 +1,457 @@
+/* check_liveness.c - what a client sees when the processes behind its streams die: a
+ * dead node ends every stream node_lost within the liveness bound (also for readers
+ * that poll many streams, as chipctl submit --count does), a request re-queued from a
+ * dead worker while the supervisor was slow still streams to its client, with counters
+ * that agree with what the clients saw, and re-queues to a stuck worker hold up no
+ * other chip's death or restart. */
+#include "chipd_fixture.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A generous liveness bound for a loaded 2-core machine or a sanitizer build: the
+ * protocol's bound is about 20 ms (protocol.md 5.4). */
+#define LIVENESS_MS 5000u
+
+static const char *const two_chips[] = {"--chips", "2", NULL};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The counter @name of block @block ("supervisor", "chip0", ...). */
+static uint64_t stat_of(chipd_conn *c, const char *block, const char *name)
+{
+	struct chipd_stat st[256];
+	struct chipd_error err;
+	uint32_t n;
+
+	ck_assert_int_eq(chipd_stats(c, st, 256, &n, &err), 0);
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(st[i].block, block) == 0 && strcmp(st[i].name, name) == 0)
+			return st[i].value;
+	ck_abort_msg("no counter %s.%s", block, name);
+	return 0;
+}
+
+static chipd_stream *submit_synth(struct cd *d, int32_t chip, int64_t tokens, int64_t device_us)
+{
+	struct chipd_param p[] = {{"tokens", tokens}, {"device_us", device_us}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = 2, .chip = chip};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	uint64_t id;
+
+	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	return s;
+}
+
+/* SIGKILLs chipd (its spawner and workers die with it) and reaps it. The region stays
+ * behind, as after a crash; the caller removes it. */
+static void kill_node(struct cd *d)
+{
+	int status;
+
+	ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(d->pid, &status, 0), d->pid);
+	d->pid = 0;
+}
+
+static void forget_node(struct cd *d)
+{
+	chipd_close(d->conn);
+	d->conn = NULL;
+	unlink(d->region);
+	unlink(d->pidfile);
+}
+
+/* Streams open (each has produced a token) when the node is SIGKILLed: a reader that
+ * polls them all with timeout 0 (as a reader of many streams does) and one that waits
+ * with a long timeout each learn within the liveness bound that nobody will end them:
+ * -EPIPE, node_lost, retryable. */
+START_TEST(dead_node_ends_every_stream_node_lost)
+{
+	enum { N = 4 };
+	chipd_stream *s[N];
+	struct chipd_token tok;
+	struct chipd_error err;
+	bool done[N] = {false};
+	uint32_t open = N;
+	struct cd d;
+	uint64_t t0;
+
+	cd_start(&d, two_chips, NULL);
+	for (int i = 0; i < N; i++) {
+		s[i] = submit_synth(&d, -1, 1 << 20, 1000);
+		ck_assert_int_eq(chipd_stream_next(s[i], &tok, CD_CALL_MS, &err), 0);
+	}
+	kill_node(&d);
+	t0 = now_ms();
+	/* streams 0..N-2 polled with timeout 0, round robin */
+	open = N - 1;
+	while (open && now_ms() - t0 < LIVENESS_MS) {
+		for (int i = 0; i < N - 1; i++) {
+			int rc;
+
+			if (done[i])
+				continue;
+			rc = chipd_stream_next(s[i], &tok, 0, &err);
+			if (rc == 0 || rc == -ETIMEDOUT)
+				continue; /* tokens published before the death, or nothing yet */
+			ck_assert_msg(rc == -EPIPE, "stream %d: %d (%s)", i, rc, strerror(-rc));
+			ck_assert_int_eq(err.code, CHIPD_E_NODE_LOST);
+			ck_assert(err.retryable);
+			ck_assert_str_eq(chipd_code_name(err.code), "node_lost");
+			done[i] = true;
+			open--;
+		}
+		usleep(1000);
+	}
+	ck_assert_msg(open == 0, "%u polled streams still open %u ms after the node died", open,
+		      LIVENESS_MS);
+	/* the last one with a timeout far past the bound: returning in time is the point */
+	t0 = now_ms();
+	int rc;
+	do
+		rc = chipd_stream_next(s[N - 1], &tok, 60000, &err);
+	while (rc == 0);
+	ck_assert_int_eq(rc, -EPIPE);
+	ck_assert_int_eq(err.code, CHIPD_E_NODE_LOST);
+	ck_assert_uint_lt(now_ms() - t0, LIVENESS_MS);
+	for (int i = 0; i < N; i++)
+		chipd_stream_close(s[i], 0);
+	forget_node(&d);
+}
+END_TEST
+
+/* chipctl submit --count 3 reading three streams when the node is SIGKILLed: it ends
+ * at once with exit 3 (not running), not after --wait-ms. */
+START_TEST(chipctl_count_exits_when_node_dies)
+{
+	char out[96], errf[96];
+	struct cd d;
+	pid_t ctl;
+	uint64_t t0;
+	int status;
+
+	cd_start(&d, two_chips, NULL);
+	snprintf(out, sizeof(out), "/tmp/check_liveness.%d.out", (int)getpid());
+	snprintf(errf, sizeof(errf), "/tmp/check_liveness.%d.err", (int)getpid());
+	ctl = fork();
+	ck_assert_int_ge(ctl, 0);
+	if (ctl == 0) {
+		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fe = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+			_exit(126);
+		execl(CHIPCTL_BIN, CHIPCTL_BIN, "--instance", d.instance, "submit", "synthetic",
+		      "tokens=1000000", "device_us=1000", "--count", "3", "--wait-ms", "60000",
+		      (char *)NULL);
+		_exit(127);
+	}
+	/* all three admitted and streaming */
+	t0 = now_ms();
+	while (now_ms() - t0 < 15000 &&
+	       stat_of(d.conn, "chip0", "admitted") + stat_of(d.conn, "chip1", "admitted") < 3)
+		usleep(10000);
+	ck_assert_uint_ge(
+	    stat_of(d.conn, "chip0", "admitted") + stat_of(d.conn, "chip1", "admitted"), 3);
+	usleep(100000);
+	kill_node(&d);
+	t0 = now_ms();
+	status = tu_wait(ctl, 20000);
+	ck_assert_msg(status == 3, "chipctl exit %d after %llu ms (expected 3, at once)", status,
+		      (unsigned long long)(now_ms() - t0));
+	ck_assert_uint_lt(now_ms() - t0, 20000);
+	/* each of the three streams reported its end: node_lost, retryable */
+	{
+		char buf[4096] = {0}, *p = buf;
+		int fd = open(errf, O_RDONLY), ended = 0;
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+		if (fd >= 0)
+			close(fd);
+		ck_assert_int_gt(n, 0);
+		while ((p = strstr(p, "[node_lost, retryable]")) != NULL) {
+			ended++;
+			p++;
+		}
+		ck_assert_msg(ended == 3, "stderr: %s", buf);
+	}
+	unlink(out);
+	unlink(errf);
+	forget_node(&d);
+}
+END_TEST
+
+/* How each client's stream ended. */
+struct outcome {
+	uint32_t tokens;
+	enum chipd_code code; /* CHIPD_OK after its final token */
+	int rc;		      /* 0, or the errno it ended with */
+	bool over;
+};
+
+/* Reads every stream with short waits (a timeout is not an end: the stream goes on)
+ * until each has ended or @ms passed. */
+static void read_all(chipd_stream **s, struct outcome *o, uint32_t n, unsigned ms)
+{
+	uint64_t t0 = now_ms();
+	uint32_t open = n;
+
+	while (open && now_ms() - t0 < ms) {
+		for (uint32_t i = 0; i < n; i++) {
+			struct chipd_token tok;
+			struct chipd_error err;
+			int rc;
+
+			if (o[i].over)
+				continue;
+			rc = chipd_stream_next(s[i], &tok, 20, &err);
+			if (rc == -ETIMEDOUT)
+				continue;
+			if (rc == 0) {
+				ck_assert_uint_eq(tok.seq, o[i].tokens);
+				o[i].tokens++;
+				if (!tok.final)
+					continue;
+				o[i].code = CHIPD_OK;
+			} else {
+				o[i].code = err.code;
+				o[i].rc = rc;
+			}
+			o[i].over = true;
+			open--;
+		}
+	}
+}
+
+/* Requests waiting unstarted on chip 0 when its worker is SIGKILLed while the
+ * supervisor is stopped for a second (as CPU contention can make it): the supervisor,
+ * once it runs, moves them to chip 1. Each client's stream must go on through the
+ * wait and then complete with every token, or end with a retryable code, and the
+ * counters must say what the clients saw: as many completions as clients that got a
+ * final token, as many err_<code> as clients whose stream ended with that code. */
+START_TEST(requeued_requests_stream_to_their_clients)
+{
+	enum { N = 6, TOKENS = 3 };
+	chipd_stream *s[N];
+	struct outcome o[N];
+	uint64_t completed = 0, lost = 0, t0;
+	uint32_t saw_final = 0, saw_lost = 0;
+	struct cd d;
+	pid_t w0;
+
+	memset(o, 0, sizeof(o));
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	/* admitted on chip 0; the first token of each is 300 ms away */
+	for (int i = 0; i < N; i++)
+		s[i] = submit_synth(&d, 0, TOKENS, 300000);
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	/* the clients read on while the supervisor is stopped */
+	read_all(s, o, N, 1000);
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	read_all(s, o, N, 30000);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(o[i].over, "stream %d never ended", i);
+		if (o[i].code == CHIPD_OK) {
+			ck_assert_uint_eq(o[i].tokens, TOKENS);
+			saw_final++;
+			continue;
+		}
+		ck_assert_msg(o[i].rc == -EREMOTEIO && chipd_code_retryable(o[i].code),
+			      "stream %d ended %d (%s), code %s, after %u tokens", i, o[i].rc,
+			      strerror(-o[i].rc), chipd_code_name(o[i].code), o[i].tokens);
+		ck_assert_int_eq(o[i].code, CHIPD_E_WORKER_LOST);
+		saw_lost++;
+	}
+	/* the supervisor counts an end within a tick of its loop */
+	t0 = now_ms();
+	do {
+		completed =
+		    stat_of(d.conn, "chip0", "completed") + stat_of(d.conn, "chip1", "completed");
+		lost = stat_of(d.conn, "supervisor", "err_worker_lost");
+		if (completed == saw_final && lost == saw_lost)
+			break;
+		usleep(20000);
+	} while (now_ms() - t0 < LIVENESS_MS);
+	ck_assert_uint_eq(completed, saw_final);
+	ck_assert_uint_eq(lost, saw_lost);
+	ck_assert_uint_eq(stat_of(d.conn, "chip1", "cancelled"), 0);
+	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_internal"), 0);
+	for (int i = 0; i < N; i++)
+		chipd_stream_close(s[i], CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* Requests waiting unstarted on chip 0 when its worker is SIGKILLed, while chip 1's
+ * worker is SIGSTOPped (still READY: --stuck-ms is long) and the least loaded (chip 2
+ * carries BUSY streams): every re-queue goes to the stuck worker. The event loop waits
+ * for none of them: chip 0's restart, and a SIGKILL of chip 2's worker meanwhile, are
+ * each handled within the liveness bound (a loop that waited for each re-queue's answer
+ * would be held SUP_FORWARD_MS per request). Then chip 1 resumes at once (RQ_RESUME:
+ * each re-queued stream completes, or ends worker_lost had its assign been given up),
+ * or only once every re-queue was given up (RQ_GIVE_UP: each ends worker_lost, and the
+ * worker that then reads the given-up assigns ends nothing twice), or it is SIGKILLed
+ * with the re-queues posted to it (RQ_KILL: its death path takes them back and the
+ * next tick posts them to a healthy chip). Every stream ends exactly once, and the
+ * counters agree with what the clients saw. */
+enum rq_end { RQ_RESUME, RQ_GIVE_UP, RQ_KILL };
+
+static void requeue_to_stuck(enum rq_end how)
+{
+	enum { N = 6, BUSY = 8, TOKENS = 2, RESTART_MS = 8000 };
+	const char *const args[] = {"--chips", "3", "--stuck-ms", "120000", NULL};
+	chipd_stream *s[N], *b[BUSY];
+	struct outcome o[N], ob[BUSY];
+	uint64_t completed = 0, lost = 0, t0;
+	uint32_t saw_final = 0, saw_lost = 0;
+	struct chipd_error err;
+	struct cd d;
+	pid_t w0, w1, w2;
+
+	memset(o, 0, sizeof(o));
+	memset(ob, 0, sizeof(ob));
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	w2 = cd_worker_pid(&d, 2);
+	/* chip 2 streams (a token out of each: never re-queued), so chip 1 is the least
+	 * loaded ready chip */
+	for (int i = 0; i < BUSY; i++) {
+		struct chipd_token tok;
+
+		b[i] = submit_synth(&d, 2, 1 << 20, 1000);
+		ck_assert_int_eq(chipd_stream_next(b[i], &tok, CD_CALL_MS, &err), 0);
+		ob[i].tokens = 1;
+	}
+	/* admitted on chip 0; the first token of each is 1 s away */
+	for (int i = 0; i < N; i++)
+		s[i] = submit_synth(&d, 0, TOKENS, 1000000);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, RESTART_MS),
+		      "chip 0 not restarted within %u ms while its re-queues wait on chip 1",
+		      (unsigned)RESTART_MS);
+	ck_assert_int_eq(kill(w2, SIGKILL), 0);
+	ck_assert_msg(cd_wait_chip(&d, 2, CHIPD_CHIP_READY, w2, RESTART_MS),
+		      "chip 2 not restarted within %u ms while re-queues wait on chip 1",
+		      (unsigned)RESTART_MS);
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, &err), 0);
+	if (how == RQ_GIVE_UP) { /* each given up after SUP_FORWARD_MS, chip 1 stopped */
+		t0 = now_ms();
+		while (stat_of(d.conn, "supervisor", "err_worker_lost") < BUSY + N &&
+		       now_ms() - t0 < 15000)
+			usleep(20000);
+		ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_worker_lost"), BUSY + N);
+	}
+	ck_assert_int_eq(kill(w1, how == RQ_KILL ? SIGKILL : SIGCONT), 0);
+	read_all(s, o, N, 30000);
+	read_all(b, ob, BUSY, 30000);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(o[i].over, "re-queued stream %d never ended", i);
+		if (o[i].code == CHIPD_OK) {
+			ck_assert_uint_eq(o[i].tokens, TOKENS);
+			saw_final++;
+			continue;
+		}
+		ck_assert_msg(how != RQ_GIVE_UP || o[i].tokens == 0,
+			      "stream %d: a token after it ended", i);
+		ck_assert_msg(o[i].rc == -EREMOTEIO && o[i].code == CHIPD_E_WORKER_LOST,
+			      "stream %d ended %d (%s), code %s, after %u tokens", i, o[i].rc,
+			      strerror(-o[i].rc), chipd_code_name(o[i].code), o[i].tokens);
+		saw_lost++;
+	}
+	for (int i = 0; i < BUSY; i++) {
+		ck_assert_msg(ob[i].over, "chip 2's stream %d never ended", i);
+		ck_assert_int_eq(ob[i].code, CHIPD_E_WORKER_LOST);
+		saw_lost++;
+	}
+	/* the supervisor counts an end within a tick of its loop; the re-queued requests
+	 * complete only on a worker started before they were posted to it. Given up,
+	 * chip 1 read the assigns meanwhile: nothing of theirs may be counted again */
+	if (how == RQ_GIVE_UP)
+		usleep(500 * 1000);
+	t0 = now_ms();
+	do {
+		completed = stat_of(d.conn, "chip0", "completed") +
+			    stat_of(d.conn, "chip1", "completed") +
+			    stat_of(d.conn, "chip2", "completed");
+		lost = stat_of(d.conn, "supervisor", "err_worker_lost");
+		if (completed == saw_final && lost == saw_lost)
+			break;
+		usleep(20000);
+	} while (now_ms() - t0 < LIVENESS_MS);
+	ck_assert_uint_eq(completed, saw_final);
+	ck_assert_uint_eq(lost, saw_lost);
+	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_internal"), 0);
+	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_cancelled"), 0);
+	if (how != RQ_KILL)
+		ck_assert_int_eq(cd_worker_pid(&d, 1), w1); /* never killed for it */
+	for (int i = 0; i < N; i++)
+		chipd_stream_close(s[i], CD_CALL_MS);
+	for (int i = 0; i < BUSY; i++)
+		chipd_stream_close(b[i], CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+
+START_TEST(requeue_to_a_stuck_worker_stalls_nothing)
+{
+	requeue_to_stuck(RQ_RESUME);
+}
+END_TEST
+
+START_TEST(requeue_given_up_by_a_stuck_worker_ends_once)
+{
+	requeue_to_stuck(RQ_GIVE_UP);
+}
+END_TEST
+
+START_TEST(requeue_target_killed_moves_on)
+{
+	requeue_to_stuck(RQ_KILL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("liveness");
+	const struct tu_case cases[] = {
+	    {"dead_node_ends_every_stream_node_lost", dead_node_ends_every_stream_node_lost},
+	    {"chipctl_count_exits_when_node_dies", chipctl_count_exits_when_node_dies},
+	    {"requeued_requests_stream_to_their_clients",
+	     requeued_requests_stream_to_their_clients},
+	    {"requeue_to_a_stuck_worker_stalls_nothing", requeue_to_a_stuck_worker_stalls_nothing},
+	    {"requeue_given_up_by_a_stuck_worker_ends_once",
+	     requeue_given_up_by_a_stuck_worker_ends_once},
+	    {"requeue_target_killed_moves_on", requeue_target_killed_moves_on},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+
+		tcase_add_test(tc, cases[i].test);
+		/* chipd start-ups, a 1 s stop and generous liveness bounds, on a loaded
+		 * machine or under a sanitizer */
+		tcase_set_timeout(tc, 120);
+		suite_add_tcase(s, tc);
+	}
+	return tu_run(s);
+}
