@@ -101,6 +101,7 @@ struct sim_event {
 struct sim_dev {
 	pthread_mutex_t lock;
 	struct sim_stream *streams;
+	uint32_t fail_creates; /* stream creations still to refuse (tests), under lock */
 };
 
 static struct sim_dev *sim_of(struct dev *d)
@@ -347,11 +348,21 @@ static int sim_stream_create(struct dev *d, struct dev_stream **out)
 {
 	struct sim_dev *sd = sim_of(d);
 	struct sim_stream *ss = aligned_alloc(SIM_LINE, sizeof(*ss));
+	bool refuse;
 	int err;
 
 	*out = NULL;
 	if (!ss)
 		return dev_fail(d, -ENOMEM, "sim: out of memory for a stream");
+	pthread_mutex_lock(&sd->lock);
+	refuse = sd->fail_creates > 0;
+	if (refuse)
+		sd->fail_creates--;
+	pthread_mutex_unlock(&sd->lock);
+	if (refuse) {
+		free(ss);
+		return dev_fail(d, -EAGAIN, "sim: stream creation refused (injected)");
+	}
 	memset(ss, 0, sizeof(*ss));
 	ss->base.dev = d;
 	atomic_init(&ss->tail, 0);
@@ -476,6 +487,19 @@ static int sim_launch(struct dev_stream *s, const struct dev_kcall *c)
 	struct sim_op op = {.kind = SIM_KERNEL, .u.call = *c};
 
 	return enqueue(stream_of(s), &op);
+}
+
+int dev_sim_fail_stream_creates(struct dev *d, uint32_t n)
+{
+	struct sim_dev *sd;
+
+	if (d->be != &dev_sim_backend)
+		return -ENOTSUP;
+	sd = sim_of(d);
+	pthread_mutex_lock(&sd->lock);
+	sd->fail_creates = n;
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
 }
 
 const struct dev_backend dev_sim_backend = {

@@ -114,4 +114,9 @@ int dev_launch(struct dev_stream *s, const struct dev_kcall *c);
 /* Waits for every stream of @d; returns the first error any of them reported. */
 int dev_sync(struct dev *d);
 
+/* Fault injection for tests (sim backend): the next @n dev_stream_create calls on
+ * @d fail with -EAGAIN, as a runtime out of stream resources does. -ENOTSUP on any
+ * other backend. */
+int dev_sim_fail_stream_creates(struct dev *d, uint32_t n);
+
 #endif

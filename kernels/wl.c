@@ -209,15 +209,44 @@ void wl_rand_fill(float *dst, size_t n, uint64_t seed, uint64_t stream, uint64_t
 		dst[j] = scale * wl_rand(seed, stream, first + j);
 }
 
-int wl_upload(struct dev *d, void **dst, const void *src, size_t n)
+void *wl_host_alloc(struct wl_req *r, size_t n)
 {
-	int err = dev_alloc(d, n, dst);
+	void *p = calloc(1, n);
+
+	if (p) {
+		r->host_now += n;
+		if (r->host_now > r->host_peak)
+			r->host_peak = r->host_now;
+	}
+	return p;
+}
+
+void wl_host_free(struct wl_req *r, void *p, size_t n)
+{
+	if (!p)
+		return;
+	r->host_now -= n;
+	free(p);
+}
+
+int wl_dev_alloc(struct wl_req *r, size_t n, void **out)
+{
+	int err = dev_alloc(r->dev, n, out);
+
+	if (!err)
+		r->dev_bytes += n;
+	return err;
+}
+
+int wl_upload(struct wl_req *r, void **dst, const void *src, size_t n)
+{
+	int err = wl_dev_alloc(r, n, dst);
 
 	if (err)
 		return err;
-	err = dev_copy(d, NULL, *dst, src, n, DEV_H2D);
+	err = dev_copy(r->dev, NULL, *dst, src, n, DEV_H2D);
 	if (err) {
-		dev_free(d, *dst);
+		dev_free(r->dev, *dst);
 		*dst = NULL;
 	}
 	return err;
@@ -412,8 +441,24 @@ int wl_validate(const char *workload, const struct wl_params *p, char *msg, size
 	return find_and_configure(workload, p, &ops, cfg, msg, cap);
 }
 
-int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *workload,
-		  const struct wl_params *p, char *msg, size_t cap)
+int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,
+	    size_t cap)
+{
+	const struct wl_ops *ops;
+	int64_t cfg[WL_PARAMS_MAX];
+	int err = find_and_configure(workload, p, &ops, cfg, msg, cap);
+
+	if (err)
+		return err;
+	memset(out, 0, sizeof(*out));
+	ops->cost(cfg, out);
+	out->host_bytes += sizeof(struct wl_req);
+	out->steps = ops->steps(cfg);
+	return 0;
+}
+
+int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *workload,
+		   const struct wl_params *p, char *msg, size_t cap)
 {
 	struct wl_req *r;
 	const struct wl_ops *ops;
@@ -425,8 +470,11 @@ int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *wor
 	if (err)
 		return err;
 	r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		snprintf(msg, cap, "%s: no host memory for the request", ops->name);
 		return -ENOMEM;
+	}
+	r->host_now = r->host_peak = sizeof(*r);
 	r->ops = ops;
 	r->dev = env->dev;
 	r->kv = env->kv;
@@ -439,6 +487,45 @@ int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *wor
 	}
 	*out = r;
 	return 0;
+}
+
+int wl_req_fill(struct wl_req *r, char *msg, size_t cap)
+{
+	int err;
+
+	if (r->filled)
+		return 0;
+	err = r->ops->fill(r, msg, cap);
+	r->filled = err == 0;
+	return err;
+}
+
+int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *workload,
+		  const struct wl_params *p, char *msg, size_t cap)
+{
+	int err = wl_req_reserve(out, env, workload, p, msg, cap);
+
+	if (err)
+		return err;
+	err = wl_req_fill(*out, msg, cap);
+	if (err) {
+		wl_req_destroy(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+void wl_req_usage(const struct wl_req *r, struct wl_cost *out)
+{
+	struct wl_cost c;
+
+	memset(out, 0, sizeof(*out));
+	r->ops->cost(r->cfg, &c);
+	out->host_bytes = r->host_peak;
+	out->dev_bytes = r->dev_bytes;
+	out->kv_blocks = c.kv_blocks;
+	out->kv_block_floats = c.kv_block_floats;
+	out->steps = r->steps;
 }
 
 void wl_req_destroy(struct wl_req *r)
@@ -468,6 +555,8 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 
 	uint32_t built = atomic_load_explicit(&r->built, memory_order_relaxed);
 
+	if (!r->filled)
+		return -EPROTO;
 	if (built == r->steps)
 		return -ENODATA;
 	tok = wl_arena_alloc(st->host, sizeof(*tok), sizeof(*tok));

@@ -3,8 +3,13 @@
  * A worker drives a request through this interface (docs/architecture.md, "worker/"):
  *
  *   wl_validate       the request's parameters, before anything is reserved
+ *   wl_cost           validate, then what the request will hold (host and device
+ *                     bytes, KV blocks, steps), from the parameters alone
  *   wl_req_create     validate, then reserve: weights, the KV blocks of the whole
- *                     request (from a shared wl_kvpool, or a private one)
+ *                     request (from a shared wl_kvpool, or a private one); in two
+ *                     halves for a caller that fills off its own thread:
+ *                     wl_req_reserve (cheap: the KV blocks) and wl_req_fill (the
+ *                     device memory and its contents)
  *   wl_req_build      append the request's next step to a step under construction:
  *                     tasks (launches, copies) with dependencies, written into the
  *                     caller's arenas (host: descriptors; device: scratch)
@@ -177,14 +182,58 @@ int wl_describe(const char *workload, char *buf, size_t cap);
  * parameter ("paged_attention: heads 6 is not a multiple of kv_heads 4"). */
 int wl_validate(const char *workload, const struct wl_params *p, char *msg, size_t cap);
 
+/* What a request costs, known from its parameters alone. Each bound is exact for the
+ * built-in workloads (a test compares it with what wl_req_create reserves). */
+struct wl_cost {
+	/* host memory the request holds at its peak: its records and the staging
+	 * buffers its fill uses for a while (wl_req_fill) */
+	uint64_t host_bytes;
+	/* device memory it allocates, besides the blocks of a shared KV pool */
+	uint64_t dev_bytes;
+	/* KV blocks it takes, each of at least kv_block_floats floats (0 and 0: none).
+	 * From a shared pool they cost the pool's blocks; a private pool (wl_env.kv NULL)
+	 * adds kv_blocks * kv_block_floats * sizeof(float) device bytes and
+	 * kv_blocks * sizeof(int32_t) host bytes, plus the pool's own record. */
+	uint64_t kv_blocks;
+	uint32_t kv_block_floats;
+	uint64_t steps; /* steps (= tokens) it makes in all */
+};
+
+/* Validates @p for @workload as wl_validate does (-EINVAL, message in @msg), then
+ * fills *@out with the request's cost. Allocates nothing, touches no device; a few
+ * microseconds for any parameters. */
+int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,
+	    size_t cap);
+
 /* Validates, then reserves what the request needs for its whole life (weights, its
- * prompt's KV cache filled, KV blocks for every token). -EINVAL (bad parameters),
- * -ENOSPC (the KV pool cannot hold it), -ENOMEM, or a device error; message in
- * @msg. */
+ * prompt's KV cache filled, KV blocks for every token): wl_req_reserve, then
+ * wl_req_fill. -EINVAL (bad parameters), -ENOSPC (the KV pool cannot hold it),
+ * -ENOMEM, or a device error; message in @msg. */
 int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *workload,
 		  const struct wl_params *p, char *msg, size_t cap);
 
-/* Releases everything the request holds. Its work must have completed. NULL: no-op. */
+/* The cheap half of wl_req_create: validates, makes the request's host records and
+ * takes its KV blocks from the pool (or makes its private pool), and nothing else; time
+ * linear in the blocks taken. The caller serialises it with every other user of the
+ * pool. Errors as wl_req_create's, nothing held after one. The request cannot be
+ * built before wl_req_fill succeeded. */
+int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *workload,
+		   const struct wl_params *p, char *msg, size_t cap);
+
+/* The costly half: allocates the request's device memory and fills it (weights, the
+ * prompt's cache in its KV blocks): seconds for the largest requests. Touches no
+ * pool bookkeeping, so it may run on a thread of its own while others use the pool.
+ * -ENOMEM or a device error with a message in @msg; the request then still holds
+ * what it had (wl_req_destroy releases it all). Once per request. */
+int wl_req_fill(struct wl_req *r, char *msg, size_t cap);
+
+/* What @r holds: host bytes at their peak so far, device bytes, KV blocks and steps,
+ * in the terms of struct wl_cost. */
+void wl_req_usage(const struct wl_req *r, struct wl_cost *out);
+
+/* Releases everything the request holds (filled or only reserved). Its work must have
+ * completed; the caller serialises it with the other users of the KV pool. NULL:
+ * no-op. */
 void wl_req_destroy(struct wl_req *r);
 
 /* Steps (= tokens) the request makes in all, and how many were built so far. */
@@ -210,14 +259,55 @@ int wl_ref_tokens(const char *workload, const struct wl_params *p, uint64_t *tok
 struct wl_exec;
 
 /* Up to WL_EXEC_STREAMS streams on @d. */
-#define WL_EXEC_STREAMS 8
+#define WL_EXEC_STREAMS 16
 int wl_exec_create(struct wl_exec **out, struct dev *d, unsigned nstreams);
 void wl_exec_destroy(struct wl_exec *x);
 
 /* Runs @st's tasks: task i on stream lane % nstreams — or, when it has exactly one
  * dependency that no earlier task continued, on that dependency's stream (a chain
  * stays on one stream) — after its dependencies (events across streams), then waits
- * for all of them. Returns the first error. */
+ * for all of them. Returns the first error. A stream that failed is replaced after
+ * the run; one that cannot be replaced (the device refuses a new stream) is lost, and
+ * every later run first tries to create it again and returns that error, running
+ * nothing, while it cannot. */
 int wl_exec_run(struct wl_exec *x, const struct wl_step *st);
+
+/* ---- lanes without waiting (the worker's scheduler) ----
+ *
+ * A step's lanes are launched at once and each is waited for on its own: a lane's
+ * tasks all run on the one stream its caller chose, in task order, and an event
+ * recorded after them says when they completed (and with which stream error), so a
+ * slow lane holds up only the lanes the caller put on its stream. */
+
+struct wl_lane {
+	unsigned stream;	/* in: the stream the lane runs on (< wl_exec_nstreams) */
+	struct dev_event *done; /* in: recorded on that stream after the lane's tasks */
+	int err;		/* out: 0, or the first error queueing the lane's tasks */
+	bool recorded;		/* out: @done was recorded (wait for it before reuse) */
+};
+
+/* The streams @x was created with. */
+unsigned wl_exec_nstreams(const struct wl_exec *x);
+
+/* Whether stream @s exists (not lost: see wl_exec_stream_reset). */
+bool wl_exec_stream_ok(const struct wl_exec *x, unsigned s);
+
+/* Waits for stream @s's work, destroys it and creates a fresh one (a failed stream
+ * stays failed). On an error the stream is lost (runs nothing) until a later reset
+ * succeeds. */
+int wl_exec_stream_reset(struct wl_exec *x, unsigned s);
+
+/* Queues @st's tasks without waiting: those of lane l (task lanes must be below
+ * @nlanes) on stream lanes[l].stream in task order, then records lanes[l].done there.
+ * A task may depend only on earlier tasks of its own lane (stream order covers it);
+ * -EINVAL otherwise, before anything is queued. Otherwise returns 0 and each lane
+ * says what became of it: err -ENODEV for a lost stream (nothing queued, not
+ * recorded); after a task that could not be queued (err set) the lane's later tasks
+ * are not queued, but @done is still recorded so the caller can wait for those that
+ * were (when @done cannot be recorded, this call waits for the lane's stream before it
+ * returns: a lane not recorded has nothing in flight). A lane whose @done is recorded
+ * ends when dev_event_query(done) stops answering -EBUSY: 0, or the stream's error. */
+int wl_exec_launch(struct wl_exec *x, const struct wl_step *st, struct wl_lane *lanes,
+		   uint32_t nlanes);
 
 #endif

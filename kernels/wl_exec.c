@@ -6,6 +6,8 @@
 
 struct wl_exec {
 	struct dev *dev;
+	/* NULL: a failed stream that could not be replaced (lost); every run first tries
+	 * to create it again and runs nothing while it cannot */
 	struct dev_stream *streams[WL_EXEC_STREAMS];
 	unsigned nstreams;
 	struct dev_event **events; /* one per task index, created on first need */
@@ -119,11 +121,54 @@ static int submit(struct wl_exec *x, const struct wl_step *st, uint32_t i)
 	return err;
 }
 
+unsigned wl_exec_nstreams(const struct wl_exec *x)
+{
+	return x->nstreams;
+}
+
+bool wl_exec_stream_ok(const struct wl_exec *x, unsigned s)
+{
+	return s < x->nstreams && x->streams[s] != NULL;
+}
+
+int wl_exec_stream_reset(struct wl_exec *x, unsigned s)
+{
+	int err;
+
+	if (s >= x->nstreams)
+		return -EINVAL;
+	dev_stream_destroy(x->streams[s]); /* waits for its work; NULL: already lost */
+	x->streams[s] = NULL;
+	err = dev_stream_create(x->dev, &x->streams[s]);
+	if (err)
+		x->streams[s] = NULL; /* lost: runs nothing until a later reset succeeds */
+	return err;
+}
+
+/* Creates every lost stream again. Returns the first error (that stream stays lost). */
+static int restore(struct wl_exec *x)
+{
+	for (unsigned s = 0; s < x->nstreams; s++) {
+		int err;
+
+		if (x->streams[s])
+			continue;
+		err = wl_exec_stream_reset(x, s);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 int wl_exec_run(struct wl_exec *x, const struct wl_step *st)
 {
 	int err, first;
 	uint32_t i, j;
 
+	/* a stream lost at an earlier run: nothing runs without every stream */
+	err = restore(x);
+	if (err)
+		return err;
 	err = reserve(x, st->n);
 	if (err)
 		return err;
@@ -160,11 +205,62 @@ int wl_exec_run(struct wl_exec *x, const struct wl_step *st)
 			continue;
 		if (!first)
 			first = err;
-		/* a failed stream stays failed: the next step gets a fresh one */
-		dev_stream_destroy(x->streams[s]);
-		err = dev_stream_create(x->dev, &x->streams[s]);
-		if (err)
-			return err; /* @x is unusable now; the caller destroys it */
+		/* a failed stream stays failed: the next step gets a fresh one; if none can
+		 * be made the slot stays lost and the next run tries again first */
+		(void)wl_exec_stream_reset(x, s);
 	}
 	return first;
+}
+
+int wl_exec_launch(struct wl_exec *x, const struct wl_step *st, struct wl_lane *lanes,
+		   uint32_t nlanes)
+{
+	uint32_t i, j;
+	int err;
+
+	for (i = 0; i < st->n; i++) {
+		const struct wl_task *t = &st->tasks[i];
+
+		if (t->lane >= nlanes)
+			return -EINVAL;
+		for (j = 0; j < t->ndeps; j++)
+			if (t->deps[j] >= i || st->tasks[t->deps[j]].lane != t->lane)
+				return -EINVAL; /* earlier, and of the same lane */
+	}
+	for (uint32_t l = 0; l < nlanes; l++) {
+		lanes[l].recorded = false;
+		lanes[l].err = wl_exec_stream_ok(x, lanes[l].stream) ? 0 : -ENODEV;
+	}
+	/* one lane, one stream, in task order: stream order covers every dependency */
+	for (i = 0; i < st->n; i++) {
+		const struct wl_task *t = &st->tasks[i];
+		struct wl_lane *ln = &lanes[t->lane];
+		struct dev_stream *s;
+
+		if (ln->err)
+			continue; /* the lane's later tasks are not queued */
+		s = x->streams[ln->stream];
+		if (t->kind == WL_TASK_LAUNCH)
+			err = dev_launch(s, &t->u.call);
+		else
+			err = dev_copy(x->dev, s, t->u.copy.dst, t->u.copy.src, t->u.copy.n,
+				       t->u.copy.kind);
+		ln->err = err;
+	}
+	for (uint32_t l = 0; l < nlanes; l++) {
+		struct wl_lane *ln = &lanes[l];
+
+		if (ln->err == -ENODEV && !wl_exec_stream_ok(x, ln->stream))
+			continue; /* nothing of it was queued */
+		err = dev_event_record(ln->done, x->streams[ln->stream]);
+		if (err) {
+			/* nothing will say when its queued tasks end: wait for them here */
+			(void)dev_stream_sync(x->streams[ln->stream]);
+			if (!ln->err)
+				ln->err = err;
+			continue;
+		}
+		ln->recorded = true;
+	}
+	return 0;
 }

@@ -42,23 +42,24 @@ static float gm_scale(uint32_t k)
 	return sqrtf(3.0f / (float)k);
 }
 
-/* Host copies of the initial X and the weights. */
-static int gm_inputs(const int64_t *cfg, float **x, float **w)
+/* The initial X [m][k] and the weights [chain][k][k], seeded. */
+static void gm_inputs(const int64_t *cfg, float *x, float *w)
 {
 	uint32_t m = (uint32_t)cfg[P_M], k = (uint32_t)cfg[P_K], chain = (uint32_t)cfg[P_CHAIN];
 	uint64_t seed = (uint64_t)cfg[P_SEED];
 
-	*x = malloc((size_t)m * k * sizeof(float));
-	*w = malloc((size_t)chain * k * k * sizeof(float));
-	if (!*x || !*w) {
-		free(*x);
-		free(*w);
-		return -ENOMEM;
-	}
-	wl_rand_fill(*x, (size_t)m * k, seed, RS_X, 0, 1.0f);
+	wl_rand_fill(x, (size_t)m * k, seed, RS_X, 0, 1.0f);
 	for (uint32_t c = 0; c < chain; c++)
-		wl_rand_fill(*w + (size_t)c * k * k, (size_t)k * k, seed, RS_W | c, 0, gm_scale(k));
-	return 0;
+		wl_rand_fill(w + (size_t)c * k * k, (size_t)k * k, seed, RS_W | c, 0, gm_scale(k));
+}
+
+static void gm_cost(const int64_t *cfg, struct wl_cost *out)
+{
+	uint64_t m = (uint64_t)cfg[P_M], k = (uint64_t)cfg[P_K], chain = (uint64_t)cfg[P_CHAIN];
+	uint64_t x = m * k * sizeof(float), w = chain * k * k * sizeof(float);
+
+	out->host_bytes = sizeof(struct gm_state) + x + w; /* both staged at once */
+	out->dev_bytes = 2 * x + w + sizeof(int32_t);
 }
 
 static void gm_free(struct wl_req *r, struct gm_state *st)
@@ -67,41 +68,48 @@ static void gm_free(struct wl_req *r, struct gm_state *st)
 	dev_free(r->dev, st->x[1]);
 	dev_free(r->dev, st->w);
 	dev_free(r->dev, st->tok);
-	free(st);
+	wl_host_free(r, st, sizeof(*st));
 }
 
 static int gm_reserve(struct wl_req *r, char *msg, size_t cap)
 {
-	struct gm_state *st = calloc(1, sizeof(*st));
-	float *x = NULL, *w = NULL;
-	int32_t zero = 0;
-	int err;
+	struct gm_state *st = wl_host_alloc(r, sizeof(*st));
 
-	if (!st)
+	if (!st) {
+		snprintf(msg, cap, "gemm: no host memory for the request");
 		return -ENOMEM;
+	}
 	st->m = (uint32_t)r->cfg[P_M];
 	st->k = (uint32_t)r->cfg[P_K];
 	st->chain = (uint32_t)r->cfg[P_CHAIN];
-	err = gm_inputs(r->cfg, &x, &w);
-	if (!err)
-		err =
-		    wl_upload(r->dev, (void **)&st->x[0], x, (size_t)st->m * st->k * sizeof(float));
-	if (!err)
-		err = dev_alloc(r->dev, (size_t)st->m * st->k * sizeof(float), (void **)&st->x[1]);
-	if (!err)
-		err = wl_upload(r->dev, (void **)&st->w, w,
-				(size_t)st->chain * st->k * st->k * sizeof(float));
-	if (!err)
-		err = wl_upload(r->dev, (void **)&st->tok, &zero, sizeof(zero));
-	free(x);
-	free(w);
-	if (err) {
-		snprintf(msg, cap, "gemm: cannot reserve device memory (%d)", err);
-		gm_free(r, st);
-		return err;
-	}
 	r->state = st;
 	return 0;
+}
+
+static int gm_fill(struct wl_req *r, char *msg, size_t cap)
+{
+	struct gm_state *st = r->state;
+	size_t xb = (size_t)st->m * st->k * sizeof(float);
+	size_t wb = (size_t)st->chain * st->k * st->k * sizeof(float);
+	float *x = wl_host_alloc(r, xb), *w = wl_host_alloc(r, wb);
+	int32_t zero = 0;
+	int err = x && w ? 0 : -ENOMEM;
+
+	if (!err) {
+		gm_inputs(r->cfg, x, w);
+		err = wl_upload(r, (void **)&st->x[0], x, xb);
+	}
+	if (!err)
+		err = wl_dev_alloc(r, xb, (void **)&st->x[1]);
+	if (!err)
+		err = wl_upload(r, (void **)&st->w, w, wb);
+	if (!err)
+		err = wl_upload(r, (void **)&st->tok, &zero, sizeof(zero));
+	wl_host_free(r, x, xb);
+	wl_host_free(r, w, wb);
+	if (err)
+		snprintf(msg, cap, "gemm: cannot reserve device memory (%d)", err);
+	return err;
 }
 
 static void gm_release(struct wl_req *r)
@@ -138,17 +146,17 @@ static int gm_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_
 static int gm_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 {
 	uint32_t m = (uint32_t)cfg[P_M], k = (uint32_t)cfg[P_K], chain = (uint32_t)cfg[P_CHAIN];
-	float *x, *w, *y = malloc((size_t)m * k * sizeof(float)), *t;
-	int err = gm_inputs(cfg, &x, &w);
+	float *x = malloc((size_t)m * k * sizeof(float));
+	float *w = malloc((size_t)chain * k * k * sizeof(float));
+	float *y = malloc((size_t)m * k * sizeof(float)), *t;
 
-	if (err || !y) {
-		if (!err) {
-			free(x);
-			free(w);
-		}
+	if (!x || !w || !y) {
+		free(x);
+		free(w);
 		free(y);
 		return -ENOMEM;
 	}
+	gm_inputs(cfg, x, w);
 	for (uint32_t step = 0; step < n; step++) {
 		for (uint32_t i = 0; i < chain; i++) {
 			dev_ref_gemm(x, w + (size_t)i * k * k, y, m, k, k, false);
@@ -171,7 +179,9 @@ const struct wl_ops wl_gemm_ops = {
     .specs = specs,
     .nspecs = sizeof(specs) / sizeof(specs[0]),
     .steps = gm_steps,
+    .cost = gm_cost,
     .reserve = gm_reserve,
+    .fill = gm_fill,
     .release = gm_release,
     .build = gm_build,
     .ref = gm_ref,

@@ -17,8 +17,16 @@ struct wl_ops {
 	/* Checks between parameters (ranges are already checked). */
 	int (*check)(const int64_t *cfg, char *msg, size_t cap);
 	uint32_t (*steps)(const int64_t *cfg);
-	/* Reserves and fills r->state; undoes its own partial work on error. */
+	/* The cost of a configuration (wl_cost): host bytes of its records and staging
+	 * (the struct wl_req aside), device bytes, KV blocks. */
+	void (*cost)(const int64_t *cfg, struct wl_cost *out);
+	/* Makes r->state and takes the KV blocks, cheaply (wl_req_reserve); undoes its
+	 * own partial work on error. */
 	int (*reserve)(struct wl_req *r, char *msg, size_t cap);
+	/* Allocates and fills the device memory (wl_req_fill); on error what it got so far
+	 * stays in r->state for release. */
+	int (*fill)(struct wl_req *r, char *msg, size_t cap);
+	/* Releases everything in r->state, filled or not. */
 	void (*release)(struct wl_req *r);
 	/* Appends step r->built; its last task writes the token to @host_tok. Returns
 	 * -ENOBUFS when st is full (wl.c rolls st back). */
@@ -37,7 +45,11 @@ struct wl_req {
 	 * the thread that reads tokens (acquire), which may be another one. */
 	_Atomic uint32_t built;
 	uint32_t read; /* tokens read; the token reader's own */
+	bool filled;
 	void *state;
+	/* What the request holds (wl_req_usage), kept by the helpers below; used by the
+	 * one thread that reserves, fills or releases at a time. */
+	uint64_t host_now, host_peak, dev_bytes;
 };
 
 extern const struct wl_ops wl_paged_attention_ops;
@@ -61,8 +73,16 @@ float wl_rand(uint64_t seed, uint64_t stream, uint64_t i);
 void wl_rand_fill(float *dst, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
 		  float scale);
 
-/* Allocates @n bytes of device memory and copies @src there (synchronously). */
-int wl_upload(struct dev *d, void **dst, const void *src, size_t n);
+/* @n zeroed bytes of host memory counted as @r's (NULL: -ENOMEM), and their release
+ * (@p may be NULL; @n as allocated). */
+void *wl_host_alloc(struct wl_req *r, size_t n);
+void wl_host_free(struct wl_req *r, void *p, size_t n);
+
+/* @n bytes of device memory counted as @r's. */
+int wl_dev_alloc(struct wl_req *r, size_t n, void **out);
+
+/* Allocates @n bytes of device memory for @r and copies @src there (synchronously). */
+int wl_upload(struct wl_req *r, void **dst, const void *src, size_t n);
 
 /* Takes @n blocks from @kp into @ids (-ENOSPC, nothing taken, if fewer are free) and
  * gives them back. */

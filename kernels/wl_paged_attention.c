@@ -128,18 +128,19 @@ static float weight_scale(uint32_t fan_in)
 
 /* Uploads @layers tensors of @n seeded floats each (stream @rs | layer) into one new
  * device buffer *@dst. */
-static int upload_rand(struct dev *d, float **dst, uint32_t layers, size_t n, uint64_t seed,
+static int upload_rand(struct wl_req *r, float **dst, uint32_t layers, size_t n, uint64_t seed,
 		       uint64_t rs, float scale)
 {
-	float *h = malloc((size_t)layers * n * sizeof(*h));
+	size_t bytes = (size_t)layers * n * sizeof(float);
+	float *h = wl_host_alloc(r, bytes);
 	int err;
 
 	if (!h)
 		return -ENOMEM;
 	for (uint32_t l = 0; l < layers; l++)
 		wl_rand_fill(h + l * n, n, seed, rs | l, 0, scale);
-	err = wl_upload(d, (void **)dst, h, (size_t)layers * n * sizeof(*h));
-	free(h);
+	err = wl_upload(r, (void **)dst, h, bytes);
+	wl_host_free(r, h, bytes);
 	return err;
 }
 
@@ -154,7 +155,8 @@ static int fill_prompt(struct wl_req *r, struct pa_state *st)
 {
 	const struct pa_shape *s = &st->s;
 	uint32_t row = s->kvh * s->dim, bf = wl_kvpool_block_floats(r->kv);
-	float *h = calloc(s->blk_floats, sizeof(*h)), *base = wl_kvpool_base(r->kv);
+	float *h = wl_host_alloc(r, (size_t)s->blk_floats * sizeof(*h));
+	float *base = wl_kvpool_base(r->kv);
 	int err = 0;
 
 	if (!h)
@@ -172,7 +174,7 @@ static int fill_prompt(struct wl_req *r, struct pa_state *st)
 				       (size_t)n * row * sizeof(*h), DEV_H2D);
 		}
 	}
-	free(h);
+	wl_host_free(r, h, (size_t)s->blk_floats * sizeof(*h));
 	return err;
 }
 
@@ -184,8 +186,9 @@ static void pa_free(struct wl_req *r, struct pa_state *st)
 	dev_free(r->dev, st->wout);
 	dev_free(r->dev, st->tabs);
 	dev_free(r->dev, st->tok);
-	free(st->ids);
-	free(st);
+	if (st->ids)
+		wl_host_free(r, st->ids, (size_t)2 * st->s.layers * st->s.nblk * sizeof(*st->ids));
+	wl_host_free(r, st, sizeof(*st));
 }
 
 static int reserve_blocks(struct wl_req *r, struct pa_state *st, char *msg, size_t cap)
@@ -209,65 +212,89 @@ static int reserve_blocks(struct wl_req *r, struct pa_state *st, char *msg, size
 			 s->blk_floats, wl_kvpool_block_floats(r->kv));
 		return -EINVAL;
 	}
-	st->ids = malloc((size_t)need * sizeof(*st->ids));
-	if (!st->ids)
-		return -ENOMEM;
-	err = wl_kvpool_reserve(r->kv, need, st->ids);
-	if (err) {
+	/* refused before the block list is allocated: it may be large */
+	if (need > wl_kvpool_free_blocks(r->kv)) {
 		snprintf(msg, cap, "paged_attention: %u KV blocks needed, %u free", need,
 			 wl_kvpool_free_blocks(r->kv));
-		free(st->ids);
-		st->ids = NULL;
+		return -ENOSPC;
 	}
-	return err;
+	st->ids = wl_host_alloc(r, (size_t)need * sizeof(*st->ids));
+	if (!st->ids) {
+		snprintf(msg, cap, "paged_attention: no host memory for %u KV block ids", need);
+		return -ENOMEM;
+	}
+	return wl_kvpool_reserve(r->kv, need, st->ids); /* cannot fail: checked above */
+}
+
+static void pa_cost(const int64_t *cfg, struct wl_cost *out)
+{
+	struct pa_shape s;
+	uint64_t ids, stage, t;
+
+	shape_of(cfg, &s);
+	ids = (uint64_t)2 * s.layers * s.nblk * sizeof(int32_t);
+	/* the largest staging buffer: one tensor family at a time (pa_fill) */
+	stage = (uint64_t)s.blk_floats * sizeof(float);
+	t = (uint64_t)s.vocab * s.e * sizeof(float); /* emb, and wout alike */
+	stage = t > stage ? t : stage;
+	t = (uint64_t)s.layers * s.e * s.f * sizeof(float);
+	stage = t > stage ? t : stage;
+	t = (uint64_t)s.layers * s.e * s.e * sizeof(float);
+	stage = t > stage ? t : stage;
+	out->host_bytes = sizeof(struct pa_state) + ids + stage;
+	out->dev_bytes = ids /* tabs */ + (uint64_t)2 * s.vocab * s.e * sizeof(float) +
+			 (uint64_t)s.layers * s.e * (s.f + s.e) * sizeof(float) + sizeof(int32_t);
+	out->kv_blocks = (uint64_t)2 * s.layers * s.nblk;
+	out->kv_block_floats = s.blk_floats;
 }
 
 static int pa_reserve(struct wl_req *r, char *msg, size_t cap)
 {
-	struct pa_state *st = calloc(1, sizeof(*st));
-	struct pa_shape *s;
-	int32_t tok;
+	struct pa_state *st = wl_host_alloc(r, sizeof(*st));
 	int err;
 
-	if (!st)
+	if (!st) {
+		snprintf(msg, cap, "paged_attention: no host memory for the request");
 		return -ENOMEM;
-	s = &st->s;
-	shape_of(r->cfg, s);
+	}
+	shape_of(r->cfg, &st->s);
 	err = reserve_blocks(r, st, msg, cap);
-	if (err)
-		goto err_free;
-	err = wl_upload(r->dev, (void **)&st->tabs, st->ids,
+	if (err) {
+		if (r->own_kv)
+			wl_kvpool_destroy(r->kv);
+		pa_free(r, st);
+		return err;
+	}
+	r->state = st;
+	return 0;
+}
+
+static int pa_fill(struct wl_req *r, char *msg, size_t cap)
+{
+	struct pa_state *st = r->state;
+	const struct pa_shape *s = &st->s;
+	int32_t tok = (int32_t)(s->seed % s->vocab);
+	int err;
+
+	err = wl_upload(r, (void **)&st->tabs, st->ids,
 			(size_t)2 * s->layers * s->nblk * sizeof(*st->ids));
 	if (!err)
 		err = fill_prompt(r, st);
 	if (!err)
-		err = upload_rand(r->dev, &st->emb, 1, (size_t)s->vocab * s->e, s->seed, RS_EMB,
-				  1.0f);
+		err = upload_rand(r, &st->emb, 1, (size_t)s->vocab * s->e, s->seed, RS_EMB, 1.0f);
 	if (!err)
-		err = upload_rand(r->dev, &st->wqkv, s->layers, (size_t)s->e * s->f, s->seed,
-				  RS_WQKV, weight_scale(s->e));
-	if (!err)
-		err = upload_rand(r->dev, &st->wo, s->layers, (size_t)s->e * s->e, s->seed, RS_WO,
+		err = upload_rand(r, &st->wqkv, s->layers, (size_t)s->e * s->f, s->seed, RS_WQKV,
 				  weight_scale(s->e));
 	if (!err)
-		err = upload_rand(r->dev, &st->wout, 1, (size_t)s->e * s->vocab, s->seed, RS_WOUT,
+		err = upload_rand(r, &st->wo, s->layers, (size_t)s->e * s->e, s->seed, RS_WO,
 				  weight_scale(s->e));
-	tok = (int32_t)(s->seed % s->vocab);
 	if (!err)
-		err = wl_upload(r->dev, (void **)&st->tok, &tok, sizeof(tok));
-	if (err) {
+		err = upload_rand(r, &st->wout, 1, (size_t)s->e * s->vocab, s->seed, RS_WOUT,
+				  weight_scale(s->e));
+	if (!err)
+		err = wl_upload(r, (void **)&st->tok, &tok, sizeof(tok));
+	if (err)
 		snprintf(msg, cap, "paged_attention: cannot reserve device memory (%d)", err);
-		goto err_release;
-	}
-	r->state = st;
-	return 0;
-
-err_release:
-	wl_kvpool_release(r->kv, 2 * s->layers * s->nblk, st->ids);
-err_free:
-	if (r->own_kv)
-		wl_kvpool_destroy(r->kv);
-	pa_free(r, st);
 	return err;
 }
 
@@ -454,7 +481,9 @@ const struct wl_ops wl_paged_attention_ops = {
     .nspecs = sizeof(specs) / sizeof(specs[0]),
     .check = pa_check,
     .steps = pa_steps,
+    .cost = pa_cost,
     .reserve = pa_reserve,
+    .fill = pa_fill,
     .release = pa_release,
     .build = pa_build,
     .ref = pa_ref,

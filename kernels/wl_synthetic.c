@@ -42,21 +42,33 @@ static int32_t sy_token(const int64_t *cfg, uint32_t step)
 	return (int32_t)(wl_mix((uint64_t)cfg[P_SEED] ^ wl_mix(step)) & 0x7fffffff);
 }
 
+static void sy_cost(const int64_t *cfg, struct wl_cost *out)
+{
+	(void)cfg;
+	out->host_bytes = sizeof(struct sy_state);
+	out->dev_bytes = sizeof(int32_t);
+}
+
 static int sy_reserve(struct wl_req *r, char *msg, size_t cap)
 {
-	struct sy_state *st = calloc(1, sizeof(*st));
-	int err;
+	struct sy_state *st = wl_host_alloc(r, sizeof(*st));
 
-	if (!st)
+	if (!st) {
+		snprintf(msg, cap, "synthetic: no host memory for the request");
 		return -ENOMEM;
-	err = dev_alloc(r->dev, sizeof(*st->tok), (void **)&st->tok);
-	if (err) {
-		snprintf(msg, cap, "synthetic: cannot reserve device memory (%d)", err);
-		free(st);
-		return err;
 	}
 	r->state = st;
 	return 0;
+}
+
+static int sy_fill(struct wl_req *r, char *msg, size_t cap)
+{
+	struct sy_state *st = r->state;
+	int err = wl_dev_alloc(r, sizeof(*st->tok), (void **)&st->tok);
+
+	if (err)
+		snprintf(msg, cap, "synthetic: cannot reserve device memory (%d)", err);
+	return err;
 }
 
 static void sy_release(struct wl_req *r)
@@ -64,7 +76,7 @@ static void sy_release(struct wl_req *r)
 	struct sy_state *st = r->state;
 
 	dev_free(r->dev, st->tok);
-	free(st);
+	wl_host_free(r, st, sizeof(*st));
 }
 
 /* Busy, not asleep: host cost stands for real orchestration work on a core. */
@@ -113,7 +125,9 @@ const struct wl_ops wl_synthetic_ops = {
     .specs = specs,
     .nspecs = sizeof(specs) / sizeof(specs[0]),
     .steps = sy_steps,
+    .cost = sy_cost,
     .reserve = sy_reserve,
+    .fill = sy_fill,
     .release = sy_release,
     .build = sy_build,
     .ref = sy_ref,

@@ -1,7 +1,8 @@
 /* check_workloads.c - pins the workload interface on the sim backend: parameters and
  * their messages, the parameter tables the validator checks against, arenas, tokens
  * equal to the CPU reference decode, builds ahead of tokens, batching across streams,
- * KV pool capacity, and the roll-back of a full step. */
+ * KV pool capacity, the roll-back of a full step, and a request's cost against what it
+ * reserves. */
 #include "device.h"
 #include "kernel_cases.h"
 #include "testutil.h"
@@ -417,6 +418,249 @@ START_TEST(full_step_rolls_back)
 }
 END_TEST
 
+/* The cost computed from the parameters alone is what a created request holds: host
+ * bytes at their peak, device bytes, KV blocks taken from the shared pool, steps. */
+START_TEST(cost_is_what_create_reserves)
+{
+	static const struct kc_wl_case more[] = {
+	    {"paged_attention", ""},
+	    {"paged_attention", "layers=3,heads=4,kv_heads=4,head_dim=8,block_size=2,context=7,"
+				"tokens=3,vocab=100"},
+	    {"gemm", "m=20,k=30,chain=5,tokens=2"},
+	    {"synthetic", "tokens=100000"},
+	};
+	struct fx f;
+	struct wl_kvpool *kv;
+	struct wl_params p;
+	struct wl_cost want, got;
+	struct wl_env env;
+	struct wl_req *r;
+	char msg[WL_MSG_MAX];
+
+	fx_init(&f, 1);
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, 4096, 2048), 0);
+	env = (struct wl_env){f.d, kv};
+	for (size_t i = 0; i < NTABLE + sizeof(more) / sizeof(more[0]); i++) {
+		const struct kc_wl_case *c = i < NTABLE ? &table[i] : &more[i - NTABLE];
+		uint32_t free0 = wl_kvpool_free_blocks(kv);
+
+		params_of(&p, c->params);
+		ck_assert_msg(wl_cost(c->workload, &p, &want, msg, sizeof(msg)) == 0, "%s", msg);
+		ck_assert_uint_le(want.kv_block_floats, 2048);
+		ck_assert_msg(wl_req_create(&r, &env, c->workload, &p, msg, sizeof(msg)) == 0, "%s",
+			      msg);
+		wl_req_usage(r, &got);
+		ck_assert_msg(got.host_bytes == want.host_bytes && got.dev_bytes == want.dev_bytes,
+			      "%s %s: cost host %llu dev %llu, created host %llu dev %llu",
+			      c->workload, c->params, (unsigned long long)want.host_bytes,
+			      (unsigned long long)want.dev_bytes,
+			      (unsigned long long)got.host_bytes,
+			      (unsigned long long)got.dev_bytes);
+		ck_assert_uint_eq(free0 - wl_kvpool_free_blocks(kv), want.kv_blocks);
+		ck_assert_uint_eq(wl_req_steps(r), want.steps);
+		wl_req_destroy(r);
+		ck_assert_uint_eq(wl_kvpool_free_blocks(kv), free0);
+	}
+	wl_kvpool_destroy(kv);
+	fx_fini(&f);
+}
+END_TEST
+
+/* The largest requests are costed without allocating anything, and a bad one is
+ * refused as wl_validate refuses it. */
+START_TEST(cost_of_a_huge_request_allocates_nothing)
+{
+	struct wl_params p;
+	struct wl_cost c;
+	char msg[WL_MSG_MAX];
+	/* e = 32 * 256 = 8192, f = (32 + 2) * 256 = 8704 */
+	const uint64_t e = 8192, f = 8704, vocab = 16384, layers = 4;
+
+	params_of(&p, "layers=4,heads=32,kv_heads=1,head_dim=256,block_size=1,context=0,tokens=1,"
+		      "vocab=16384");
+	ck_assert_int_eq(wl_cost("paged_attention", &p, &c, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(c.dev_bytes,
+			  (2 * layers * 1 + 2 * vocab * e + layers * e * (f + e)) * 4 + 4);
+	ck_assert_uint_ge(c.host_bytes, layers * e * f * 4); /* the largest staging buffer */
+	ck_assert_uint_eq(c.kv_blocks, 2 * layers);
+	ck_assert_uint_eq(c.steps, 1);
+	params_of(&p, "m=4096,k=4096,chain=64,tokens=65536");
+	ck_assert_int_eq(wl_cost("gemm", &p, &c, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(c.dev_bytes, (2ull * 4096 * 4096 + 64ull * 4096 * 4096) * 4 + 4);
+	ck_assert_uint_eq(c.steps, 65536);
+	params_of(&p, "heads=6,kv_heads=4");
+	ck_assert_int_eq(wl_cost("paged_attention", &p, &c, msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "heads 6 is not a multiple of kv_heads 4"));
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_cost("no_such", &p, &c, msg, sizeof(msg)), -EINVAL);
+}
+END_TEST
+
+/* Reserving takes the KV blocks and nothing of the device's; a reserved request is not
+ * built before it is filled, and destroying it unfilled gives everything back. */
+START_TEST(reserve_then_fill_or_destroy)
+{
+	struct fx f;
+	struct wl_kvpool *kv;
+	struct wl_params p;
+	struct wl_env env;
+	struct wl_req *r;
+	struct wl_step st;
+	struct wl_out out;
+	struct wl_cost c;
+	uint64_t got[MAX_TOKENS];
+	char msg[WL_MSG_MAX];
+	size_t live0;
+
+	fx_init(&f, 1);
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, 64, 4 * 2 * 16), 0);
+	env = (struct wl_env){f.d, kv};
+	live0 = dev_live(f.d);
+	params_of(&p, table[0].params);
+	ck_assert_int_eq(wl_req_reserve(&r, &env, "paged_attention", &p, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 64 - 20);
+	ck_assert_uint_eq(dev_live(f.d), live0);
+	wl_req_usage(r, &c);
+	ck_assert_uint_eq(c.dev_bytes, 0);
+	ck_assert_int_eq(wl_step_init(&st, &f.host, &f.dev, MAX_TASKS), 0);
+	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), -EPROTO);
+	wl_req_destroy(r);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 64);
+	/* reserved, then filled: decodes as a created one does */
+	ck_assert_int_eq(wl_req_reserve(&r, &env, "paged_attention", &p, msg, sizeof(msg)), 0);
+	ck_assert_msg(wl_req_fill(r, msg, sizeof(msg)) == 0, "%s", msg);
+	run_all(&f, r, got);
+	expect_ref("paged_attention", &p, got, wl_req_steps(r));
+	wl_req_destroy(r);
+	ck_assert_uint_eq(dev_live(f.d), live0);
+	wl_kvpool_destroy(kv);
+	fx_fini(&f);
+}
+END_TEST
+
+/* ---- the executor's streams and lanes ---- */
+
+/* A task on @lane: a spin of @ns writing @token to @out, or (@bad_tok non-NULL) an
+ * embedding lookup of the token at @bad_tok, which the sim kernel refuses when it
+ * runs (outside a vocabulary of 2): a stream error, not a launch error. */
+static struct wl_task spin_task(uint32_t lane, int32_t *out, uint64_t ns, int32_t token)
+{
+	struct wl_task t = {.kind = WL_TASK_LAUNCH, .lane = lane};
+
+	t.u.call = (struct dev_kcall){DEV_K_SPIN, .u.spin = {out, ns, token}};
+	return t;
+}
+
+static struct wl_task bad_embed_task(uint32_t lane, const int32_t *dtok, float *emb, float *out)
+{
+	struct wl_task t = {.kind = WL_TASK_LAUNCH, .lane = lane};
+
+	t.u.call = (struct dev_kcall){DEV_K_EMBED};
+	t.u.call.u.embed = (struct dev_k_embed){emb, dtok, out, 2, 2};
+	return t;
+}
+
+/* The device buffers of the stream tests: the token @tok (in @dtok), @nout spin
+ * outputs (@dout), and the table and output of an embedding (@emb, @out). */
+struct lane_bufs {
+	int32_t *dtok, *dout;
+	float *emb, *out;
+};
+
+static void lane_bufs_alloc(struct fx *f, struct lane_bufs *b, int32_t tok, unsigned nout)
+{
+	ck_assert_int_eq(dev_alloc(f->d, sizeof(tok), (void **)&b->dtok), 0);
+	ck_assert_int_eq(dev_alloc(f->d, nout * sizeof(*b->dout), (void **)&b->dout), 0);
+	ck_assert_int_eq(dev_alloc(f->d, 4 * sizeof(float), (void **)&b->emb), 0);
+	ck_assert_int_eq(dev_alloc(f->d, 2 * sizeof(float), (void **)&b->out), 0);
+	ck_assert_int_eq(dev_copy(f->d, NULL, b->dtok, &tok, sizeof(tok), DEV_H2D), 0);
+}
+
+static void lane_bufs_free(struct fx *f, struct lane_bufs *b)
+{
+	dev_free(f->d, b->dtok);
+	dev_free(f->d, b->dout);
+	dev_free(f->d, b->emb);
+	dev_free(f->d, b->out);
+}
+
+/* A step whose stream fails when the device refuses to make a new one: the stream is
+ * lost, a later run reports the refusal instead of touching it, and once streams can
+ * be made again the executor runs as before. */
+START_TEST(exec_survives_a_stream_it_cannot_replace)
+{
+	struct fx f;
+	struct wl_task tasks[1];
+	struct wl_step st = {.tasks = tasks, .n = 1, .cap = 1};
+	struct lane_bufs b;
+	int32_t tok;
+
+	fx_init(&f, 1);
+	lane_bufs_alloc(&f, &b, 9, 1);
+	tasks[0] = bad_embed_task(0, b.dtok, b.emb, b.out);
+	ck_assert_int_eq(dev_sim_fail_stream_creates(f.d, 2), 0);
+	ck_assert_int_eq(wl_exec_run(f.x, &st), -EINVAL); /* the kernel's error */
+	ck_assert(!wl_exec_stream_ok(f.x, 0));		  /* its replacement was refused */
+	tasks[0] = spin_task(0, b.dout, 0, 5);
+	ck_assert_int_eq(wl_exec_run(f.x, &st), -EAGAIN); /* refused again: nothing ran */
+	ck_assert_int_eq(wl_exec_run(f.x, &st), 0);	  /* the stream is back */
+	ck_assert(wl_exec_stream_ok(f.x, 0));
+	ck_assert_int_eq(dev_copy(f.d, NULL, &tok, b.dout, sizeof(tok), DEV_D2H), 0);
+	ck_assert_int_eq(tok, 5);
+	lane_bufs_free(&f, &b);
+	fx_fini(&f);
+}
+END_TEST
+
+/* Lanes on their own streams end on their own: a short lane completes while a long
+ * one still runs, a lane whose kernel fails reports its stream's error and no other
+ * lane's, and a task that depends on another lane's is refused. */
+START_TEST(exec_lanes_end_on_their_own)
+{
+	struct fx f;
+	struct wl_task tasks[3];
+	struct wl_step st = {.tasks = tasks, .n = 3, .cap = 3};
+	struct wl_lane lanes[3];
+	struct dev_event *ev[3];
+	struct lane_bufs b;
+	int32_t got;
+
+	fx_init(&f, 4);
+	ck_assert_uint_eq(wl_exec_nstreams(f.x), 4);
+	lane_bufs_alloc(&f, &b, 9, 2);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(dev_event_create(f.d, &ev[i]), 0);
+	/* lane 0: long (far longer than a loaded machine takes for lane 1); lane 1:
+	 * empty; lane 2: fails when it runs */
+	tasks[0] = spin_task(0, &b.dout[0], 2000ull * 1000u * 1000u, 1);
+	tasks[1] = spin_task(1, &b.dout[1], 0, 2);
+	tasks[2] = bad_embed_task(2, b.dtok, b.emb, b.out);
+	for (unsigned i = 0; i < 3; i++)
+		lanes[i] = (struct wl_lane){.stream = i, .done = ev[i]};
+	ck_assert_int_eq(wl_exec_launch(f.x, &st, lanes, 3), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(lanes[i].err, 0);
+		ck_assert(lanes[i].recorded);
+	}
+	ck_assert_int_eq(dev_event_sync(ev[1]), 0);
+	ck_assert_int_eq(dev_event_sync(ev[2]), -EINVAL);
+	ck_assert_int_eq(dev_event_query(ev[0]), -EBUSY);  /* still running */
+	ck_assert_int_eq(wl_exec_stream_reset(f.x, 2), 0); /* the failed stream goes */
+	ck_assert_int_eq(dev_event_sync(ev[0]), 0);
+	dev_clear_error(f.d);
+	ck_assert_int_eq(dev_copy(f.d, NULL, &got, &b.dout[1], sizeof(got), DEV_D2H), 0);
+	ck_assert_int_eq(got, 2);
+	/* a dependency across lanes: refused before anything is queued */
+	tasks[1].ndeps = 1;
+	tasks[1].deps[0] = 0;
+	ck_assert_int_eq(wl_exec_launch(f.x, &st, lanes, 3), -EINVAL);
+	for (int i = 0; i < 3; i++)
+		dev_event_destroy(ev[i]);
+	lane_bufs_free(&f, &b);
+	fx_fini(&f);
+}
+END_TEST
+
 Suite *workloads_suite(void);
 
 Suite *workloads_suite(void)
@@ -432,6 +676,11 @@ Suite *workloads_suite(void)
 	    {"batch_across_streams_matches_reference", batch_across_streams_matches_reference},
 	    {"kv_pool_capacity_is_enforced", kv_pool_capacity_is_enforced},
 	    {"full_step_rolls_back", full_step_rolls_back},
+	    {"cost_is_what_create_reserves", cost_is_what_create_reserves},
+	    {"cost_of_a_huge_request_allocates_nothing", cost_of_a_huge_request_allocates_nothing},
+	    {"reserve_then_fill_or_destroy", reserve_then_fill_or_destroy},
+	    {"exec_survives_a_stream_it_cannot_replace", exec_survives_a_stream_it_cannot_replace},
+	    {"exec_lanes_end_on_their_own", exec_lanes_end_on_their_own},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
