@@ -8,8 +8,13 @@
  *      cancelled, room in their token ring for every token in flight), builds one
  *      step for all of them together into a free arena bank and publishes the bank
  *      with the next epoch number;
- *   S  waits for that epoch, runs the bank's tasks on the device, publishes each
- *      request's token into its ring (FINAL with the last one) and releases the bank.
+ *   S  takes that epoch, launches each request's lane of the step on a stream (a
+ *      request with nothing in flight gets the least busy one), publishes each
+ *      request's token into its ring (FINAL with the last one) as soon as its own
+ *      lane completed, and releases the bank once all its lanes did. A slow request
+ *      delays only itself: O builds the next steps of the others meanwhile (each
+ *      request has at most 2 steps out, so it holds at most 2 banks), and a device
+ *      error fails only the request whose lane it hit.
  *
  * While S runs step N, O builds step N+1 in another bank: host work hides behind
  * device work. With no_overlap there is one bank, so O waits for S (the baseline).
@@ -36,8 +41,9 @@
  * second of a busy worker, 3 MiB. */
 #define WRK_TRACE_SPANS (1u << 15)
 
-/* Fault injection for tests. fault: called by S before it runs a step, once per
- * request in the step: a nonzero return makes the step fail as a device error would.
+/* Fault injection for tests. fault: called by S when it launches a step, once per
+ * request in the step: a nonzero return makes that request's lane fail as a device
+ * error would (the request ends with device_error; the rest of the step runs).
  * o_fault: called by O before it builds a request's part of a step: a nonzero return
  * makes that build fail as a host error would (the request ends with internal; the
  * rest of the step runs). o_fatal: called by O at the start of each round (request id
@@ -49,7 +55,8 @@ struct wrk_config {
 	uint32_t chip;		  /* index of this worker's counter block in the node */
 	enum dev_kind dev_kind;	  /* DEV_SIM for tests and the benchmark */
 	int dev_index;		  /* device ordinal */
-	uint32_t nbanks;	  /* 1..WRK_MAX_BANKS (2: overlap); 1 with no_overlap */
+	uint32_t nbanks;	  /* 1..WRK_MAX_BANKS (2: overlap; 3+: a slow request
+				     leaves banks to the others); 1 with no_overlap */
 	bool no_overlap;	  /* baseline: one bank, O waits for S */
 	uint32_t queue_cap;	  /* admitted but not yet taken by O: beyond, queue_full */
 	uint32_t max_requests;	  /* live requests (queued + active) */
@@ -62,9 +69,22 @@ struct wrk_config {
 	uint64_t spin_ns;	  /* spin budget of every wait before sleeping */
 	uint32_t s_fatal_streak;  /* failed steps in a row after which S takes the
 				     device for lost (0: WRK_S_FATAL_STREAK_DEFAULT) */
+	/* What one request may cost (wl_cost), else the assign is refused with
+	 * bad_request naming the limit: host bytes at its peak, device bytes besides its
+	 * KV blocks (the pool bounds those), steps after max_tokens. 0: no limit. */
+	uint64_t max_request_host_bytes;
+	uint64_t max_request_dev_bytes;
+	uint64_t max_request_steps;
 	wrk_fault_fn fault;	  /* S side; NULL in production */
 	wrk_fault_fn o_fault;	  /* O side; NULL in production */
 	wrk_fault_fn o_fatal;	  /* O side, fatal; NULL in production */
+	/* M side: called (request id, step 0) once an assign admitted its request, before
+	 * M answers it; tests hold M there. Its return is ignored. NULL in production. */
+	wrk_fault_fn m_assigned;
+	/* L side: called (request id, step 0) before L fills an admitted request; a
+	 * nonzero return makes the fill fail as exhausted memory would (the stream ends
+	 * no_capacity). Tests may block in it to hold a load. NULL in production. */
+	wrk_fault_fn l_fault;
 	void *fault_arg;
 	/* Recording from the start, owned by the caller (free it after wrk_main returned);
 	 * NULL: none until a trace start over the mailbox, which makes one of
@@ -72,9 +92,14 @@ struct wrk_config {
 	struct wrk_trace *trace;
 };
 
-/* Fills @cfg with the defaults: sim device 0, 2 banks, queue 64, 256 live requests,
+/* Per-request limits of wrk_config_default: chipd's defaults (chipd(8)). */
+#define WRK_MAX_REQUEST_HOST_BYTES_DEFAULT (256ull << 20)
+#define WRK_MAX_REQUEST_DEV_BYTES_DEFAULT  (1ull << 30)
+#define WRK_MAX_REQUEST_STEPS_DEFAULT	   (1ull << 20)
+
+/* Fills @cfg with the defaults: sim device 0, 8 banks, queue 64, 256 live requests,
  * 64 per step, 1024 tasks and 1 MiB host + 1 MiB device per bank, 4096 KV blocks of
- * 2048 floats, the shm/ default spin. */
+ * 2048 floats, the shm/ default spin, the default per-request limits above. */
 void wrk_config_default(struct wrk_config *cfg);
 
 /* Runs a worker until a shutdown request. @control is the worker's control region:

@@ -17,9 +17,16 @@ void wrk_kick_o(struct wrk *w)
 	shm_wake_all(&w->sync.o_wake);
 }
 
+void wrk_mark_unhealthy(struct wrk *w)
+{
+	if (w->control)
+		shm_region_set_state(w->control, SHM_STATE_DRAINING);
+}
+
 static bool is_live(enum wrk_req_state st)
 {
-	return st == WRK_RQ_RESERVED || st == WRK_RQ_QUEUED || st == WRK_RQ_ACTIVE;
+	return st == WRK_RQ_RESERVED || st == WRK_RQ_LOADING || st == WRK_RQ_QUEUED ||
+	       st == WRK_RQ_ACTIVE;
 }
 
 /* A live request with @id, under w->lock. An ENDED one's id is free already. */
@@ -80,19 +87,37 @@ void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code)
 	};
 
 	struct ring ring = rq->o_ring;
+	uint32_t gen = rq->ring_gen;
+	int rc;
 
 	ctr_add(w->ctr,
 		wrk_ctr_index(code == CHIPD_E_CANCELLED ? PROTO_WRK_cancelled : PROTO_WRK_failed),
 		1);
 	/* the id is free before the end is visible: a client that saw it may reuse it */
 	wrk_req_free(w, rq);
-	/* a terminal record always has room (ring.h); -EALREADY cannot happen since
-	 * only FINAL (never written for this request) or this call end a stream */
-	(void)ring_push(&ring, &rec);
+	/* a terminal record always has room (ring.h) and only FINAL (never written for
+	 * this request) or this call end a stream: a failure means a peer broke the
+	 * ring's indices or flags */
+	if (atomic_load_explicit(&ring.hdr->generation, memory_order_acquire) != gen)
+		return; /* the supervisor took the ring back (and ended our stream there) */
+	rc = ring_push(&ring, &rec);
+	if (rc)
+		wrk_terminal_push_failed(w, rec.request_id, rc);
+}
+
+void wrk_terminal_push_failed(struct wrk *w, uint64_t id, int rc)
+{
+	ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_terminal_push_failed), 1);
+	if (atomic_exchange_explicit(&w->push_fail_logged, 1, memory_order_relaxed) == 0)
+		fprintf(stderr,
+			"chipd worker %u: request %llu: cannot write the end of its stream (%s); "
+			"counted in terminal_push_failed, not logged again\n",
+			w->cfg.chip, (unsigned long long)id, strerror(-rc));
 }
 
 /* Reserves a slot for @id atomically (under the table lock): duplicate_id for a live
- * id, queue_full when the admission queue or the table is full. */
+ * id, queue_full when the admission queue (with the requests L will queue) or the
+ * table is full. */
 static int reserve(struct wrk *w, uint64_t id, struct wrk_req **out, struct proto_error *err)
 {
 	struct wrk_req *rq;
@@ -102,10 +127,11 @@ static int reserve(struct wrk *w, uint64_t id, struct wrk_req **out, struct prot
 	if (find_live(w, id))
 		code = proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live on this chip",
 				  (unsigned long long)id);
-	else if (w->q_len >= w->cfg.queue_cap || w->live >= w->cfg.max_requests ||
+	else if (w->q_len + w->nloading >= w->cfg.queue_cap || w->live >= w->cfg.max_requests ||
 		 !w->free_list /* records O has not returned yet: microseconds */)
 		code = proto_fail(err, CHIPD_E_QUEUE_FULL,
-				  "admission queue full (%u queued, %u live)", w->q_len, w->live);
+				  "admission queue full (%u queued, %u loading, %u live)", w->q_len,
+				  w->nloading, w->live);
 	if (code == CHIPD_OK) {
 		rq = w->free_list;
 		w->free_list = rq->next_free;
@@ -135,16 +161,33 @@ static int attach_ring(struct wrk *w, const struct proto_msg *req, struct wrk_re
 				  (long long)req->ring, (long long)req->ring_gen,
 				  (long long)req->id);
 	rq->o_ring = r;
+	rq->ring_gen = (uint32_t)req->ring_gen;
 	rq->s_ring = r;
 	return CHIPD_OK;
 }
 
-static int create_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *rq,
-		     struct proto_error *err)
+/* @what of @value against the per-request limit @lim (0: none) named @name: the
+ * request can never fit on this node, so bad_request. */
+static int over_limit(struct proto_error *err, const char *wl, const char *what, uint64_t value,
+		      const char *name, uint64_t lim)
 {
+	return proto_fail(err, CHIPD_E_BAD_REQUEST,
+			  "%s: %llu %s exceed the per-request limit %s=%llu", wl,
+			  (unsigned long long)value, what, name, (unsigned long long)lim);
+}
+
+/* Admits the workload request without filling it: validates, checks its cost (wl_cost,
+ * nothing allocated) against the per-request limits, then reserves its KV blocks and
+ * host records (wl_req_reserve: cheap). The fill is L's (wrk_load.c). */
+static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *rq,
+		    struct proto_error *err)
+{
+	const struct wrk_config *c = &w->cfg;
 	struct wl_env env = {w->dev, w->kv};
 	struct wl_params p;
+	struct wl_cost cost;
 	char msg[WL_MSG_MAX];
+	uint64_t steps;
 	int rc;
 
 	wl_params_init(&p);
@@ -153,36 +196,47 @@ static int create_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req 
 			return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"params\": bad key \"%s\"",
 					  req->params[i].key);
 	/* refused before anything is reserved, with the parameter named */
-	if (wl_validate(req->wl, &p, msg, sizeof(msg)))
+	if (wl_cost(req->wl, &p, &cost, msg, sizeof(msg)))
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);
+	steps = cost.steps;
+	if (req->max_tokens > 0 && (uint64_t)req->max_tokens < steps)
+		steps = (uint64_t)req->max_tokens;
+	if (c->max_request_steps && steps > c->max_request_steps)
+		return over_limit(err, req->wl, "steps", steps, "max-request-steps",
+				  c->max_request_steps);
+	if (c->max_request_dev_bytes && cost.dev_bytes > c->max_request_dev_bytes)
+		return over_limit(err, req->wl, "device bytes", cost.dev_bytes,
+				  "max-request-device-bytes", c->max_request_dev_bytes);
+	if (c->max_request_host_bytes && cost.host_bytes > c->max_request_host_bytes)
+		return over_limit(err, req->wl, "host bytes", cost.host_bytes,
+				  "max-request-host-bytes", c->max_request_host_bytes);
 	pthread_mutex_lock(&w->kv_lock);
-	rc = wl_req_create(&rq->wl, &env, req->wl, &p, msg, sizeof(msg));
+	rc = wl_req_reserve(&rq->wl, &env, req->wl, &p, msg, sizeof(msg));
 	pthread_mutex_unlock(&w->kv_lock);
-	if (rc == -ENOSPC)
+	if (rc == -ENOSPC || rc == -ENOMEM)
 		return proto_fail(err, CHIPD_E_NO_CAPACITY, "%s", msg);
 	if (rc == -EINVAL)
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);
 	if (rc)
 		return proto_fail(err, CHIPD_E_DEVICE_ERROR, "%s", msg);
-	rq->limit = wl_req_steps(rq->wl);
-	if (req->max_tokens > 0 && (uint64_t)req->max_tokens < rq->limit)
-		rq->limit = (uint32_t)req->max_tokens;
+	rq->limit = (uint32_t)steps;
 	return CHIPD_OK;
 }
 
 /* Whether anybody will run a new request: not after a shutdown began, nor once O or
- * S gave up for good (the work would wait for a thread that is gone). */
+ * S gave up for good (the work would wait for a thread that is gone). The refusal is
+ * no_capacity, retryable: the chip is being restarted and another may run it. */
 static int admission_open(struct wrk *w, struct proto_error *err)
 {
 	int32_t o_err = atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst);
 	int32_t s_err = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst);
 
 	if (o_err)
-		return proto_fail(err, CHIPD_E_INTERNAL,
+		return proto_fail(err, CHIPD_E_NO_CAPACITY,
 				  "chip %u: orchestrator thread failed (%s); not admitting work",
 				  w->cfg.chip, strerror(-o_err));
 	if (s_err)
-		return proto_fail(err, CHIPD_E_DEVICE_ERROR,
+		return proto_fail(err, CHIPD_E_NO_CAPACITY,
 				  "chip %u: scheduler gave the device up (%s); not admitting work",
 				  w->cfg.chip, strerror(-s_err));
 	if (atomic_load_explicit(&w->stop, memory_order_relaxed))
@@ -214,21 +268,19 @@ static int run_assign(void *ctx, const struct proto_msg *req, struct proto_msg *
 	atomic_store_explicit(&rq->cancel, 0, memory_order_relaxed);
 	code = attach_ring(w, req, rq, err);
 	if (code == CHIPD_OK)
-		code = create_wl(w, req, rq, err);
+		code = admit_wl(w, req, rq, err);
 	if (code != CHIPD_OK) {
 		put_slot(w, rq);
 		goto out;
 	}
-	pthread_mutex_lock(&w->lock);
-	w->queue[(w->q_head + w->q_len) % w->cfg.queue_cap] = rq;
-	w->q_len++;
-	rq->state = WRK_RQ_QUEUED;
-	/* queue_depth has two writers, M here and O when it takes the queue, both under
-	 * the lock that guards q_len: the last store is always the current length */
-	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), w->q_len);
-	pthread_mutex_unlock(&w->lock);
-	wrk_kick_o(w);
+	/* admitted: the answer goes now; L fills it and queues it for O (marked failed,
+	 * for O to end, if the fill fails) */
+	wrk_load_submit(w, rq);
 	ans->id = req->id;
+	w->assigned = rq; /* serve() cancels it if the answer finds the slot reset */
+	w->assigned_id = (uint64_t)req->id;
+	if (w->cfg.m_assigned)
+		(void)w->cfg.m_assigned(w->cfg.fault_arg, (uint64_t)req->id, 0);
 out:
 	ctr_m(w, code == CHIPD_OK ? PROTO_WRK_admitted : PROTO_WRK_rejected);
 	return code;
@@ -256,10 +308,25 @@ static int run_cancel(void *ctx, const struct proto_msg *req, struct proto_msg *
 	return code;
 }
 
+void wrk_req_abandon(struct wrk *w, struct wrk_req *rq, uint64_t id)
+{
+	bool live;
+
+	pthread_mutex_lock(&w->lock);
+	live = is_live(rq->state) && rq->id == id;
+	if (live) /* release: as run_cancel */
+		atomic_store_explicit(&rq->cancel, 1, memory_order_release);
+	pthread_mutex_unlock(&w->lock);
+	if (live)
+		wrk_kick_o(w);
+}
+
 static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 			 struct proto_error *err)
 {
 	struct wrk *w = ctx;
+
+	uint64_t published, released;
 
 	(void)err;
 	pthread_mutex_lock(&w->lock);
@@ -267,6 +334,18 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	pthread_mutex_unlock(&w->lock);
 	ans->active = atomic_load_explicit(&w->o_active, memory_order_relaxed);
 	ans->seq = req->seq;
+	/* each thread's state: its error word and its progress word; the supervisor
+	 * judges progress between two answers while work is pending */
+	ans->o_err = atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst);
+	ans->s_err = atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst);
+	ans->o_rounds =
+	    (int64_t)(atomic_load_explicit(&w->sync.o_rounds, memory_order_relaxed) & INT64_MAX);
+	ans->s_rounds =
+	    (int64_t)(atomic_load_explicit(&w->sync.s_rounds, memory_order_relaxed) & INT64_MAX);
+	/* released first: published >= released always holds for what we read */
+	released = atomic_load_explicit(&w->sync.released, memory_order_seq_cst);
+	published = atomic_load_explicit(&w->sync.published, memory_order_seq_cst);
+	ans->epochs = (int64_t)(published > released ? published - released : 0);
 	return CHIPD_OK;
 }
 
@@ -288,6 +367,7 @@ static int run_shutdown(void *ctx, const struct proto_msg *req, struct proto_msg
 		atomic_store_explicit(&w->grace_end_ns, end, memory_order_relaxed);
 	atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
 	wrk_kick_o(w);
+	wrk_load_kick(w);
 	if (w->ndeferred == WRK_MAX_DEFERRED)
 		return CHIPD_OK; /* the stop is under way: this one is answered now */
 	w->deferred[w->ndeferred++] = w->cur;
@@ -373,6 +453,9 @@ void wrk_end_leftovers(struct wrk *w, enum chipd_code code)
 	pthread_mutex_lock(&w->lock);
 	w->q_head = 0;
 	w->q_len = 0;
+	w->load_head = 0; /* what L left (it has exited): ended above */
+	w->load_len = 0;
+	w->nloading = 0;
 	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), 0);
 	pthread_mutex_unlock(&w->lock);
 }

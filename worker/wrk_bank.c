@@ -17,12 +17,21 @@ int wrk_banks_init(struct wrk *w)
 		atomic_init(&b->owner, WRK_OWNER_FREE);
 		b->host_mem = aligned_alloc(64, (c->bank_host_bytes + 63) & ~(size_t)63);
 		b->ents = calloc(c->max_batch, sizeof(*b->ents));
-		if (!b->host_mem || !b->ents)
+		b->lanes = calloc(c->max_batch, sizeof(*b->lanes));
+		if (!b->host_mem || !b->ents || !b->lanes)
 			return -ENOMEM;
 		err = dev_alloc(w->dev, c->bank_dev_bytes, &b->dev_mem);
 		if (err) {
 			b->dev_mem = NULL;
 			return err;
+		}
+		/* one completion event per lane (S) */
+		for (uint32_t k = 0; k < c->max_batch; k++) {
+			err = dev_event_create(w->dev, &b->ents[k].done);
+			if (err) {
+				b->ents[k].done = NULL;
+				return err;
+			}
 		}
 		wl_arena_init(&b->host, b->host_mem, c->bank_host_bytes);
 		wl_arena_init(&b->dev, b->dev_mem, c->bank_dev_bytes);
@@ -37,10 +46,14 @@ void wrk_banks_destroy(struct wrk *w)
 
 		if (b->dev_mem)
 			dev_free(w->dev, b->dev_mem);
+		for (uint32_t k = 0; b->ents && k < w->cfg.max_batch; k++)
+			dev_event_destroy(b->ents[k].done); /* NULL: never made */
 		free(b->host_mem);
 		free(b->ents);
+		free(b->lanes);
 		b->dev_mem = b->host_mem = NULL;
 		b->ents = NULL;
+		b->lanes = NULL;
 	}
 }
 
@@ -97,11 +110,21 @@ struct wrk_bank *wrk_bank_acquire(struct wrk *w, uint64_t deadline_ns, int *err)
 		*err = -EPIPE;
 		return NULL;
 	}
-	b = &w->banks[(e - 1) % w->nbanks];
-	/* the release of epoch e - nbanks gave the bank back: it must be FREE */
-	if (!atomic_compare_exchange_strong_explicit(&b->owner, &owner, WRK_OWNER_O,
-						     memory_order_relaxed, memory_order_relaxed))
-		wrk_bank_check(b, WRK_OWNER_FREE, __func__);
+	/* released >= e - nbanks: at most nbanks - 1 epochs are out, so a bank is FREE
+	 * (S stored FREE before it counted the release; the seq_cst load above saw it) */
+	b = NULL;
+	for (uint32_t i = 0; i < w->nbanks && !b; i++) {
+		owner = WRK_OWNER_FREE;
+		if (atomic_compare_exchange_strong_explicit(&w->banks[i].owner, &owner, WRK_OWNER_O,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			b = &w->banks[i];
+	}
+	if (!b) { /* cannot happen: the count says one is free */
+		fprintf(stderr, "chipd worker: no free bank for epoch %llu\n",
+			(unsigned long long)e);
+		abort();
+	}
 	b->epoch = e;
 	b->nents = 0;
 	wl_arena_reset(&b->host);
@@ -113,6 +136,8 @@ void wrk_bank_publish(struct wrk *w, struct wrk_bank *b)
 {
 	WRK_OWNED(b, WRK_OWNER_O);
 	atomic_store_explicit(&b->owner, WRK_OWNER_S, memory_order_relaxed);
+	atomic_store_explicit(&w->sync.epoch_bank[b->epoch % WRK_MAX_BANKS], b->index,
+			      memory_order_relaxed);
 	/* seq_cst store: publishes the bank's contents and pairs with S's wait */
 	atomic_store_explicit(&w->sync.published, b->epoch, memory_order_seq_cst);
 	shm_wake_all(&w->sync.s_wake);
@@ -149,7 +174,6 @@ struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, 
 	/* O's exit must end the wait at once, not at the next sleep slice: O wakes S when
 	 * it leaves (ready sees it), so the slice is only a backstop */
 	struct shm_waiter how = {epoch_or_o_lost, o_lost, &a, w->cfg.spin_ns, WRK_PEER_SLICE_NS};
-	struct wrk_bank *b;
 
 	*err = shm_wait(&w->sync.s_wake, &how, deadline_ns);
 	if (*err)
@@ -158,7 +182,17 @@ struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, 
 		*err = -EPIPE;
 		return NULL;
 	}
-	b = &w->banks[(e - 1) % w->nbanks];
+	return wrk_bank_poll(w, e);
+}
+
+struct wrk_bank *wrk_bank_poll(struct wrk *w, uint64_t e)
+{
+	struct wrk_bank *b;
+
+	if (atomic_load_explicit(&w->sync.published, memory_order_seq_cst) < e)
+		return NULL;
+	b = &w->banks[atomic_load_explicit(&w->sync.epoch_bank[e % WRK_MAX_BANKS],
+					   memory_order_relaxed)];
 	WRK_OWNED(b, WRK_OWNER_S);
 	return b;
 }
@@ -166,8 +200,9 @@ struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, 
 void wrk_bank_release(struct wrk *w, struct wrk_bank *b)
 {
 	WRK_OWNED(b, WRK_OWNER_S);
-	atomic_store_explicit(&b->owner, WRK_OWNER_FREE, memory_order_relaxed);
-	atomic_store_explicit(&w->sync.released, b->epoch, memory_order_seq_cst);
+	/* release: O's acquire of the owner takes the bank with S done with it */
+	atomic_store_explicit(&b->owner, WRK_OWNER_FREE, memory_order_release);
+	atomic_fetch_add_explicit(&w->sync.released, 1, memory_order_seq_cst);
 	shm_wake_all(&w->sync.o_wake);
 }
 

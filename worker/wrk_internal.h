@@ -1,14 +1,24 @@
 /* wrk_internal.h - the worker's shared state: requests, banks, epoch and error words.
  *
- * Threads: M (the mailbox thread, wrk_main's caller), O and S.
+ * Threads: M (the mailbox thread, wrk_main's caller), O, S and L (the loader: fills
+ * an admitted request's device memory, off M, then queues it for O; wrk_load.c).
  *
  * Who owns what:
- *   request table (ids, admission queue)   M and O, under wrk.lock
+ *   request table (ids, admission queue)   M, L and O, under wrk.lock
+ *   load queue, nloading                   M and L, under wrk.lock
+ *   a request in state LOADING             L (its wl fill); M only sets its cancel
+ *                                          flag
  *   a request after O took it              O; S reads the fields O fixed before
  *                                          publishing the epoch that carries it
  *   wrk_req.s_done, s_pushed, s_final      written by S (s_done release), read by O (acquire)
- *   wrk_req.s_fail                         S (device error), O (build failure); atomics
- *   wrk_req.cancel                         written by M, read by O and S
+ *   wrk_req.s_inflight, s_stream           S only (its lanes in flight, their stream)
+ *   wrk_req.s_fail                         S (device error), O (build failure), L (a
+ *                                          failed fill, before it queues the request);
+ *                                          atomics
+ *   wrk_req.cancel                         written by M, read by O and S; O also
+ *                                          reads the ring's closed word (the reader's
+ *                                          cancel, ring_reader_closed) and treats it
+ *                                          the same
  *   a bank                                 O or S, moved only by the epoch words
  *   everything, once O and S are joined    M
  *
@@ -23,19 +33,27 @@
  * queued, active) against max_requests, and the records ENDED but not yet returned
  * are ones O held as active, at most max_requests more.
  *
- * Epoch words (struct wrk_sync): O publishes epoch e (1, 2, ...) in bank (e-1) % nbanks
- * by storing published = e; S releases it by storing released = e. O may build epoch
- * e once released >= e - nbanks. All four words are seq_cst (the shm_wake protocol
- * needs it, and a bank's contents are published with them). o_err / s_err hold a
+ * Epoch words (struct wrk_sync): O publishes epoch e (1, 2, ...) in a free bank, named
+ * in epoch_bank, by storing published = e. S takes epochs in order, launches each
+ * request's lane of the step and finishes every lane on its own (token published when
+ * that lane's work completed); it releases a bank once every lane in it finished, so
+ * banks come back out of order: S stores the bank's owner FREE and counts the release
+ * in released. O may build epoch e once released >= e - nbanks (then a bank is FREE)
+ * and takes any FREE bank. All these words are seq_cst (the shm_wake protocol needs
+ * it, and a bank's contents are published with them). A request has at most
+ * WRK_REQ_INFLIGHT steps built and not finished, so a slow one holds at most that
+ * many banks and the others keep the rest. o_err / s_err hold a
  * thread's fatal error (-errno), 0 while healthy; every wait watches the peer's word
  * and the stop flag. A thread that gives up for good sets its error word (seq_cst)
- * before it stops touching requests, and M refuses new work once either word is set:
+ * before it stops touching requests, then marks the control region DRAINING
+ * (wrk_mark_unhealthy: the supervisor routes nothing more here and restarts the
+ * worker), and M refuses new work (no_capacity) once either word is set:
  *   O fails   O exits at once, holding its requests; S runs what was published and
  *             exits; M, seeing both gone (o_done, s_exited), joins them and ends every
- *             stream left with internal.
+ *             stream left with worker_lost.
  *   S fails   (wrk_config.s_fatal_streak failed steps in a row: the device is gone) S exits;
- *             O ends every stream it holds with device_error and keeps running until
- *             shutdown.
+ *             O ends every stream it holds, with device_error where the request's own
+ *             step failed, worker_lost otherwise, and keeps running until shutdown.
  */
 #ifndef CHIPD_WORKER_WRK_INTERNAL_H
 #define CHIPD_WORKER_WRK_INTERNAL_H
@@ -55,7 +73,8 @@ enum wrk_owner { WRK_OWNER_FREE = 0, WRK_OWNER_O = 1, WRK_OWNER_S = 2 };
 
 enum wrk_req_state {
 	WRK_RQ_FREE = 0,
-	WRK_RQ_RESERVED = 3, /* id reserved, being created by M */
+	WRK_RQ_RESERVED = 3, /* id reserved, being admitted by M */
+	WRK_RQ_LOADING = 5,  /* admitted, held by L until its fill is done */
 	WRK_RQ_QUEUED = 1,   /* admitted, in the admission queue */
 	WRK_RQ_ACTIVE = 2,   /* taken by O */
 	WRK_RQ_ENDED = 4,    /* FINAL written: id released, record still in O's list */
@@ -65,6 +84,11 @@ enum wrk_req_state {
  * once: the stop they ask for is under way). */
 #define WRK_MAX_DEFERRED 8u
 
+/* Steps of one request built and not yet finished by S: 2, so O builds a request's
+ * next step while S runs one (host work hidden behind device work), and a slow
+ * request holds at most 2 banks (head-of-line isolation needs nbanks > 2). */
+#define WRK_REQ_INFLIGHT 2u
+
 /* O and S wake each other when one fails or leaves; their waits ask the peer's state
  * this seldom only as a backstop (an idle worker should not wake for nothing). */
 #define WRK_PEER_SLICE_NS (1000ull * 1000u * 1000u)
@@ -73,12 +97,18 @@ struct wrk_req {
 	uint64_t id;
 	struct wl_req *wl;
 	struct ring o_ring, s_ring; /* one handle per thread: handles cache indices */
+	uint32_t ring_gen;	    /* the ring's generation the assign named */
 	uint32_t limit;		    /* steps to run: min(workload steps, max_tokens) */
 	uint64_t deadline_ns;	    /* absolute CLOCK_MONOTONIC; 0: none */
 	enum wrk_req_state state;   /* under wrk.lock */
 	/* O only */
 	uint32_t built;
 	bool ending; /* O stopped building it; ends once S caught up */
+	/* S only: lanes of it launched and not yet finished, and the stream they run on
+	 * (its next step goes there too while one is in flight: stream order keeps its
+	 * steps in order) */
+	uint32_t s_inflight;
+	unsigned s_stream;
 	/* S -> O */
 	_Atomic uint32_t s_done;   /* steps S finished (token pushed or dropped) */
 	_Atomic uint32_t s_pushed; /* tokens S pushed: the seq of an ERROR record */
@@ -88,11 +118,18 @@ struct wrk_req {
 	struct wrk_req *next_free; /* table free list, under wrk.lock */
 };
 
-/* One request's part of a step. */
+/* One request's part of a step: lane i of the bank's step is entry i. */
 struct wrk_entry {
 	struct wrk_req *rq;
 	struct wl_out out;
 	uint32_t step;
+	/* S only */
+	struct dev_event *done; /* the lane's completion, recorded after its tasks */
+	unsigned stream;	/* the stream the lane runs on */
+	int err;		/* the lane's launch error (0: none) */
+	bool recorded;		/* done was recorded: the lane ends when it completes */
+	bool counted;		/* counted in S's lanes in flight on its stream */
+	bool pending;		/* launched, not yet finished */
 };
 
 struct wrk_bank {
@@ -103,13 +140,24 @@ struct wrk_bank {
 	struct wl_arena host, dev;
 	struct wl_step step;
 	struct wrk_entry *ents;
+	struct wl_lane *lanes; /* S: entry i's lane, for wl_exec_launch */
 	uint32_t nents;
 	uint64_t epoch;
+	uint32_t npending; /* S: entries whose lane has not finished */
+	bool ok, failed;   /* S: a lane completed / failed on the device (the streak) */
 };
 
 struct wrk_sync {
 	_Atomic uint64_t published; /* last epoch O published */
-	_Atomic uint64_t released;  /* last epoch S released */
+	_Atomic uint64_t released;  /* epochs S released (not in order: see above) */
+	/* The bank epoch e is in, at [e % WRK_MAX_BANKS]: stored by O before it publishes
+	 * e (relaxed; the publish orders it), read by S after it saw e published. At most
+	 * nbanks epochs are out at once, so a slot is not reused before S read it. */
+	_Atomic uint32_t epoch_bank[WRK_MAX_BANKS];
+	/* Requests' steps S finished (token pushed or dropped), bumped after each batch of
+	 * them: O, which builds a request's next step only when fewer than WRK_REQ_INFLIGHT
+	 * are in flight, sleeps until it changes (seq_cst, the shm_wake protocol). */
+	_Atomic uint64_t finished;
 	_Atomic int32_t o_err, s_err;
 	_Atomic uint32_t o_done;   /* O has exited: S drains and exits */
 	_Atomic uint32_t s_exited; /* S has exited (M joins once both have) */
@@ -119,11 +167,19 @@ struct wrk_sync {
 	/* O's busy time as a seqlock (odd seq: being updated), so S can measure how much
 	 * of its own run O was busy too (overlap_ns). */
 	_Atomic uint64_t o_seq, o_busy_acc, o_busy_since;
+	/* Progress words for the heartbeat (M alone answers it, so the supervisor judges
+	 * O and S by these): O bumps o_rounds at the start of each round (it wakes at
+	 * least every ORCH_IDLE_WAIT_NS) and after each request's build, S bumps s_rounds whenever it launched a step or
+	 * finished a lane (a lane the device never completes, or S stuck in a call, stops
+	 * it while epochs are out). Relaxed: M only reports them and nothing is ordered
+	 * by them. */
+	_Atomic uint64_t o_rounds, s_rounds;
 };
 
 struct wrk {
 	struct wrk_config cfg;
 	struct proto_node *node;
+	struct shm_region *control; /* the control region: its state says "no new work" */
 	struct ctr_block *ctr;
 	struct mbox mb;
 	struct dev *dev;
@@ -143,6 +199,7 @@ struct wrk {
 	_Atomic uint32_t stop;	       /* M -> O, S: shutdown requested */
 	_Atomic uint64_t grace_end_ns; /* after it, O ends what is left */
 	_Atomic uint32_t o_active;     /* O's active count, for heartbeats */
+	_Atomic uint32_t push_fail_logged; /* 1 once a failed terminal push was logged */
 
 	struct wrk_bank banks[WRK_MAX_BANKS];
 	uint32_t nbanks;
@@ -150,8 +207,25 @@ struct wrk {
 	pthread_t o_thread, s_thread;
 	bool o_started, s_started, joined;
 
+	/* The loader L (wrk_load.c), under lock: the requests M admitted whose fill has
+	 * not begun (a ring of queue_cap), and nloading = those plus the one being
+	 * filled. Admission counts nloading + q_len against queue_cap, so L always finds
+	 * room in the admission queue. */
+	struct wrk_req **load_q;
+	uint32_t load_head, load_len, nloading;
+	pthread_cond_t load_cond; /* L sleeps here (under lock): new work, stop */
+	bool load_cond_init;
+	pthread_t l_thread;
+	bool l_started;
+	_Atomic uint32_t l_done; /* L has exited (seq_cst, as o_done) */
+
 	/* M only */
 	struct mbox_ticket cur;			       /* the slot being served */
+	/* The request the assign being served admitted (NULL: none) and its id: an
+	 * answer that finds the slot reset means the supervisor gave up on the assign,
+	 * and M cancels the request (wrk_req_abandon). */
+	struct wrk_req *assigned;
+	uint64_t assigned_id;
 	struct mbox_ticket deferred[WRK_MAX_DEFERRED]; /* shutdowns answered at the end */
 	uint32_t ndeferred;
 	/* The trace spans go to: the config's, or one M created at trace start. Stored
@@ -167,19 +241,33 @@ static inline struct wrk_trace *wrk_trace_of(struct wrk *w)
 	return atomic_load_explicit(&w->trace, memory_order_acquire);
 }
 
+/* Whether nobody wants @rq's tokens any more: its reader closed the ring, or the ring
+ * is no longer @rq's (the supervisor took it back and reset it for another stream:
+ * nothing more may be written to it). A cheap check of two header words, made by O
+ * each round and by L before a fill. */
+static inline bool wrk_req_ring_unwanted(const struct wrk_req *rq)
+{
+	return ring_reader_closed(&rq->o_ring) ||
+	       atomic_load_explicit(&rq->o_ring.hdr->generation, memory_order_acquire) !=
+		   rq->ring_gen;
+}
+
 /* ---- banks and epochs (wrk_bank.c) ---- */
 int wrk_banks_init(struct wrk *w);
 void wrk_banks_destroy(struct wrk *w);
 void wrk_bank_check(struct wrk_bank *b, enum wrk_owner who, const char *fn);
-/* O: waits for the bank of epoch published + 1 to be free and takes it. Returns the
- * bank, or NULL with *@err (-EPIPE: S failed or stop; -ETIMEDOUT) . */
+/* O: waits until a bank is free for epoch published + 1 (released >= that epoch -
+ * nbanks) and takes one. Returns the bank, or NULL with *@err (-EPIPE: S failed or
+ * stop; -ETIMEDOUT). */
 struct wrk_bank *wrk_bank_acquire(struct wrk *w, uint64_t deadline_ns, int *err);
 /* O: hands a built bank to S under the next epoch. */
 void wrk_bank_publish(struct wrk *w, struct wrk_bank *b);
 /* S: waits for epoch @e. Returns its bank, or NULL with *@err (-EPIPE: O failed or
  * exited with nothing left to run; -ETIMEDOUT). */
 struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, int *err);
-/* S: returns the bank to O. */
+/* S: the bank of epoch @e if it is published, else NULL; does not wait. */
+struct wrk_bank *wrk_bank_poll(struct wrk *w, uint64_t e);
+/* S: returns the bank to O (in any order: every lane in it finished). */
 void wrk_bank_release(struct wrk *w, struct wrk_bank *b);
 /* O's busy time so far (seqlock read), and O's own marks. */
 uint64_t wrk_o_busy_at(struct wrk_sync *s, uint64_t now);
@@ -189,6 +277,26 @@ void wrk_o_busy_end(struct wrk_sync *s, uint64_t now);
 /* ---- threads ---- */
 void *wrk_orch_main(void *arg);
 void *wrk_sched_main(void *arg);
+
+/* ---- the loader (wrk_load.c) ---- */
+/* M, before the threads start: the load queue and L's wait. -ENOMEM, or pthread's. */
+int wrk_load_init(struct wrk *w);
+/* M, after the join: frees what wrk_load_init made. */
+void wrk_load_fini(struct wrk *w);
+/* L: fills each request M hands it, off M, then queues it for O: failed (s_fail
+ * no_capacity: memory exhausted; device_error: the device failed) when the fill
+ * failed, unfilled when it was cancelled or its reader left meanwhile; O ends those
+ * at once. Exits once a shutdown began and its queue is empty, at once when O failed
+ * or exited or the grace is over (what is left is M's: wrk_end_leftovers). */
+void *wrk_load_main(void *arg);
+/* M: hands @rq (its id reserved, its wl reserved by wl_req_reserve) to L: state
+ * LOADING, counted in nloading. */
+void wrk_load_submit(struct wrk *w, struct wrk_req *rq);
+/* Wakes L (a stop). */
+void wrk_load_kick(struct wrk *w);
+/* O: whether a request L holds (while L runs) or queued is still to be taken: O must
+ * not leave at a shutdown before it has taken them. */
+bool wrk_load_pending(struct wrk *w);
 
 /* ---- requests (wrk_admit.c) ---- */
 /* O: ends @rq's stream with an ERROR record of @code (nothing in flight), updates
@@ -200,11 +308,27 @@ void wrk_req_end_final(struct wrk *w, struct wrk_req *rq);
 /* O (or M after the join): returns the record of a request whose stream has ended
  * (or that never started), releasing its id and KV blocks if still held. */
 void wrk_req_free(struct wrk *w, struct wrk_req *rq);
-/* M, once O and S are joined: ends every stream still live with an ERROR of @code
+/* M, once O, S and L are joined: ends every stream still live with an ERROR of @code
  * and returns every record. */
 void wrk_end_leftovers(struct wrk *w, enum chipd_code code);
+/* O (or M after the join, the counter's writers): the terminal record of request @id
+ * could not be pushed (@rc from ring_push: a ring a peer corrupted or ended already).
+ * Counts terminal_push_failed and logs the first one of the worker; the stream stays
+ * unended for the supervisor to reclaim. */
+void wrk_terminal_push_failed(struct wrk *w, uint64_t id, int rc);
+/* M: the supervisor gave up on the assign that admitted @rq as request @id (its answer
+ * found the slot reset, or the slot was reset while the assign was still under way):
+ * nobody learns the stream, so the request is cancelled like a cancel call does it
+ * (O ends it cancelled, its id and ring are freed). Does nothing when @rq is no longer
+ * live with @id (it ended meanwhile). Whoever holds a request not yet queued (being
+ * loaded) must check its cancel flag before queueing it. */
+void wrk_req_abandon(struct wrk *w, struct wrk_req *rq, uint64_t id);
 /* Wakes O (new work, cancel, stop). */
 void wrk_kick_o(struct wrk *w);
+/* O or S, right after storing its error word: marks the control region DRAINING (no
+ * new work), so the supervisor stops routing to this chip before its next heartbeat
+ * and restarts the worker. */
+void wrk_mark_unhealthy(struct wrk *w);
 /* The worker's handler table (assign, cancel, heartbeat, shutdown, trace). */
 extern const struct proto_server wrk_server;
 

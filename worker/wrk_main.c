@@ -11,9 +11,11 @@
  * is seen within the long wait (its thread is then joined). */
 #define WRK_MBOX_WAIT_NS      (250u * 1000u * 1000u)
 #define WRK_MBOX_EXIT_WAIT_NS (1000u * 1000u)
-/* Streams S spreads a step's lanes over (S||S): independent requests run side by
- * side, as many as a step usually holds without making each stream's queue tiny. */
-#define WRK_STREAMS 4
+/* Streams S spreads requests' lanes over (S||S): each request with nothing in flight
+ * goes to the stream with the fewest lanes in flight, so independent requests run side
+ * by side and a fast one does not queue behind a slow one while a stream is free.
+ * The sim backend runs each stream on a thread of its own (asleep while idle). */
+#define WRK_STREAMS 16
 
 void wrk_config_default(struct wrk_config *cfg)
 {
@@ -21,7 +23,7 @@ void wrk_config_default(struct wrk_config *cfg)
 	    .chip = 0,
 	    .dev_kind = DEV_SIM,
 	    .dev_index = 0,
-	    .nbanks = 2,
+	    .nbanks = 8,
 	    .queue_cap = 64,
 	    .max_requests = 256,
 	    .max_batch = 64,
@@ -31,6 +33,9 @@ void wrk_config_default(struct wrk_config *cfg)
 	    .kv_blocks = 4096,
 	    .kv_block_floats = 2048,
 	    .spin_ns = SHM_SPIN_NS_DEFAULT,
+	    .max_request_host_bytes = WRK_MAX_REQUEST_HOST_BYTES_DEFAULT,
+	    .max_request_dev_bytes = WRK_MAX_REQUEST_DEV_BYTES_DEFAULT,
+	    .max_request_steps = WRK_MAX_REQUEST_STEPS_DEFAULT,
 	};
 }
 
@@ -45,18 +50,24 @@ static bool config_ok(const struct wrk_config *c, const struct proto_node *node)
 	       (c->no_overlap || (c->nbanks >= 1 && c->nbanks <= WRK_MAX_BANKS));
 }
 
-/* Whether O and S have both exited (joining them will not wait). */
+/* Whether O, S and L have all exited (joining them will not wait). */
 static bool threads_gone(struct wrk *w)
 {
 	return (!w->o_started || atomic_load_explicit(&w->sync.o_done, memory_order_seq_cst)) &&
-	       (!w->s_started || atomic_load_explicit(&w->sync.s_exited, memory_order_seq_cst));
+	       (!w->s_started || atomic_load_explicit(&w->sync.s_exited, memory_order_seq_cst)) &&
+	       (!w->l_started || atomic_load_explicit(&w->l_done, memory_order_seq_cst));
 }
 
-/* Joins O, then (O's exit ending S's wait once every published epoch has run) S. */
+/* Joins L (it leaves once a stop began and its queue is done, or once O is gone), O,
+ * then (O's exit ending S's wait once every published epoch has run) S. */
 static void join_threads(struct wrk *w)
 {
 	if (w->joined)
 		return;
+	if (w->l_started) {
+		wrk_load_kick(w);
+		pthread_join(w->l_thread, NULL);
+	}
 	if (w->o_started)
 		pthread_join(w->o_thread, NULL);
 	atomic_store_explicit(&w->sync.o_done, 1, memory_order_seq_cst);
@@ -73,6 +84,7 @@ static void stop_and_join(struct wrk *w)
 		return;
 	atomic_store_explicit(&w->stop, 1, memory_order_seq_cst);
 	wrk_kick_o(w);
+	wrk_load_kick(w);
 	join_threads(w);
 }
 
@@ -106,6 +118,9 @@ static int setup(struct wrk *w)
 	err = wrk_banks_init(w);
 	if (err)
 		return err;
+	err = wrk_load_init(w);
+	if (err)
+		return err;
 	shm_wake_init(&w->sync.o_wake);
 	shm_wake_init(&w->sync.s_wake);
 	err = -pthread_create(&w->s_thread, NULL, wrk_sched_main, w);
@@ -116,6 +131,10 @@ static int setup(struct wrk *w)
 	if (err)
 		return err;
 	w->o_started = true;
+	err = -pthread_create(&w->l_thread, NULL, wrk_load_main, w);
+	if (err)
+		return err;
+	w->l_started = true;
 	return 0;
 }
 
@@ -127,6 +146,7 @@ static void teardown(struct wrk *w)
 	if (w->own_trace)
 		wrk_trace_destroy(wrk_trace_of(w));
 	wrk_banks_destroy(w);
+	wrk_load_fini(w);
 	free(w->reqs);
 	free(w->queue);
 	if (w->exec)
@@ -139,15 +159,15 @@ static void teardown(struct wrk *w)
 }
 
 /* After O and S are joined: every stream still live ends here, with the code that
- * says why nobody will run it. */
+ * says why nobody will run it: worker_lost (retryable: the supervisor restarts a
+ * worker whose thread gave up, and another chip may run it) when O or S gave up. */
 static void reap(struct wrk *w)
 {
 	enum chipd_code code = CHIPD_E_CANCELLED;
 
-	if (atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst))
-		code = CHIPD_E_INTERNAL;
-	else if (atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst))
-		code = CHIPD_E_DEVICE_ERROR;
+	if (atomic_load_explicit(&w->sync.o_err, memory_order_seq_cst) ||
+	    atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst))
+		code = CHIPD_E_WORKER_LOST;
 	join_threads(w); /* both have exited: no wait; admission stays as it was */
 	wrk_end_leftovers(w, code);
 }
@@ -206,12 +226,18 @@ static void serve(struct wrk *w)
 		}
 		t0 = shm_now_ns();
 		w->cur = ev.t;
+		w->assigned = NULL;
 		rc = proto_dispatch(&wrk_server, w, ev.req, ev.len, mbox_resp_buf(&w->mb, ev.t),
 				    mbox_resp_cap(&w->mb), &len);
 		/* -ECANCELED: the supervisor gave up meanwhile, and the reset is acknowledged
-		 * there */
-		if (rc == 0 && mbox_answer(&w->mb, ev.t, (uint32_t)len) == -ECANCELED)
+		 * there. An assign's answer is then lost: nobody learns the stream, so the
+		 * request it admitted is cancelled rather than left to run. */
+		if (rc == 0 && mbox_answer(&w->mb, ev.t, (uint32_t)len) == -ECANCELED) {
 			ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_mbox_resets), 1);
+			if (w->assigned)
+				wrk_req_abandon(w, w->assigned, w->assigned_id);
+		}
+		w->assigned = NULL;
 		wrk_trace_span(wrk_trace_of(w), WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
 	}
 	answer_deferred(w);
@@ -230,6 +256,7 @@ int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct pr
 	w->cfg = *cfg;
 	w->nbanks = cfg->no_overlap ? 1 : cfg->nbanks;
 	w->node = node;
+	w->control = control;
 	w->ctr = &node->wrk_ctr[cfg->chip];
 	atomic_init(&w->trace, cfg->trace); /* before O and S exist */
 	pthread_mutex_init(&w->lock, NULL);

@@ -10,8 +10,8 @@
 
 /* How long O sleeps when nothing can advance. A request paused on a full ring is
  * woken by nobody (the reader does not ring the producer), so O re-checks ring
- * space this often; any other change (new work, cancel, stop, a released bank)
- * wakes it at once. */
+ * space this often; any other change (new work, cancel, stop, a released bank, a
+ * step S finished) wakes it at once. */
 #define ORCH_PAUSED_POLL_NS (500u * 1000u)
 /* Idle: every change wakes O, so this only bounds a lost wake; long, so an idle
  * worker does not wake for nothing (idle CPU budget, docs/performance.md). */
@@ -24,7 +24,7 @@ struct orch {
 	struct wrk_req **act; /* requests O took, up to nreqs of them */
 	uint32_t nact;
 	uint32_t seen_kicks;
-	uint64_t seen_released;
+	uint64_t seen_released, seen_finished;
 	int32_t seen_s_err;
 	uint32_t rot; /* where the last step started in the pick list */
 };
@@ -64,9 +64,11 @@ static void drop(struct orch *o, uint32_t i)
 }
 
 /* Ends the requests whose streams can end now: completed (S wrote FINAL and released
- * the id: the record goes back), failed, cancelled, or every one when @abort_all. A
+ * the id: the record goes back), failed, cancelled (by a cancel call, or by its reader,
+ * who closed the ring: nobody reads the stream any more), or every one when @abort_all. A
  * request with a step in S waits, unless S gave up (@s_dead: it will never touch the
- * rings again; its requests end with device_error). */
+ * rings again; a request whose own step failed ends with its code, device_error, the
+ * others with worker_lost, retryable). */
 static void retire(struct orch *o, bool abort_all, bool s_dead)
 {
 	struct wrk *w = o->w;
@@ -76,10 +78,14 @@ static void retire(struct orch *o, bool abort_all, bool s_dead)
 		struct wrk_req *rq = o->act[i];
 		uint32_t done = atomic_load_explicit(&rq->s_done, memory_order_acquire);
 		int32_t fail = atomic_load_explicit(&rq->s_fail, memory_order_acquire);
-		bool cancel = atomic_load_explicit(&rq->cancel, memory_order_acquire) != 0;
+		bool cancel = atomic_load_explicit(&rq->cancel, memory_order_acquire) != 0 ||
+			      wrk_req_ring_unwanted(rq);
 
 		if (s_dead && !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
-			wrk_req_end_error(w, rq, CHIPD_E_DEVICE_ERROR);
+			/* a step of its own failed: its code; the others did nothing wrong and
+			 * end retryable, to run on a healthy chip */
+			wrk_req_end_error(w, rq,
+					  fail ? (enum chipd_code)fail : CHIPD_E_WORKER_LOST);
 			drop(o, i);
 			continue;
 		}
@@ -103,18 +109,25 @@ static void retire(struct orch *o, bool abort_all, bool s_dead)
 	}
 }
 
-/* May @rq get another step now? Counts the tokens already in flight against the
- * ring's free records, so a push by S can never find the ring full. */
-static bool may_advance(struct wrk_req *rq, uint64_t now)
+/* May @rq get another step now? At most WRK_REQ_INFLIGHT steps of it are out (S's
+ * finishing one wakes O), and the tokens already in flight are counted against the
+ * ring's free records, so a push by S can never find the ring full; *@ring_wait is set
+ * when only the ring's space holds it back (nobody wakes O for that). */
+static bool may_advance(struct wrk_req *rq, uint64_t now, bool *ring_wait)
 {
 	uint32_t done = atomic_load_explicit(&rq->s_done, memory_order_acquire);
 
 	if (rq->built >= rq->limit || atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
 	    atomic_load_explicit(&rq->cancel, memory_order_relaxed) ||
-	    (rq->deadline_ns && now >= rq->deadline_ns))
+	    wrk_req_ring_unwanted(rq) || (rq->deadline_ns && now >= rq->deadline_ns))
+		return false;
+	if (rq->built - done >= WRK_REQ_INFLIGHT)
 		return false;
 	/* read s_done before the space: a push in between only makes us pessimistic */
-	return ring_space(&rq->o_ring) > rq->built - done;
+	if (ring_space(&rq->o_ring) > rq->built - done)
+		return true;
+	*ring_wait = true;
+	return false;
 }
 
 /* O failed to build @rq's part of a step. Only @rq is affected: a failed build adds
@@ -173,6 +186,8 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 			rc = -EIO; /* injected: as if the build had failed */
 		else
 			rc = wl_req_build(rq->wl, &b->step, b->nents, &e->out);
+		/* progress inside a round: a step of many costly builds is not a stall */
+		atomic_fetch_add_explicit(&w->sync.o_rounds, 1, memory_order_relaxed);
 		if (rc == -ENOBUFS && b->nents > 0)
 			break; /* the step is full: the rest go into the next one */
 		if (rc) {
@@ -198,7 +213,7 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 struct idle_arg {
 	struct wrk *w;
 	uint32_t kicks;
-	uint64_t released;
+	uint64_t released, finished;
 	int32_t s_err;
 };
 
@@ -208,6 +223,7 @@ static bool something_changed(void *arg)
 
 	return atomic_load_explicit(&a->w->sync.kicks, memory_order_seq_cst) != a->kicks ||
 	       atomic_load_explicit(&a->w->sync.released, memory_order_seq_cst) != a->released ||
+	       atomic_load_explicit(&a->w->sync.finished, memory_order_seq_cst) != a->finished ||
 	       atomic_load_explicit(&a->w->stop, memory_order_seq_cst) != 0 ||
 	       atomic_load_explicit(&a->w->sync.s_err, memory_order_seq_cst) != a->s_err;
 }
@@ -215,7 +231,7 @@ static bool something_changed(void *arg)
 static void idle_wait(struct orch *o, uint64_t ns)
 {
 	struct wrk *w = o->w;
-	struct idle_arg a = {w, o->seen_kicks, o->seen_released, o->seen_s_err};
+	struct idle_arg a = {w, o->seen_kicks, o->seen_released, o->seen_finished, o->seen_s_err};
 	struct shm_waiter how = {something_changed, NULL, &a, w->cfg.spin_ns};
 
 	(void)shm_wait(&w->sync.o_wake, &how, shm_deadline_in(ns));
@@ -259,6 +275,7 @@ static void o_fatal(struct wrk *w, int err, const char *why)
 	fprintf(stderr, "chipd worker %u: orchestrator failed: %s (%s)\n", w->cfg.chip, why,
 		strerror(-err));
 	atomic_store_explicit(&w->sync.o_err, err, memory_order_seq_cst);
+	wrk_mark_unhealthy(w);
 	shm_wake_all(&w->sync.s_wake);
 }
 
@@ -286,6 +303,7 @@ void *wrk_orch_main(void *arg)
 		bool paused = false;
 		uint64_t now;
 
+		atomic_fetch_add_explicit(&w->sync.o_rounds, 1, memory_order_relaxed);
 		if (w->cfg.o_fatal && w->cfg.o_fatal(w->cfg.fault_arg, 0, round)) {
 			o_fatal(w, -EIO, "injected fatal fault");
 			goto out;
@@ -293,17 +311,17 @@ void *wrk_orch_main(void *arg)
 		o.seen_s_err = s_err;
 		o.seen_kicks = atomic_load_explicit(&w->sync.kicks, memory_order_seq_cst);
 		o.seen_released = atomic_load_explicit(&w->sync.released, memory_order_seq_cst);
+		o.seen_finished = atomic_load_explicit(&w->sync.finished, memory_order_seq_cst);
 		take_new(&o);
 		retire(&o, abort_all, s_dead);
 		update_gauges(&o);
-		if (stopping && o.nact == 0)
+		/* not before L queued what it holds: a request admitted before the stop runs */
+		if (stopping && o.nact == 0 && !wrk_load_pending(w))
 			break;
 		now = shm_now_ns();
 		for (uint32_t i = 0; !abort_all && !s_dead && i < o.nact; i++) {
-			if (may_advance(o.act[i], now))
+			if (may_advance(o.act[i], now, &paused))
 				pick[npick++] = o.act[i];
-			else if (o.act[i]->built < o.act[i]->limit)
-				paused = true;
 		}
 		if (npick) {
 			int rc = build_step(&o, pick, npick);

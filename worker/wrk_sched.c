@@ -1,33 +1,28 @@
-/* wrk_sched.c - the scheduler thread (S): waits for the next epoch, runs its bank's
- * tasks on the device, publishes each request's token and returns the bank. */
+/* wrk_sched.c - the scheduler thread (S): takes the published epochs in order,
+ * launches each request's lane of a step on a stream of its own, finishes each lane on
+ * its own when its work completed (token published, or the request failed) and
+ * returns a bank once every lane in it finished. A slow lane holds up only its own
+ * request: the others' tokens are published, and their next steps built and
+ * launched, while it runs. */
 #include "wrk_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Bound of one wait for an epoch. O's publish and O's exit both wake S (the wait's
- * ready test sees them), so this only bounds a lost wake; long, so an idle worker
- * does not wake for nothing. */
+/* Bound of one wait for an epoch while no lane is in flight. O's publish and O's exit
+ * both wake S (the wait's ready test sees them), so this only bounds a lost wake;
+ * long, so an idle worker does not wake for nothing. */
 #define SCHED_EPOCH_WAIT_NS (1000u * 1000u * 1000u)
+/* While lanes are in flight S looks at them this often: a lane's end wakes nobody
+ * (the device does not ring S), O's publish does. S spins first (spin_ns), then
+ * sleeps this long at most, so a token is published within about this much of its
+ * lane's end. */
+#define SCHED_LANE_POLL_NS (50u * 1000u)
 
 static void ctr_s(struct wrk *w, enum proto_wrk_ctr c, uint64_t d)
 {
 	ctr_add(w->ctr, wrk_ctr_index(c), d);
-}
-
-/* Runs the step of @b: the fault hook first (tests), then the device. */
-static int run_step(struct wrk *w, struct wrk_bank *b)
-{
-	WRK_OWNED(b, WRK_OWNER_S);
-	if (w->cfg.fault) {
-		for (uint32_t i = 0; i < b->nents; i++)
-			if (w->cfg.fault(w->cfg.fault_arg, b->ents[i].rq->id, b->ents[i].step))
-				return -EIO;
-	}
-	if (b->step.n == 0)
-		return 0;
-	return wl_exec_run(w->exec, &b->step);
 }
 
 /* Publishes one request's token of a completed step. FINAL goes with the last
@@ -52,12 +47,12 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	/* the id is free before FINAL is visible: a client that read it may resubmit */
 	if (last)
 		wrk_req_end_final(w, rq);
-	/* O only builds a step when the ring has room for every token in flight */
-	if (ring_push(&rq->s_ring, &rec)) {
-		if (last) /* cannot happen (a terminal always fits); the id is gone anyway */
-			atomic_store_explicit(&rq->s_final, 1, memory_order_release);
+	/* A terminal always fits, and O only builds a step when the ring has room for
+	 * every token in flight: only a peer that broke the ring makes a push fail. The
+	 * request then fails, FINAL too (s_final stays 0; its id is free already): O
+	 * writes its ERROR record, or counts that the ring refused that too. */
+	if (ring_push(&rq->s_ring, &rec))
 		return CHIPD_E_INTERNAL;
-	}
 	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
 	ctr_s(w, PROTO_WRK_tokens, 1);
 	if (last) {
@@ -67,27 +62,257 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	return CHIPD_OK;
 }
 
-static void finish_bank(struct wrk *w, struct wrk_bank *b, int rc)
+/* Finishes one lane: publishes the request's token, or fails the request with
+ * device_error when its lane failed (@res, -errno); its steps finish in order. */
+static void finish_entry(struct wrk *w, struct wrk_entry *e, int res)
 {
-	if (rc)
+	struct wrk_req *rq = e->rq;
+	enum chipd_code code = CHIPD_OK;
+
+	if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed)) {
+		/* failed earlier: its later steps are dropped */
+	} else if (res) {
 		ctr_s(w, PROTO_WRK_device_errors, 1);
+		code = CHIPD_E_DEVICE_ERROR;
+	} else if (!atomic_load_explicit(&rq->cancel, memory_order_acquire)) {
+		code = publish(w, e);
+	}
+	if (code != CHIPD_OK)
+		atomic_store_explicit(&rq->s_fail, code, memory_order_relaxed);
+	/* release: O reads the ring, s_fail and s_final after it sees s_done */
+	atomic_store_explicit(&rq->s_done, e->step + 1, memory_order_release);
+}
+
+/* S's own state. */
+struct sched {
+	struct wrk *w;
+	struct wrk_bank *held[WRK_MAX_BANKS]; /* banks with lanes not finished, by epoch */
+	uint32_t nheld;
+	uint32_t busy[WL_EXEC_STREAMS]; /* lanes in flight on each stream */
+	bool bad[WL_EXEC_STREAMS];	/* a lane on it failed: replaced once idle */
+	uint64_t e;			/* the next epoch to take */
+	uint32_t streak, fatal_at;
+	/* S is busy from the launch that finds no bank held to the release that leaves
+	 * none; it counts that time (and O's busy time inside it) and records it as S run
+	 * spans in pieces, each ending where S is about to publish tokens, so a token's
+	 * reader finds the run that made it already counted and traced */
+	uint64_t seg_t0, seg_o0;
+};
+
+/* A stream for a request with nothing in flight: a live one with the fewest lanes in
+ * flight, so a fast request does not queue behind a slow one while another stream is
+ * free. Returns nstreams when every stream is lost or failed. */
+static unsigned pick_stream(struct sched *sc)
+{
+	struct wl_exec *x = sc->w->exec;
+	unsigned n = wl_exec_nstreams(x), best = n;
+
+	for (unsigned s = 0; s < n; s++) {
+		if (sc->bad[s] || !wl_exec_stream_ok(x, s))
+			continue;
+		if (best == n || sc->busy[s] < sc->busy[best])
+			best = s;
+	}
+	return best;
+}
+
+/* Replaces every failed or lost stream with nothing in flight (a failed stream stays
+ * failed; a lost one is retried at each launch). */
+static void mend_streams(struct sched *sc)
+{
+	struct wl_exec *x = sc->w->exec;
+
+	for (unsigned s = 0; s < wl_exec_nstreams(x); s++)
+		if ((sc->bad[s] || !wl_exec_stream_ok(x, s)) && sc->busy[s] == 0 &&
+		    wl_exec_stream_reset(x, s) == 0)
+			sc->bad[s] = false;
+}
+
+/* Launches every lane of @b's step without waiting for any. */
+static void launch(struct sched *sc, struct wrk_bank *b)
+{
+	struct wrk *w = sc->w;
+	unsigned nstreams = wl_exec_nstreams(w->exec);
+	int rc = 0;
+
+	WRK_OWNED(b, WRK_OWNER_S);
+	if (sc->nheld == 0) {
+		sc->seg_t0 = shm_now_ns();
+		sc->seg_o0 = wrk_o_busy_at(&w->sync, sc->seg_t0);
+	}
+	sc->held[sc->nheld++] = b;
+	b->npending = b->nents;
+	b->ok = b->failed = false;
+	mend_streams(sc);
+	for (uint32_t i = 0; i < b->nents; i++) {
+		struct wrk_req *rq = b->ents[i].rq;
+		unsigned s = rq->s_inflight ? rq->s_stream : pick_stream(sc);
+
+		/* no live stream: stream 0, lost or failed, fails the lane */
+		b->lanes[i] =
+		    (struct wl_lane){.stream = s < nstreams ? s : 0, .done = b->ents[i].done};
+		/* counted at once, so the next lane of this step picks another stream */
+		if (s < nstreams)
+			sc->busy[s]++;
+		b->ents[i].counted = s < nstreams;
+	}
+	if (b->nents)
+		rc = wl_exec_launch(w->exec, &b->step, b->lanes, b->nents);
 	for (uint32_t i = 0; i < b->nents; i++) {
 		struct wrk_entry *e = &b->ents[i];
-		struct wrk_req *rq = e->rq;
-		enum chipd_code code = CHIPD_OK;
+		struct wl_lane *ln = &b->lanes[i];
 
-		if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed)) {
-			/* failed earlier: its later steps are dropped */
-		} else if (rc) {
-			code = CHIPD_E_DEVICE_ERROR;
-		} else if (!atomic_load_explicit(&rq->cancel, memory_order_acquire)) {
-			code = publish(w, e);
+		e->pending = true;
+		e->stream = ln->stream;
+		e->recorded = !rc && ln->recorded;
+		e->err = rc ? rc : ln->err;
+		if (e->recorded && !e->counted)
+			sc->busy[ln->stream]++; /* on a failed stream S had no better one for */
+		else if (!e->recorded && e->counted)
+			sc->busy[ln->stream]--; /* nothing of it is in flight */
+		if (e->recorded) {
+			e->rq->s_inflight++;
+			e->rq->s_stream = ln->stream;
+		} else if (!e->err) {
+			e->err = -EIO;
 		}
-		if (code != CHIPD_OK)
-			atomic_store_explicit(&rq->s_fail, code, memory_order_relaxed);
-		/* release: O reads the ring, s_fail and s_final after it sees s_done */
-		atomic_store_explicit(&rq->s_done, e->step + 1, memory_order_release);
+		/* the test hook: this lane fails as a device error would */
+		if (w->cfg.fault && w->cfg.fault(w->cfg.fault_arg, e->rq->id, e->step))
+			e->err = -EIO;
 	}
+}
+
+/* Whether @e can finish now: its request's earlier steps have, and its lane's work
+ * completed (*@res: 0 or the stream's error). */
+static bool entry_ready(struct wrk_entry *e, int *res)
+{
+	int q;
+
+	if (!e->pending || e->step != atomic_load_explicit(&e->rq->s_done, memory_order_relaxed))
+		return false;
+	if (!e->recorded) {
+		*res = 0;
+		return true;
+	}
+	q = dev_event_query(e->done);
+	if (q == -EBUSY)
+		return false;
+	*res = q;
+	return true;
+}
+
+/* Ends the piece of S's busy time that began at seg_t0 (a bank is held): counts it
+ * and O's busy time inside it, records it (arg: the oldest held epoch) and begins the
+ * next piece. */
+static void run_piece(struct sched *sc)
+{
+	struct wrk *w = sc->w;
+	uint64_t t1 = shm_now_ns();
+	uint64_t o1 = wrk_o_busy_at(&w->sync, t1), busy = t1 - sc->seg_t0;
+
+	ctr_s(w, PROTO_WRK_s_busy_ns, busy);
+	ctr_s(w, PROTO_WRK_overlap_ns, o1 - sc->seg_o0 < busy ? o1 - sc->seg_o0 : busy);
+	wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_RUN, sc->seg_t0, t1,
+		       (uint32_t)sc->held[0]->epoch);
+	sc->seg_t0 = t1;
+	sc->seg_o0 = o1;
+}
+
+/* Finishes every lane that can finish, oldest epoch first, and releases the banks
+ * whose lanes all finished. Returns how many lanes finished; sets *@fatal when S must
+ * give the device up. */
+static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
+{
+	struct wrk *w = sc->w;
+	uint64_t t0 = shm_now_ns();
+	uint32_t n = 0;
+
+	for (uint32_t h = 0; h < sc->nheld;) {
+		struct wrk_bank *b = sc->held[h];
+		int last_err = 0;
+
+		for (uint32_t i = 0; i < b->nents; i++) {
+			struct wrk_entry *e = &b->ents[i];
+			int q, res;
+
+			if (!entry_ready(e, &q))
+				continue;
+			if (n == 0)
+				run_piece(sc); /* before the first token of this pass */
+			if (e->recorded) {
+				sc->busy[e->stream]--;
+				e->rq->s_inflight--;
+				if (q) /* a failed stream stays failed */
+					sc->bad[e->stream] = true;
+			}
+			res = e->err ? e->err : q;
+			if (res) {
+				b->failed = true;
+				last_err = res;
+			} else {
+				b->ok = true;
+			}
+			e->pending = false;
+			finish_entry(w, e, res);
+			b->npending--;
+			n++;
+		}
+		if (b->npending) {
+			h++;
+			continue;
+		}
+		/* a step fails when none of its lanes completed and one failed: one bad
+		 * request fails its own lanes, a device that fails every lane is gone */
+		if (b->nents)
+			sc->streak = b->ok ? 0 : b->failed ? sc->streak + 1 : sc->streak;
+		if (last_err)
+			*fatal_err = last_err;
+		if (sc->nheld == 1)
+			run_piece(sc); /* the last held bank goes: S's busy time ends */
+		for (uint32_t k = h + 1; k < sc->nheld; k++)
+			sc->held[k - 1] = sc->held[k];
+		sc->nheld--;
+		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_PUBLISH, t0, shm_now_ns(),
+			       (uint32_t)b->epoch);
+		wrk_bank_release(w, b);
+		if (sc->streak >= sc->fatal_at)
+			*fatal = true;
+	}
+	if (n) {
+		/* seq_cst after the s_done stores: O sleeps until this word changes */
+		atomic_fetch_add_explicit(&w->sync.finished, n, memory_order_seq_cst);
+		shm_wake_all(&w->sync.o_wake);
+	}
+	return n;
+}
+
+struct lane_wait_arg {
+	struct sched *sc;
+};
+
+/* A new epoch, or a lane that can finish. */
+static bool lanes_ready(void *arg)
+{
+	struct sched *sc = ((struct lane_wait_arg *)arg)->sc;
+	int res;
+
+	if (atomic_load_explicit(&sc->w->sync.published, memory_order_seq_cst) >= sc->e)
+		return true;
+	for (uint32_t h = 0; h < sc->nheld; h++)
+		for (uint32_t i = 0; i < sc->held[h]->nents; i++)
+			if (entry_ready(&sc->held[h]->ents[i], &res))
+				return true;
+	return false;
+}
+
+/* S gives up while lanes are in flight: their work must complete before O ends their
+ * requests and frees what the work uses. Finishes nothing. */
+static void drain(struct sched *sc)
+{
+	for (uint32_t h = 0; h < sc->nheld; h++)
+		for (uint32_t i = 0; i < sc->held[h]->nents; i++)
+			if (sc->held[h]->ents[i].pending && sc->held[h]->ents[i].recorded)
+				(void)dev_event_sync(sc->held[h]->ents[i].done);
 }
 
 /* S gives up for good: the error word first (O ends every stream it holds once it
@@ -97,52 +322,56 @@ static void s_fatal(struct wrk *w, int err, uint32_t streak)
 	fprintf(stderr, "chipd worker %u: scheduler: %u steps in a row failed (%s); device lost\n",
 		w->cfg.chip, streak, strerror(-err));
 	atomic_store_explicit(&w->sync.s_err, err, memory_order_seq_cst);
+	wrk_mark_unhealthy(w);
 	shm_wake_all(&w->sync.o_wake);
 }
 
 void *wrk_sched_main(void *arg)
 {
-	struct wrk *w = arg;
-	uint32_t fatal_at =
-	    w->cfg.s_fatal_streak ? w->cfg.s_fatal_streak : WRK_S_FATAL_STREAK_DEFAULT;
-	uint32_t streak = 0;
-	uint64_t e = 1;
+	struct sched sc = {.w = arg, .e = 1};
+	struct wrk *w = sc.w;
+	struct lane_wait_arg la = {&sc};
+	bool fatal = false;
+	int fatal_err = -EIO;
 
+	sc.fatal_at = w->cfg.s_fatal_streak ? w->cfg.s_fatal_streak : WRK_S_FATAL_STREAK_DEFAULT;
 	for (;;) {
 		struct wrk_bank *b;
-		uint64_t t0, t1, tr, o0, o1, busy;
-		uint32_t nents;
-		int err, rc;
+		uint64_t t0, t1;
+		uint32_t n;
+		int err;
 
-		t0 = shm_now_ns();
-		b = wrk_bank_next(w, e, shm_deadline_in(SCHED_EPOCH_WAIT_NS), &err);
-		if (!b) {
-			if (err == -ETIMEDOUT)
-				continue;
-			break; /* O is gone and every epoch it published has run */
+		if (sc.nheld == 0) {
+			t0 = shm_now_ns();
+			b = wrk_bank_next(w, sc.e, shm_deadline_in(SCHED_EPOCH_WAIT_NS), &err);
+			if (!b) {
+				if (err == -ETIMEDOUT)
+					continue;
+				break; /* O is gone and every epoch it published has run */
+			}
+			t1 = shm_now_ns();
+			wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_WAIT, t0, t1,
+				       (uint32_t)sc.e);
+		} else {
+			/* at most nbanks epochs are out: a published one finds a bank free */
+			b = wrk_bank_poll(w, sc.e);
 		}
-		t1 = shm_now_ns();
-		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_WAIT, t0, t1, (uint32_t)e);
-		t0 = t1;
-		o0 = wrk_o_busy_at(&w->sync, t0);
-		rc = run_step(w, b);
-		tr = shm_now_ns();
-		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_RUN, t0, tr, (uint32_t)e);
-		finish_bank(w, b, rc);
-		t1 = shm_now_ns();
-		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_PUBLISH, tr, t1, (uint32_t)e);
-		o1 = wrk_o_busy_at(&w->sync, t1);
-		busy = t1 - t0;
-		ctr_s(w, PROTO_WRK_s_busy_ns, busy);
-		ctr_s(w, PROTO_WRK_overlap_ns, o1 - o0 < busy ? o1 - o0 : busy);
-		nents = b->nents; /* the bank is O's once released */
-		wrk_bank_release(w, b);
-		e++;
-		if (nents)
-			streak = rc ? streak + 1 : 0;
-		if (streak >= fatal_at) {
-			s_fatal(w, rc < 0 ? rc : -EIO, streak);
+		if (b) {
+			launch(&sc, b);
+			sc.e++;
+		}
+		n = poll_lanes(&sc, &fatal, &fatal_err);
+		if (b || n) /* progress: a step launched or a lane finished */
+			atomic_fetch_add_explicit(&w->sync.s_rounds, 1, memory_order_relaxed);
+		if (fatal) {
+			drain(&sc);
+			s_fatal(w, fatal_err < 0 ? fatal_err : -EIO, sc.streak);
 			break;
+		}
+		if (!b && !n && sc.nheld) {
+			struct shm_waiter how = {lanes_ready, NULL, &la, w->cfg.spin_ns, 0};
+
+			(void)shm_wait(&w->sync.s_wake, &how, shm_deadline_in(SCHED_LANE_POLL_NS));
 		}
 	}
 	atomic_store_explicit(&w->sync.s_exited, 1, memory_order_seq_cst);

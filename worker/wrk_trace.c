@@ -323,8 +323,8 @@ static void write_events(FILE *f, const struct snap *sn, unsigned chip)
 	}
 }
 
-/* Writes @t's events to "@path.tmp", wrapped as a whole file when @whole, and renames
- * it to @path. */
+/* Writes @t's events to a new temporary file beside @path, wrapped as a whole file
+ * when @whole, and renames it to @path (mode 0600). */
 static int write_file(const struct wrk_trace *t, const char *path, unsigned chip, bool whole,
 		      struct wrk_trace_counts *c)
 {
@@ -333,13 +333,13 @@ static int write_file(const struct wrk_trace *t, const char *path, unsigned chip
 	FILE *f;
 	int fd, err;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	err = snaps_take(t, sn);
 	if (err)
 		return err;
-	/* O_NOFOLLOW: a link planted at the temporary name is refused, not followed */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* a fresh name, O_EXCL, 0600: nothing planted beforehand is opened or followed */
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
 		goto out_free;

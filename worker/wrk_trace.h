@@ -46,8 +46,9 @@ enum wrk_span_kind {
 	WRK_SPAN_O_BUILD,     /* O: a step built; arg = epoch */
 	WRK_SPAN_O_WAIT,      /* O: waiting for a free bank; arg = epoch */
 	WRK_SPAN_S_WAIT,      /* S: waiting for an epoch; arg = epoch */
-	WRK_SPAN_S_RUN,	      /* S: a step on the device; arg = epoch */
-	WRK_SPAN_S_PUBLISH,   /* S: a step's tokens into the rings; arg = epoch */
+	WRK_SPAN_S_RUN,	      /* S: steps on the device, from a launch with none in flight
+			       * until none is; arg = its first epoch */
+	WRK_SPAN_S_PUBLISH,   /* S: the pass that finished a step's last lane; arg = epoch */
 	WRK_SPAN_NKINDS
 };
 

@@ -17,6 +17,10 @@
 
 void wrk_add_fault_tcases(Suite *s);
 void wrk_add_trace_tcases(Suite *s);
+void wrk_add_hol_tcases(Suite *s);
+void wrk_add_abandon_tcases(Suite *s);
+void wrk_add_health_tcases(Suite *s);
+void wrk_add_limit_tcases(Suite *s);
 
 START_TEST(tokens_in_order_then_final)
 {
@@ -156,42 +160,21 @@ START_TEST(trace_shows_o_and_s_spans_overlapping)
 }
 END_TEST
 
-/* A fault hook that holds S in its first step until the test lets it go. */
-struct gate {
-	_Atomic int entered, open;
-};
-
-static bool gate_hook(void *arg, uint64_t id, uint32_t step)
-{
-	struct gate *g = arg;
-
-	(void)id;
-	(void)step;
-	atomic_store(&g->entered, 1);
-	for (int i = 0; i < 5000 && !atomic_load(&g->open); i++)
-		tu_sleep_ms(1);
-	return false;
-}
-
-static bool gate_entered(void *arg)
-{
-	return atomic_load(&((struct gate *)arg)->entered) != 0;
-}
-
 START_TEST(cancel_queued_request_never_runs)
 {
 	struct wrk_config cfg;
 	struct ring_rec rec[16];
-	struct gate g = {0, 0};
+	struct wf_gate g = {0}; /* holds S in its first step until the test lets it go */
 	struct wf f;
 
 	wf_config(&cfg);
-	cfg.fault = gate_hook;
+	cfg.nbanks = 2; /* request 1's two steps in flight take both */
+	cfg.fault = wf_gate_hook;
 	cfg.fault_arg = &g;
 	wf_start(&f, &cfg, 64);
 	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=4,device_us=100", 0, NULL),
 			 CHIPD_OK);
-	ck_assert(tu_eventually(gate_entered, &g, READ_MS));
+	ck_assert(tu_eventually(wf_gate_entered, &g, READ_MS));
 	/* S is held and both banks are taken: request 2 cannot run before the cancel */
 	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=4,device_us=100", 0, NULL),
 			 CHIPD_OK);
@@ -429,5 +412,9 @@ int main(void)
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	wrk_add_fault_tcases(s);
 	wrk_add_trace_tcases(s);
+	wrk_add_abandon_tcases(s);
+	wrk_add_health_tcases(s);
+	wrk_add_limit_tcases(s);
+	wrk_add_hol_tcases(s);
 	return tu_run(s);
 }

@@ -6,6 +6,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,19 @@ int wf_heartbeat(struct wf *f, int64_t seq, int64_t *queued, int64_t *active)
 	free(m);
 	free(ans);
 	return code;
+}
+
+void wf_heartbeat_ans(struct wf *f, int64_t seq, struct proto_msg *ans)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+
+	ck_assert_ptr_nonnull(m);
+	proto_msg_init(m, PROTO_OP_HEARTBEAT);
+	m->seq = seq;
+	ck_assert_int_eq(call(f, m, ans), 0);
+	ck_assert_msg(ans->ok, "heartbeat refused: %s", ans->err.message);
+	ck_assert_int_eq(ans->seq, seq);
+	free(m);
 }
 
 int wf_trace(struct wf *f, int act, const char *path, int64_t chip, int64_t *events,
@@ -225,16 +239,14 @@ void wf_stop(struct wf *f)
 	shm_region_unlink(f->name);
 }
 
-int wf_assign_noreset(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
-		      int64_t max_tokens, char *msg)
+/* Fills @m with the assign of wf_assign_noreset (and takes next_deadline_ns). */
+static void assign_msg(struct wf *f, struct proto_msg *m, uint64_t id, uint32_t ring,
+		       const char *wl, const char *params, int64_t max_tokens)
 {
-	struct proto_msg *m = malloc(sizeof(*m));
 	struct wl_params p;
 	struct ring r;
 	char perr[WL_MSG_MAX];
-	int code;
 
-	ck_assert_ptr_nonnull(m);
 	ck_assert_int_eq(proto_node_ring(&f->node, ring, &r), 0);
 	proto_msg_init(m, PROTO_OP_ASSIGN);
 	m->id = (int64_t)id;
@@ -255,9 +267,38 @@ int wf_assign_noreset(struct wf *f, uint64_t id, uint32_t ring, const char *wl, 
 		m->deadline_ns = (int64_t)f->next_deadline_ns;
 		f->next_deadline_ns = 0;
 	}
+}
+
+int wf_assign_noreset(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
+		      int64_t max_tokens, char *msg)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+	int code;
+
+	ck_assert_ptr_nonnull(m);
+	assign_msg(f, m, id, ring, wl, params, max_tokens);
 	code = call_code(f, m, msg);
 	free(m);
 	return code;
+}
+
+void wf_assign_post(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
+		    struct mbox_ticket *t)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+	struct proto_error err;
+	struct ring r;
+	size_t len;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(proto_node_ring(&f->node, ring, &r), 0);
+	ring_reset(&r, id, getpid(), getpid());
+	assign_msg(f, m, id, ring, wl, params, 0);
+	ck_assert_int_eq(mbox_claim(&f->mb, t), 0);
+	ck_assert_int_eq(
+	    proto_encode_request(m, mbox_req_buf(&f->mb, *t), PROTO_REQ_MAX, &len, &err), 0);
+	ck_assert_int_eq(mbox_post(&f->mb, *t, (uint32_t)len), 0);
+	free(m);
 }
 
 int wf_assign(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
@@ -318,4 +359,42 @@ uint64_t wf_ctr(struct wf *f, const char *name)
 
 	ck_assert_int_ge(i, 0);
 	return ctr_get(&f->node.wrk_ctr[0], (uint32_t)i);
+}
+
+void wf_expect_error_at(struct wf *f, uint32_t ring, uint32_t step, enum chipd_code code)
+{
+	struct ring_rec *rec = calloc(step + 2u, sizeof(*rec));
+
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_uint_eq(wf_read(f, ring, rec, step + 2u, WF_CALL_MS), step + 1u);
+	for (uint32_t i = 0; i < step; i++)
+		ck_assert_uint_eq(rec[i].flags, 0);
+	ck_assert_uint_eq(rec[step].flags, RING_F_ERROR | RING_F_CODE(code));
+	ck_assert_uint_eq(rec[step].seq, step);
+	free(rec);
+}
+
+bool wf_gate_hook(void *arg, uint64_t id, uint32_t step)
+{
+	struct wf_gate *g = arg;
+
+	(void)step;
+	if (g->id == 0 || id == g->id) {
+		atomic_store(&g->entered, 1);
+		for (unsigned ms = 0; !atomic_load(&g->open) && ms < WF_GATE_MS; ms++)
+			usleep(1000);
+	}
+	return g->fail_id != 0 && id == g->fail_id;
+}
+
+bool wf_gate_entered(void *arg)
+{
+	return atomic_load(&((struct wf_gate *)arg)->entered) != 0;
+}
+
+bool wf_fail_at(void *arg, uint64_t id, uint32_t step)
+{
+	const struct wf_fail_at *a = arg;
+
+	return id == a->id && step == a->step;
 }

@@ -48,10 +48,17 @@ void wf_assign_long(struct wf *f, uint64_t id, uint32_t ring);
 /* The same without resetting the ring (several assigns of one id at once). */
 int wf_assign_noreset(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
 		      int64_t max_tokens, char *msg);
+/* Resets ring @ring and posts the assign of wf_assign (no max_tokens) without waiting
+ * for its answer: *@t is the slot, to wait on or give up. */
+void wf_assign_post(struct wf *f, uint64_t id, uint32_t ring, const char *wl, const char *params,
+		    struct mbox_ticket *t);
 int wf_cancel(struct wf *f, uint64_t id);
 /* Sends a heartbeat with @seq; CHIPD_OK with *@queued and *@active (may be NULL), or
  * the error code. Asserts the echoed seq. */
 int wf_heartbeat(struct wf *f, int64_t seq, int64_t *queued, int64_t *active);
+/* Sends a heartbeat with @seq; asserts it is answered ok with the seq echoed, and
+ * leaves the whole answer (threads' error and progress words) in @ans. */
+void wf_heartbeat_ans(struct wf *f, int64_t seq, struct proto_msg *ans);
 /* Sends trace @act (PROTO_TRACE_*) with @path (NULL: none) and @chip (-1: none).
  * Returns CHIPD_OK with *@events and *@dropped (may be NULL), or the error code;
  * @msg (may be NULL, CHIPD_MSG_MAX bytes) gets the error message. */
@@ -75,5 +82,31 @@ uint32_t wf_read_end(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t
 		     uint32_t flags);
 /* Worker counter @name. */
 uint64_t wf_ctr(struct wf *f, const char *name);
+/* Reads ring @ring up to its terminal record and asserts that request's stream ended
+ * at step @step with @code: @step tokens without flags, then the ERROR record with
+ * seq @step. */
+void wf_expect_error_at(struct wf *f, uint32_t ring, uint32_t step, enum chipd_code code);
+
+/* A fault hook (wrk_fault_fn; the gate is the config's fault_arg) that holds the
+ * worker thread calling it while the test keeps the gate shut: request @id only (0:
+ * every call, O's per-round o_fatal call included, which passes id 0). Sets @entered
+ * once that request reaches it; lets go once @open is set, or by itself after WF_GATE_MS so
+ * a failed test cannot hang. Returns true (a fault) for request @fail_id only (0:
+ * never). */
+#define WF_GATE_MS 20000u
+struct wf_gate {
+	uint64_t id, fail_id;
+	_Atomic int entered, open;
+};
+bool wf_gate_hook(void *arg, uint64_t id, uint32_t step);
+/* Whether the gate @arg (a struct wf_gate) was reached; for tu_eventually. */
+bool wf_gate_entered(void *arg);
+/* A fault hook (the struct wf_fail_at is the config's fault_arg) that fails request
+ * @id at step @step only. */
+struct wf_fail_at {
+	uint64_t id;
+	uint32_t step;
+};
+bool wf_fail_at(void *arg, uint64_t id, uint32_t step);
 
 #endif

@@ -1,0 +1,154 @@
+/* worker_limits.c - what one request may cost and where its cost is paid: a request
+ * over a per-request limit is refused naming the limit; the fill of an admitted
+ * request runs on the loader thread (L), so M answers heartbeats, assigns and cancels
+ * while a load is held; a load that fails ends its stream no_capacity and frees its
+ * id; a shutdown waits for a held load and ends its stream exactly once. */
+#include "testutil.h"
+#include "worker_fixture.h"
+
+#include <check.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define READ_MS 5000u
+
+void wrk_add_limit_tcases(Suite *s);
+
+/* The request of the fault matrix that took tens of seconds to fill on M: about 3.1 GiB
+ * of weights on the device. */
+#define HEAVY                                                                                      \
+	"layers=4,heads=32,kv_heads=1,head_dim=256,block_size=1,context=0,tokens=1,"               \
+	"vocab=16384"
+
+START_TEST(over_limit_refused_naming_the_limit)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[128];
+	char msg[CHIPD_MSG_MAX];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.max_request_steps = 100;
+	cfg.max_request_host_bytes = 1u << 20;
+	wf_start(&f, &cfg, 128);
+	/* the default device limit (1 GiB) refuses the 3.1 GiB request at once */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "paged_attention", HEAVY, 0, msg),
+			 CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(
+	    strstr(msg, "paged_attention: 3288334372 device bytes exceed the per-request limit "
+			"max-request-device-bytes=1073741824"),
+	    "message: %s", msg);
+	ck_assert_int_eq(wf_assign(&f, 2, 0, "synthetic", "tokens=101,device_us=10", 0, msg),
+			 CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(msg, "101 steps exceed the per-request limit max-request-steps=100"),
+		      "message: %s", msg);
+	/* 4 weights of 512 x 512 floats staged on the host: 4 MiB */
+	ck_assert_int_eq(wf_assign(&f, 3, 0, "gemm", "m=16,k=512,chain=4,tokens=2", 0, msg),
+			 CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(msg, "max-request-host-bytes=1048576"), "message: %s", msg);
+	ck_assert_uint_eq(wf_ctr(&f, "rejected"), 3);
+	/* steps count after max_tokens: this one makes 100 */
+	ck_assert_int_eq(wf_assign(&f, 4, 0, "synthetic", "tokens=101,device_us=10", 100, msg),
+			 CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 128, RING_F_FINAL), 100);
+	wf_stop(&f);
+}
+END_TEST
+
+START_TEST(m_answers_while_a_load_is_held)
+{
+	struct wf_gate g = {.id = 1};
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	int64_t queued, active;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.l_fault = wf_gate_hook;
+	cfg.fault_arg = &g;
+	wf_start(&f, &cfg, 64);
+	/* answered while L holds its load */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &g, READ_MS));
+	ck_assert_int_eq(wf_heartbeat(&f, 7, &queued, &active), CHIPD_OK);
+	ck_assert_int_eq(active, 0); /* O has not seen it: it is still loading */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(wf_assign(&f, 2, 2, "synthetic", "tokens=2", 0, NULL),
+			 CHIPD_E_DUPLICATE_ID); /* its id is live while it waits to load */
+	/* a loading request can be cancelled; it ends once L lets go of it */
+	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_OK);
+	atomic_store(&g.open, 1);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)),
+			  1);
+	ck_assert_uint_eq(rec[0].seq, 0);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 8, RING_F_FINAL), 2);
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 2);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	wf_stop(&f);
+}
+END_TEST
+
+START_TEST(failed_load_ends_stream_no_capacity)
+{
+	struct wf_gate g = {.fail_id = 5, .open = 1}; /* holds none */
+	const char *pa = "layers=1,heads=2,kv_heads=1,head_dim=8,block_size=16,context=16,tokens=2";
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.l_fault = wf_gate_hook;
+	cfg.fault_arg = &g;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 5, 0, "paged_attention", pa, 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(
+	    wf_read_end(&f, 0, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_NO_CAPACITY)), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	/* its id and KV blocks were free before the end was visible */
+	g.fail_id = 0;
+	ck_assert_int_eq(wf_assign(&f, 5, 0, "paged_attention", pa, 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "kv_blocks_used"), 0);
+}
+END_TEST
+
+START_TEST(shutdown_waits_for_a_held_load)
+{
+	struct wf_gate g = {.id = 3};
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct mbox_ticket t;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.l_fault = wf_gate_hook;
+	cfg.fault_arg = &g;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 3, 0, "synthetic", "tokens=2,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &g, READ_MS));
+	wf_shutdown_begin(&f, 60000, &t);
+	ck_assert_int_eq(wf_heartbeat(&f, 1, NULL, NULL), CHIPD_OK);
+	ck_assert(!wf_shutdown_answered(&f, t)); /* L still holds a request */
+	atomic_store(&g.open, 1);
+	/* admitted before the stop: it runs within the grace */
+	ck_assert_int_eq(wf_shutdown_end(&f, t), 0);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	wf_stop(&f);
+}
+END_TEST
+
+void wrk_add_limit_tcases(Suite *s)
+{
+	const struct tu_case cases[] = {
+	    {"over_limit_refused_naming_the_limit", over_limit_refused_naming_the_limit},
+	    {"m_answers_while_a_load_is_held", m_answers_while_a_load_is_held},
+	    {"failed_load_ends_stream_no_capacity", failed_load_ends_stream_no_capacity},
+	    {"shutdown_waits_for_a_held_load", shutdown_waits_for_a_held_load},
+	};
+
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+}
