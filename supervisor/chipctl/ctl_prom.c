@@ -44,12 +44,15 @@ static const struct {
      "Control mailbox resets the worker acknowledged: the supervisor gave up on a call."},
     {"worker_starts", 0, "Worker processes started."},
     {"worker_deaths", 0, "Worker processes that died (not counting stops chipd asked for)."},
+    {"worker_degraded", 0,
+     "Chips marked degraded (scheduler or orchestrator gave up or stopped progressing), "
+     "each then killed and restarted."},
     {"queue_depth", 'S',
      "Requests in flight: admitted streams whose end the supervisor has not seen yet."},
     {"queue_depth", 'W', "Admitted requests waiting in the admission queue."},
     {"rings_in_use", 0,
-     "Token rings held: streams in flight, and ended ones whose reader has not read the "
-     "end."},
+     "Token rings held: streams in flight, and ended ones whose reader has neither read "
+     "the end nor closed the stream."},
     {"admitted", 0, "Assigns the worker admitted."},
     {"rejected", 0, "Assigns the worker refused."},
     {"completed", 0, "Streams that completed (FINAL)."},
@@ -61,6 +64,8 @@ static const struct {
     {"s_busy_ns", 0, "Time the scheduler thread spent running steps."},
     {"overlap_ns", 0, "Time building and running overlapped."},
     {"device_errors", 0, "Device errors."},
+    {"terminal_push_failed", 0,
+     "Stream ends the worker could not write into the ring (the stream stays unended)."},
     {"active", 0, "Requests the orchestrator runs (taken from the queue, not yet ended)."},
     {"kv_blocks_used", 0, "KV cache blocks in use."},
 };

@@ -69,10 +69,13 @@ void ctl_top_frame(FILE *f, const struct chipd_stat *prev, uint32_t nprev,
 			(unsigned long long)value(cur, n, b, "tokens"));
 	}
 	/* the supervisor's queue_depth is every stream in flight, not a queue */
-	fprintf(f, "supervisor: in flight %llu, rings in use %llu, worker deaths %llu\n",
+	fprintf(f,
+		"supervisor: in flight %llu, rings in use %llu, worker deaths %llu, degraded "
+		"%llu\n",
 		(unsigned long long)value(cur, n, "supervisor", "queue_depth"),
 		(unsigned long long)value(cur, n, "supervisor", "rings_in_use"),
-		(unsigned long long)value(cur, n, "supervisor", "worker_deaths"));
+		(unsigned long long)value(cur, n, "supervisor", "worker_deaths"),
+		(unsigned long long)value(cur, n, "supervisor", "worker_degraded"));
 }
 
 struct top {

@@ -161,7 +161,7 @@ int ctl_exit_for(int rc, bool connecting)
 	case -EAGAIN:
 		/* Connecting: still starting. A call: every mailbox slot busy. */
 		return connecting ? CTL_EXIT_NOT_RUNNING : CTL_EXIT_FAILED;
-	case -EPIPE:
+	case -EPIPE: /* the supervisor died: a call's, or a stream's (code node_lost) */
 	case -ECONNRESET:
 		return CTL_EXIT_NOT_RUNNING;
 	case -ETIMEDOUT:

@@ -32,12 +32,34 @@
 /* How long a forward to a worker (assign, cancel, trace) may take: the worker answers
  * from its mailbox thread at once; a worker that does not is stuck or dead. */
 #define SUP_FORWARD_MS 2000u
+/* How long a ring may stay broken (an index or its identity changed by its reader, or
+ * a terminal claimed with no record) before the supervisor takes it back: a producer
+ * publishes a claimed terminal within microseconds, and cannot push into a ring whose
+ * indices are out of range at all. */
+#define SUP_BROKEN_MS 1000u
+/* How long an ended stream may sit unread (its reader's tail standing still) before
+ * its ring is taken back from a reader that is alive but reads no more. */
+#define SUP_UNREAD_MS 60000u
 /* The event loop's tick: heartbeats due, restarts due, drain progress, reaping. */
 #define SUP_TICK_MS 50u
 /* The tick while nothing is going on (no live request, every chip READY, running):
  * heartbeats, the watchdog and dead clients need no finer grain, and an idle node
  * should not wake 20 times a second. */
 #define SUP_IDLE_TICK_MS 250u
+/* A gap between two ticks longer than this means the supervisor itself did not run:
+ * its heartbeats start again instead of counting the gap against the workers. Two
+ * idle ticks: a loaded machine delays a tick by less. */
+#define SUP_STALL_MS (2u * SUP_IDLE_TICK_MS)
+
+/* A call to a worker that the event loop posts on one tick and completes on a later
+ * one (sup_post.c): the loop never waits for a worker. One per caller's purpose (the
+ * shutdown of each chip, the re-queue of one request); zeroed means none pending. */
+struct sup_post {
+	bool pending;
+	struct mbox_ticket t;
+	enum proto_op op;
+	uint64_t posted_ns;
+};
 
 struct sup_worker {
 	uint32_t chip;
@@ -59,9 +81,16 @@ struct sup_worker {
 	uint64_t restart_at_ns; /* BACKOFF: when to start it again */
 	uint64_t healthy_since_ns;
 	uint64_t hb_last_ok_ns, hb_next_ns;
+	/* when the heartbeat now awaited was first tried (claimed and posted, or every
+	 * slot busy); 0 while none is awaited: the stuck clock runs from here */
+	uint64_t hb_sent_ns;
 	bool hb_pending;
 	struct mbox_ticket hb_ticket;
 	uint64_t hb_seq;
+	/* progress of O and S from the heartbeat answers: the last value, and since when
+	 * (a heartbeat's send time) it has not moved while work was pending */
+	int64_t o_rounds, s_rounds;
+	uint64_t o_still_ns, s_still_ns;
 };
 
 /* One live stream: a ring of the node region, indexed by its ring number. */
@@ -79,13 +108,32 @@ struct sup_req {
 	pid_t client;
 	uint64_t client_start;
 	uint64_t submitted_ns;
-	bool cancel_sent; /* its client died: cancel forwarded once */
+	/* nobody will read it (its client died, gave up on the submit, or the forward
+	 * failed): the supervisor closed the ring's reader (ring_close_reader) at
+	 * closed_ns, and the worker ends the stream cancelled at its next round */
+	bool reader_closed;
+	uint64_t closed_ns, closed_head; /* closed_ns: also whenever head moved since */
+	/* when the sweep first saw the ring broken (an index or its identity not what
+	 * the supervisor wrote, or a terminal claimed with no record): 0 while sound */
+	uint64_t broken_ns;
+	/* ended, not drained: the reader's tail when last seen and since when it stood */
+	uint64_t seen_tail, tail_since_ns;
 	/* what a re-queue on another worker needs */
 	char wl[CHIPD_NAME_MAX];
 	uint32_t nparams;
 	struct chipd_param params[CHIPD_MAX_PARAMS];
 	char keys[CHIPD_MAX_PARAMS][CHIPD_KEY_MAX];
 	int64_t max_tokens, deadline_ns;
+	/* a dead worker's unstarted request, held by the supervisor (ring_take_over) until
+	 * another worker admitted it: the event loop posts its assign on one tick and
+	 * completes it on a later one (sup_workers.c); forwarding stays set meanwhile, so
+	 * nothing else touches the entry. e->chip is the chip whose load counts it: the
+	 * dead one until posted, then the one posted to */
+	bool requeue;
+	uint32_t rq_from;     /* the chip whose worker died */
+	uint64_t rq_since_ns; /* when that worker's death was handled */
+	pid_t rq_pid;	      /* the worker the assign was posted to */
+	struct sup_post rq_post;
 };
 
 struct sup {
@@ -99,6 +147,9 @@ struct sup {
 
 	pthread_mutex_t lock; /* the table, worker state/pid/load, next_id */
 	struct sup_req *reqs; /* node.desc->nrings entries */
+	/* each entry's ring, bound once when the region was made: its capacity and
+	 * record array never come from the header again (the reader can write it) */
+	struct ring *rings;
 	uint32_t nreqs;
 	uint64_t next_id;
 
@@ -110,14 +161,22 @@ struct sup {
 	pthread_t router;
 	bool router_running;
 	pid_t router_client; /* router thread only: who sent the request being served */
-	int spawn_fd;	     /* the spawner's request socket (sup_spawner.c) */
-	int loop_wake_fd;    /* an eventfd the event loop polls: a stop asked by another
-			      * thread is acted on at once, not at the next (idle) tick */
-	pid_t spawner_pid;   /* it forks the workers: a single-threaded process */
+	/* router thread only: the entry a submit being answered admitted (index + 1, and
+	 * its ring generation), so a discarded answer cancels that request; 0 none */
+	uint32_t router_admitted, router_admitted_gen;
+	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
+	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
+			    * thread is acted on at once, not at the next (idle) tick */
+	pid_t spawner_pid; /* it forks the workers: a single-threaded process */
+	int spawner_pidfd; /* its pidfd, polled by the event loop: its death ends chipd */
+	/* detached: the log file that stdout and stderr become once chipd is ready (the
+	 * spawner's and the workers' at once), so that nothing holds the caller's; -1 */
+	int log_fd;
 	struct pidfh *pidfh;
 	int notify_fd; /* --notify-fd: a newline when ready */
 	int daemon_fd; /* detached: the waiting parent's pipe, a newline when ready */
 	uint64_t watchdog_next_ns;
+	uint64_t workers_tick_ns; /* event loop: the last sup_workers_tick, to see a stall */
 };
 
 /* ---- request table (sup_table.c), all under s->lock ---- */
@@ -130,8 +189,23 @@ struct sup_req *sup_table_alloc(struct sup *s);
 uint32_t sup_table_index(const struct sup *s, const struct sup_req *e);
 /* Frees @e (its ring becomes reusable). */
 void sup_table_release(struct sup *s, struct sup_req *e);
-/* Reclaims drained streams and those of dead clients; counts the outcome of every
- * stream seen ended (err_<code>) and live ones (not ended) into the gauges. */
+/* @e's ring, bound by the supervisor when it made the region: every index it reads
+ * is masked with its own capacity, never the header's (the reader may write it). */
+struct ring *sup_table_ring(struct sup *s, const struct sup_req *e);
+/* Rewrites the identity of @e's ring (the reader may have overwritten it) and resets
+ * it for stream @id (ring_reset). Returns the new generation. */
+uint32_t sup_table_reset(struct sup *s, struct sup_req *e, uint64_t id, pid_t producer,
+			 pid_t consumer);
+/* Says, as the reader's stand-in, that nobody will read @e's stream any more
+ * (ring_close_reader): a worker holding the request cancels it at its next round,
+ * and the sweep reclaims the ring once ended, or takes it back when no worker ends
+ * it (sup_table_sweep). Once per entry. */
+void sup_table_close_reader(struct sup *s, struct sup_req *e);
+/* Reclaims the rings of ended streams nobody reads (drained, reader closed or dead,
+ * or unread for SUP_UNREAD_MS), and takes back by force, within a bounded time, those
+ * no producer will end (broken by their reader for SUP_BROKEN_MS, or closed and not
+ * ended by the worker within the stuck bound); counts the outcome of every stream seen
+ * ended (err_<code>) and live ones (not ended) into the gauges. */
 uint32_t sup_table_sweep(struct sup *s);
 /* Ends @e's stream with @code as the producer's stand-in (its producer is dead or
  * will not write again): takes the ring over and writes the terminal record, unless
@@ -154,8 +228,13 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w);
 _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
 /* A worker's pidfd became readable: reap it and handle the death. */
 void sup_worker_exited(struct sup *s, struct sup_worker *w);
-/* Per tick: heartbeats, stuck workers, restarts due. */
+/* Per tick: heartbeats, stuck workers, restarts due, and the re-queues of dead workers'
+ * unstarted requests (posted, answers read, given up after SUP_FORWARD_MS). */
 void sup_workers_tick(struct sup *s, uint64_t now);
+/* Ends every re-queue still pending with worker_lost (a posted one is given up and its
+ * ring's reader closed, so a worker that admitted it cancels it): the stop does not
+ * wait for them. Event loop, before the workers are told to shut down. */
+void sup_workers_requeue_end_all(struct sup *s);
 /* Whether every chip is READY or FAILED (start-up is over). */
 bool sup_workers_settled(struct sup *s);
 /* One round trip to a worker's mailbox: the request to send, the answer, and the
@@ -182,20 +261,59 @@ enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_cal
 /* Publishes @w's state in the directory (and @w->state). */
 void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_state st);
 
+/* ---- posted calls (sup_post.c; struct sup_post above) ---- */
+/* Posts @m to @w's control mailbox without waiting. Returns 0 (@p pending), -EBUSY when
+ * @p is pending already, -EAGAIN when every slot is busy (try again on a later tick),
+ * or the encoder's or mbox_post's -errno. Event loop. */
+int sup_post_send(struct sup_worker *w, struct sup_post *p, const struct proto_msg *m);
+/* Looks at @p's answer without waiting. Returns -EINPROGRESS while none came; else @p
+ * is done and the result is 0 with the answer decoded into @ans (NULL: only whether it
+ * came), -EPROTO for an answer that does not decode, -EPIPE when the worker died or
+ * left, -ECONNRESET/-ESTALE when a restarted worker took the slot back, or -ENOENT when
+ * nothing was pending. Event loop. */
+int sup_post_poll(struct sup_worker *w, struct sup_post *p, struct proto_msg *ans);
+/* Gives @p up (its answer is never read); nothing when none is pending. */
+void sup_post_drop(struct sup_worker *w, struct sup_post *p);
+
+/* Whether new work may go to @w: READY, and its worker has not said it refuses new
+ * work. A worker whose scheduler or orchestrator gave up marks its control region
+ * DRAINING at once; the event loop marks the chip DEGRADED at its next tick, but no
+ * submit goes there meanwhile. Under sup.lock (the router, or the event loop). */
+static inline bool sup_worker_routable(const struct sup_worker *w)
+{
+	return w->state == CHIPD_CHIP_READY &&
+	       atomic_load_explicit(&w->ctl.hdr->state, memory_order_acquire) == SHM_STATE_READY;
+}
+
 /* ---- spawner (sup_spawner.c) ---- */
 /* Forks the spawner; call before any thread starts. Returns 0 or -errno. */
 int sup_spawner_start(struct sup *s);
-/* Has the spawner fork chip @chip's worker. Returns its pid or -errno. */
-pid_t sup_spawner_fork(struct sup *s, uint32_t chip);
+/* Has the spawner fork chip @chip's worker. Returns its pid, with *@pidfd a pidfd the
+ * spawner opened before it could reap the worker (so it names that process, never a
+ * later one with its pid), or -errno. */
+pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
+/* The spawner died (its pidfd became readable): no worker can be started or reaped
+ * any more, and one cannot be forked safely from this threaded process. Logs it once
+ * and asks the stop with the configured grace. Returns the exit status chipd must
+ * end with (SUP_EXIT_SPAWNER_LOST). Event loop. */
+int sup_spawner_lost(struct sup *s);
+/* The exit status after the spawner died: chipd stopped, restart it. */
+#define SUP_EXIT_SPAWNER_LOST 70
 /* Closes the spawner's socket and waits for it to leave. */
 void sup_spawner_stop(struct sup *s);
+
+/* ---- start (sup_main.c) ---- */
+/* chipd is ready: when detached, stdout and stderr become the log file (nothing of
+ * chipd holds the caller's any more), then the waiting parent is told (it exits 0).
+ * Nothing when not detached. Event loop. */
+void sup_detached_ready(struct sup *s);
 
 /* ---- event loop (sup_loop.c) ---- */
 /* Runs until chipd stopped; returns the exit status. */
 int sup_loop_run(struct sup *s);
 
-_Static_assert(PROTO_SUP_err_internal - PROTO_SUP_err_bad_request ==
-		   CHIPD_E_INTERNAL - CHIPD_E_BAD_REQUEST,
+_Static_assert(PROTO_SUP_err_node_lost - PROTO_SUP_err_bad_request ==
+		   CHIPD_E_NODE_LOST - CHIPD_E_BAD_REQUEST,
 	       "one err_<code> counter per error code, in code order");
 
 /* ---- stop (here, inline) ---- */

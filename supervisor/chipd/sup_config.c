@@ -7,6 +7,7 @@
  * then derived values (pidfile, banks under --no-overlap) and cross-checks.
  */
 #include "sup_config.h"
+#include "sup_files.h"
 
 #include "node.h"
 #include "region.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -32,7 +34,19 @@
 /* getopt_long's value for table entry i; above every short option's character. */
 #define OPT_BASE 256
 
-enum opt_kind { K_U32, K_BOOL, K_FD, K_PATH, K_DIR, K_STR, K_INSTANCE, K_BACKEND, K_LEVEL, K_GPUS };
+enum opt_kind {
+	K_U32,
+	K_U64,
+	K_BOOL,
+	K_FD,
+	K_PATH,
+	K_DIR,
+	K_STR,
+	K_INSTANCE,
+	K_BACKEND,
+	K_LEVEL,
+	K_GPUS
+};
 
 #define O_EMPTY_OK 1u /* "" is a valid value (none) */
 #define O_NOPRINT  2u /* not a value of the configuration (--print-config) */
@@ -45,7 +59,7 @@ struct opt {
 	enum opt_kind kind;
 	size_t off, size; /* the field in struct sup_config */
 	ptrdiff_t src;	  /* its twin in struct sup_sources; -1: always the default */
-	uint32_t min, max;
+	uint64_t min, max;
 	unsigned flags;
 	const char *help;
 	const char *def; /* the default in --help, when not the default config's value */
@@ -69,7 +83,9 @@ static const struct opt opts[] = {
     {"max_pending", "max-pending", "N", "CHIPD_MAX_PENDING", K_U32, FIELD(max_pending),
      SRC(max_pending), 1, PROTO_NODE_MAX_RINGS, 0, "live requests of the node (the router)", NULL},
     {"banks", "banks", "N", "CHIPD_BANKS", K_U32, FIELD(banks), SRC(banks), 1, SUP_BANKS_MAX, 0,
-     "arena banks per worker (2: build one step while the last runs)", NULL},
+     "arena banks per worker (2: build one step while the last runs; more: a slow "
+     "request leaves the others banks to run in)",
+     NULL},
     {"no_overlap", "no-overlap", NULL, "CHIPD_NO_OVERLAP", K_BOOL, FIELD(no_overlap),
      SRC(no_overlap), 0, 0, 0, "the baseline: one bank, O waits for S (forces banks 1)", NULL},
     {"foreground", "foreground", NULL, "CHIPD_FOREGROUND", K_BOOL, FIELD(foreground),
@@ -83,13 +99,19 @@ static const struct opt opts[] = {
     {"pidfile", "pidfile", "FILE", "CHIPD_PIDFILE", K_PATH, FIELD(pidfile), SRC(pidfile), 0, 0, 0,
      "guards one supervisor per instance", "RUNTIME_DIR/chipd.UID.INSTANCE.pid"},
     {"runtime_dir", NULL, "DIR", "CHIPD_RUNTIME_DIR", K_DIR, FIELD(runtime_dir), SRC(runtime_dir),
-     0, 0, 0, "where the default pidfile lives", "$XDG_RUNTIME_DIR, else /tmp"},
+     0, 0, 0, "private directory of the pidfile, the detached log and trace parts",
+     "$XDG_RUNTIME_DIR, else /run/user/UID, else /tmp/chipd-UID"},
     {"grace_ms", "grace-ms", "MS", "CHIPD_GRACE_MS", K_U32, FIELD(grace_ms), SRC(grace_ms), 0,
      600000, 0, "stop: time for in-flight requests before the workers are killed", NULL},
     {"heartbeat_ms", "heartbeat-ms", "MS", "CHIPD_HEARTBEAT_MS", K_U32, FIELD(heartbeat_ms),
      SRC(heartbeat_ms), 10, 60000, 0, "interval of the heartbeats to each worker", NULL},
     {"stuck_ms", "stuck-ms", "MS", "CHIPD_STUCK_MS", K_U32, FIELD(stuck_ms), SRC(stuck_ms), 100,
      600000, 0, "a worker without a heartbeat answer this long is killed", NULL},
+    {"progress_ms", "progress-ms", "MS", "CHIPD_PROGRESS_MS", K_U32, FIELD(progress_ms),
+     SRC(progress_ms), 100, 600000, 0,
+     "a worker whose scheduler or orchestrator makes no progress this long with work "
+     "pending is degraded and restarted",
+     NULL},
     {"backoff_min_ms", "backoff-min-ms", "MS", "CHIPD_BACKOFF_MIN_MS", K_U32, FIELD(backoff_min_ms),
      SRC(backoff_min_ms), 1, 3600000, 0,
      "first restart delay of a worker that died; it doubles after each death", NULL},
@@ -102,6 +124,16 @@ static const struct opt opts[] = {
      FIELD(crash_window_ms), SRC(crash_window_ms), 1000, 86400000, 0, "the crash window", NULL},
     {"kv_blocks", "kv-blocks", "N", "CHIPD_KV_BLOCKS", K_U32, FIELD(kv_blocks), SRC(kv_blocks), 1,
      SUP_KV_BLOCKS_MAX, 0, "KV cache blocks of each worker", NULL},
+    {"max_request_host_bytes", "max-request-host-bytes", "BYTES", "CHIPD_MAX_REQUEST_HOST_BYTES",
+     K_U64, FIELD(max_request_host_bytes), SRC(max_request_host_bytes), 1, SUP_REQUEST_BYTES_MAX, 0,
+     "a request whose host memory (weights staged while loading) exceeds this is refused", NULL},
+    {"max_request_device_bytes", "max-request-device-bytes", "BYTES",
+     "CHIPD_MAX_REQUEST_DEVICE_BYTES", K_U64, FIELD(max_request_device_bytes),
+     SRC(max_request_device_bytes), 1, SUP_REQUEST_BYTES_MAX, 0,
+     "a request whose device memory, KV blocks aside, exceeds this is refused", NULL},
+    {"max_request_steps", "max-request-steps", "N", "CHIPD_MAX_REQUEST_STEPS", K_U64,
+     FIELD(max_request_steps), SRC(max_request_steps), 1, SUP_REQUEST_STEPS_MAX, 0,
+     "a request of more steps (tokens, after max_tokens) than this is refused", NULL},
     {"watchdog_usec", NULL, NULL, NULL, K_U32, FIELD(watchdog_usec), SRC(watchdog_usec), 0, 0, 0,
      NULL, NULL},
     {"notify_socket", NULL, NULL, NULL, K_STR, FIELD(notify_socket), SRC(notify_socket), 0, 0,
@@ -216,18 +248,22 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 		cfg->gpus[i] = -1;
 	cfg->queue = 64;
 	cfg->max_pending = 256;
-	cfg->banks = 2;
+	cfg->banks = 8;
 	cfg->log_level = SUP_LOG_INFO;
 	cfg->notify_fd = -1;
 	strcpy(cfg->runtime_dir, "/tmp");
 	cfg->grace_ms = 10000;
 	cfg->heartbeat_ms = 500;
 	cfg->stuck_ms = 5000;
+	cfg->progress_ms = 5000;
 	cfg->backoff_min_ms = 100;
 	cfg->backoff_max_ms = 5000;
 	cfg->crash_limit = 5;
 	cfg->crash_window_ms = 30000;
 	cfg->kv_blocks = 4096;
+	cfg->max_request_host_bytes = SUP_REQUEST_HOST_BYTES_DEFAULT;
+	cfg->max_request_device_bytes = SUP_REQUEST_DEVICE_BYTES_DEFAULT;
+	cfg->max_request_steps = SUP_REQUEST_STEPS_MAX;
 }
 
 /* Parses a decimal number without sign or blanks. Returns 0, -EINVAL or -ERANGE. */
@@ -314,15 +350,19 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 		return fail(msg, cap, "%s%s%s: empty", w.name, w.sep, v);
 	switch (o->kind) {
 	case K_U32:
+	case K_U64:
 	case K_FD:
 		rc = parse_u64(v, &u);
-		snprintf(range, sizeof(range), "out of range %u..%u", o->min, o->max);
+		snprintf(range, sizeof(range), "out of range %llu..%llu",
+			 (unsigned long long)o->min, (unsigned long long)o->max);
 		if (rc == -EINVAL)
 			why = "not a number";
 		else if (rc < 0 || u < o->min || u > o->max)
 			why = range;
 		else if (o->kind == K_U32)
 			*(uint32_t *)f = (uint32_t)u;
+		else if (o->kind == K_U64)
+			*(uint64_t *)f = u;
 		else if (fcntl((int)u, F_GETFD) < 0)
 			/* an s6 notification fd is inherited: one that is not open is a typo */
 			why = "not an open file descriptor";
@@ -392,6 +432,9 @@ static void print_value(const struct opt *o, const struct sup_config *cfg, FILE 
 	switch (o->kind) {
 	case K_U32:
 		fprintf(out, "%u", *(const uint32_t *)f);
+		break;
+	case K_U64:
+		fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)f);
 		break;
 	case K_FD:
 		if (*(const int *)f < 0)
@@ -639,6 +682,17 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 		if (x && x[0] == '/')
 			rc = apply_env("runtime_dir", "XDG_RUNTIME_DIR", SUP_SRC_ENV, cfg, src, msg,
 				       cap);
+	}
+	if (rc == 0 && src->runtime_dir == SUP_SRC_DEFAULT) {
+		struct stat st;
+
+		/* pam_systemd's per-user directory, else one of our own in /tmp (checked
+		 * private at start: sup_rundir_check) */
+		snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir), "/run/user/%u",
+			 (unsigned)geteuid());
+		if (stat(cfg->runtime_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+			snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir),
+				 SUP_RUNDIR_FALLBACK_FMT, (unsigned)geteuid());
 	}
 	if (rc == 0)
 		rc = resolve_gpus(cfg, src, msg, cap);

@@ -23,6 +23,14 @@
 #define SUP_CRASH_LIMIT_MAX 16
 /* --banks' bound: the worker's WRK_MAX_BANKS. */
 #define SUP_BANKS_MAX 8
+/* Per-request limits (--max-request-*). The defaults admit every request of the docs,
+ * tests and benchmarks with room to spare, and refuse a request whose weights alone
+ * would take seconds to fill; the steps' default and bound is the most any workload
+ * makes (synthetic's 2^20 tokens). */
+#define SUP_REQUEST_HOST_BYTES_DEFAULT	 (256ull << 20)
+#define SUP_REQUEST_DEVICE_BYTES_DEFAULT (1ull << 30)
+#define SUP_REQUEST_BYTES_MAX		 (1ull << 50)
+#define SUP_REQUEST_STEPS_MAX		 (1ull << 20)
 
 enum sup_source { SUP_SRC_DEFAULT = 0, SUP_SRC_FLAG, SUP_SRC_ENV, SUP_SRC_SCHEDULER };
 
@@ -52,15 +60,21 @@ struct sup_config {
 	int notify_fd;			  /* --notify-fd N; -1 none */
 	char trace[SUP_PATH_MAX];	  /* --trace FILE, CHIPD_TRACE; "" none */
 	char pidfile[SUP_PATH_MAX];	  /* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
-	char runtime_dir[SUP_PATH_MAX];	  /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /tmp */
+	char runtime_dir[SUP_PATH_MAX];	  /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /run/user/UID,
+					   * /tmp/chipd-UID; must be private (sup_files.h) */
 	uint32_t grace_ms;		  /* --grace-ms, CHIPD_GRACE_MS; 10000 */
 	uint32_t heartbeat_ms;		  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
 	uint32_t stuck_ms;		  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
+	uint32_t progress_ms;		  /* --progress-ms, CHIPD_PROGRESS_MS; 5000 (O/S stalled) */
 	uint32_t backoff_min_ms;	  /* --backoff-min-ms, CHIPD_BACKOFF_MIN_MS; 100 */
 	uint32_t backoff_max_ms;	  /* --backoff-max-ms, CHIPD_BACKOFF_MAX_MS; 5000 */
 	uint32_t crash_limit;		  /* --crash-limit K, CHIPD_CRASH_LIMIT; 5 */
 	uint32_t crash_window_ms;	  /* --crash-window-ms T, CHIPD_CRASH_WINDOW_MS; 30000 */
 	uint32_t kv_blocks;		  /* --kv-blocks, CHIPD_KV_BLOCKS; per worker, 4096 */
+	/* --max-request-host-bytes, --max-request-device-bytes, --max-request-steps and
+	 * their CHIPD_MAX_REQUEST_* variables: what one request may cost (the worker
+	 * refuses more with bad_request); defaults above */
+	uint64_t max_request_host_bytes, max_request_device_bytes, max_request_steps;
 	uint32_t watchdog_usec;		  /* WATCHDOG_USEC from the environment; 0 none */
 	char notify_socket[SUP_PATH_MAX]; /* NOTIFY_SOCKET; "" none */
 	bool print_config;		  /* --print-config: print and exit */
@@ -69,7 +83,8 @@ struct sup_config {
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, banks, no_overlap, foreground,
 	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
-	    backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks, watchdog_usec,
+	    progress_ms, backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks,
+	    max_request_host_bytes, max_request_device_bytes, max_request_steps, watchdog_usec,
 	    notify_socket, gpus;
 };
 
@@ -85,7 +100,8 @@ const char *sup_backend_name(enum sup_backend b);
  * Reads, besides the CHIPD_* variables: SLURM_JOB_ID (the instance), for --backend hip
  * ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (worker i gets ordinal i of that
  * list; the masks are never stacked), else SLURM_GPUS_ON_NODE (a count);
- * XDG_RUNTIME_DIR; systemd's NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID (another
+ * XDG_RUNTIME_DIR (else /run/user/UID when it is a directory, else /tmp/chipd-UID:
+ * looked at, never created here); systemd's NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID (another
  * process's watchdog is not ours: watchdog_usec stays 0). An empty CHIPD_* variable
  * counts as unset; relative --pidfile and --trace paths are made absolute against the
  * working directory. --no-overlap forces banks to 1. Uses getopt_long (resets it

@@ -6,8 +6,16 @@
  *   RUN -drain/stop/TERM-> DRAINING (new work refused: draining; in-flight requests
  *   finish until the grace ends) -> SHUTDOWN (every worker gets shutdown: the streams
  *   still open end exactly once) -> KILL (SIGKILL to the groups still there) -> done
+ *
+ * The routine work waits for no worker: heartbeats, shutdowns and the re-queue of a
+ * dead worker's unstarted requests are posted on one tick and their answers read on
+ * later ones (sup_post), and a dead client's streams are cancelled through their rings
+ * (sup_table_close_reader), so one stuck worker never delays another chip's death, a
+ * signal or a heartbeat. (--trace's start and collect still wait, each call bounded by
+ * SUP_FORWARD_MS.)
  */
 #include "sup.h"
+#include "sup_files.h"
 #include "sup_log.h"
 #include "sup_notify.h"
 
@@ -30,6 +38,7 @@
 #define TAG_SIGNAL	 1ull
 #define TAG_TIMER	 2ull
 #define TAG_WAKE	 3ull
+#define TAG_SPAWNER	 4ull	/* the spawner's pidfd: its death ends chipd */
 #define TAG_PIDFD	 100ull /* + chip */
 #define SHUTDOWN_WAIT_MS 3000u	/* after shutdown, before SIGKILL */
 #define KILL_WAIT_MS	 2000u	/* after SIGKILL, before giving up on a pidfd */
@@ -45,6 +54,10 @@ struct loop {
 	uint64_t deadline_ns; /* of the current phase */
 	uint32_t tick_ms;     /* the timer's period now: SUP_TICK_MS or SUP_IDLE_TICK_MS */
 	int exit_code;
+	/* SHUTDOWN: each chip's shutdown call, and whether it went out (posted, or the
+	 * worker was gone or killed); one not out yet is posted again on the next tick */
+	struct sup_post shut[CHIPD_MAX_CHIPS];
+	bool shut_out[CHIPD_MAX_CHIPS];
 };
 
 static int set_tick(struct loop *l, uint32_t ms)
@@ -126,7 +139,7 @@ static int loop_open(struct loop *l, struct sup *s)
 	if (rc)
 		return rc;
 	if (arm(l, l->sigfd, TAG_SIGNAL) || arm(l, l->timerfd, TAG_TIMER) ||
-	    arm(l, s->loop_wake_fd, TAG_WAKE))
+	    arm(l, s->loop_wake_fd, TAG_WAKE) || arm(l, s->spawner_pidfd, TAG_SPAWNER))
 		return -EBUSY;
 	arm_pidfds(l);
 	return 0;
@@ -211,57 +224,76 @@ static void check_ready(struct loop *l)
 		sup_notify_fd(s->notify_fd);
 		s->notify_fd = -1;
 	}
-	if (s->daemon_fd >= 0) {
-		sup_notify_fd(s->daemon_fd);
-		s->daemon_fd = -1;
-	}
+	sup_detached_ready(s);
 	SUP_INFO(-1, 0, "ready: instance %s, %u chips, region %s", s->cfg.instance, s->cfg.chips,
 		 s->region_name);
 	l->phase = PH_RUN;
 }
 
-/* Clients that died with streams open: cancel their requests (once); their mailbox
- * slots are reaped. */
+/* Clients that died with streams open: their streams' readers are closed, so each
+ * request is cancelled by its worker at its next round, without a call to the worker
+ * (a stuck one holds nothing up; it is the heartbeat's); their mailbox slots are
+ * reaped, and the sweep reclaims the rings once ended (or takes them back). */
 static void dead_clients(struct sup *s)
 {
-	struct sup_call *c = NULL;
-
 	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap(&s->node.mbox));
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->nreqs; i++) {
 		struct sup_req *e = &s->reqs[i];
-		struct sup_worker *w;
 
-		struct ring r;
-
-		if (!e->used || e->ended || e->forwarding || e->cancel_sent || e->client == 0 ||
+		if (!e->used || e->ended || e->forwarding || e->reader_closed || e->client == 0 ||
 		    shm_proc_alive(e->client, e->client_start))
 			continue;
-		(void)proto_node_ring(&s->node, i, &r);
-		if (ring_finished(&r)) { /* it ended before its reader left: nothing to cancel */
-			e->ended = true;
-			continue;
-		}
-		e->cancel_sent = true;
-		w = &s->workers[e->chip];
-		if (!c && !(c = sup_call_new(PROTO_OP_CANCEL)))
-			break;
-		c->req.id = (int64_t)e->id;
 		SUP_INFO((int)e->chip, e->id, "client pid %d is gone: cancelling", (int)e->client);
-		pthread_mutex_unlock(&s->lock);
-		/* a worker that cannot take the cancel ends the stream through its death */
-		(void)sup_call_run(s, w, c, NULL);
-		pthread_mutex_lock(&s->lock);
+		sup_table_close_reader(s, e);
 	}
 	sup_table_sweep(s);
 	pthread_mutex_unlock(&s->lock);
-	sup_call_free(c);
+}
+
+/* Posts each worker's shutdown not yet out, and reads the answers that came. A worker
+ * answers once its streams ended; its exit comes through its pidfd, and one still
+ * there at the phase's deadline is killed (stop_tick). */
+static void shutdown_tick(struct loop *l)
+{
+	struct sup *s = l->s;
+	struct proto_msg *m = NULL;
+
+	for (uint32_t i = 0; i < s->cfg.chips; i++) {
+		struct sup_worker *w = &s->workers[i];
+		int rc;
+
+		if (l->shut[i].pending) {
+			rc = sup_post_poll(w, &l->shut[i], NULL);
+			if (rc != -EINPROGRESS && rc != 0 && rc != -EPIPE)
+				SUP_WARN((int)i, 0, "shutdown: %s", strerror(-rc));
+			continue;
+		}
+		if (l->shut_out[i])
+			continue;
+		if (w->pid <= 0) {
+			l->shut_out[i] = true;
+			continue;
+		}
+		if (!m && !(m = malloc(sizeof(*m))))
+			return; /* the next tick tries again; the deadline kills the rest */
+		proto_msg_init(m, PROTO_OP_SHUTDOWN);
+		rc = sup_post_send(w, &l->shut[i], m);
+		if (rc == -EAGAIN)
+			continue; /* every slot busy: the next tick */
+		l->shut_out[i] = true;
+		if (rc) {
+			SUP_WARN((int)i, 0, "cannot post shutdown to pid %d (%s): SIGKILL",
+				 (int)w->pid, strerror(-rc));
+			(void)sup_pidfd_signal(w->pidfd, SIGKILL); /* the spawner kills its group */
+		}
+	}
+	free(m);
 }
 
 static void start_shutdown(struct loop *l, uint64_t now)
 {
 	struct sup *s = l->s;
-	struct sup_call *c = sup_call_new(PROTO_OP_SHUTDOWN);
 
 	if (s->cfg.trace[0]) {
 		uint64_t ev = 0, dr = 0;
@@ -273,21 +305,15 @@ static void start_shutdown(struct loop *l, uint64_t now)
 		else
 			SUP_WARN(-1, 0, "trace: %s", err.message);
 	}
-	for (uint32_t i = 0; i < s->cfg.chips; i++) {
-		struct sup_worker *w = &s->workers[i];
-
-		pthread_mutex_lock(&s->lock);
-		w->stopping = true;
-		pthread_mutex_unlock(&s->lock);
-		if (w->pid <= 0 || !c)
-			continue;
-		proto_msg_init(&c->req, PROTO_OP_SHUTDOWN);
-		if (sup_call_run(s, w, c, NULL) != CHIPD_OK && c->rc)
-			kill(-w->pid, SIGKILL);
-	}
-	sup_call_free(c);
+	/* a re-queue still pending would only hold the stop up: it ends now */
+	sup_workers_requeue_end_all(s);
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->cfg.chips; i++)
+		s->workers[i].stopping = true;
+	pthread_mutex_unlock(&s->lock);
 	l->phase = PH_SHUTDOWN;
 	l->deadline_ns = now + SHUTDOWN_WAIT_MS * SHM_NS_PER_MS;
+	shutdown_tick(l);
 }
 
 static bool workers_gone(struct sup *s)
@@ -330,6 +356,7 @@ static void stop_tick(struct loop *l, uint64_t now)
 		}
 		return;
 	case PH_SHUTDOWN:
+		shutdown_tick(l);
 		if (workers_gone(s)) {
 			l->phase = PH_DONE;
 		} else if (now >= l->deadline_ns) {
@@ -337,7 +364,7 @@ static void stop_tick(struct loop *l, uint64_t now)
 				if (s->workers[i].pid > 0) {
 					SUP_WARN((int)i, 0, "worker pid %d still there: SIGKILL",
 						 (int)s->workers[i].pid);
-					kill(-s->workers[i].pid, SIGKILL);
+					(void)sup_pidfd_signal(s->workers[i].pidfd, SIGKILL);
 				}
 			l->phase = PH_KILL;
 			l->deadline_ns = now + KILL_WAIT_MS * SHM_NS_PER_MS;
@@ -413,6 +440,9 @@ int sup_loop_run(struct sup *s)
 				;
 			on_tick(&l); /* a stop was asked: start it now, on the fine tick */
 			arm(&l, s->loop_wake_fd, TAG_WAKE);
+		} else if (tag == TAG_SPAWNER) { /* not re-armed: it dies once */
+			l.exit_code = sup_spawner_lost(s);
+			on_tick(&l); /* the stop starts now */
 		} else if (tag >= TAG_PIDFD && tag < TAG_PIDFD + s->cfg.chips) {
 			uint32_t chip = (uint32_t)(tag - TAG_PIDFD);
 

@@ -3,9 +3,12 @@
  * thread starts, serve clients on the router thread and supervise on the event loop
  * until stopped; then end the workers, unlink the region, exit 0.
  *
- * Exit status: 0 after a clean stop; 1 a failure at start or no worker could start;
- * 64 bad usage; 73 the instance is already served (pid file or live region). */
+ * Exit status: 0 after a clean stop; 1 a failure at start (the runtime directory not
+ * private included) or no worker could start; 64 bad usage; 70 the spawner died
+ * (SUP_EXIT_SPAWNER_LOST); 73 the instance is already served (pid file or live
+ * region). */
 #include "sup.h"
+#include "sup_files.h"
 #include "sup_log.h"
 #include "sup_notify.h"
 
@@ -27,6 +30,8 @@
 #define EXIT_BUSY  73
 
 static struct sup g_sup;
+/* detached: where the log goes once chipd is ready (sup_detached_ready) */
+static char g_log_path[SUP_PATH_MAX + 64];
 
 /* Guards one supervisor per instance. Returns 0, or the exit status. */
 static int take_pidfile(struct sup *s)
@@ -125,6 +130,31 @@ static void detach(struct sup *s)
 		dup2(null, STDIN_FILENO);
 		close(null);
 	}
+	/* Until ready, errors still reach the caller on stderr; then stdout and stderr
+	 * become this file (sup_detached_ready), and at once in the spawner and the
+	 * workers, which live on: nothing of chipd keeps the caller's pipes open. */
+	snprintf(g_log_path, sizeof(g_log_path), "%s/chipd.%u.%s.log", s->cfg.runtime_dir,
+		 (unsigned)geteuid(), s->cfg.instance);
+	s->log_fd = sup_file_append(g_log_path);
+	if (s->log_fd < 0) {
+		fprintf(stderr, "chipd: log file %s: %s\n", g_log_path, strerror(-s->log_fd));
+		exit(1);
+	}
+}
+
+void sup_detached_ready(struct sup *s)
+{
+	if (s->log_fd >= 0) {
+		SUP_INFO(-1, 0, "ready; the log goes on in %s", g_log_path);
+		dup2(s->log_fd, STDOUT_FILENO);
+		dup2(s->log_fd, STDERR_FILENO);
+		close(s->log_fd);
+		s->log_fd = -1;
+	}
+	if (s->daemon_fd >= 0) {
+		sup_notify_fd(s->daemon_fd);
+		s->daemon_fd = -1;
+	}
 }
 
 static void block_signals(void)
@@ -185,6 +215,16 @@ int main(int argc, char **argv, char **envp)
 	sup_log_init(s->cfg.log_level, "chipd");
 	s->notify_fd = s->cfg.notify_fd;
 	s->daemon_fd = -1;
+	s->log_fd = -1;
+	s->spawn_fd = -1;
+	s->spawner_pidfd = -1;
+	/* the pid file, the detached log and the trace parts have predictable names:
+	 * only a directory nobody else can write is safe for them */
+	rc = sup_rundir_check(s->cfg.runtime_dir, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "chipd: %s\n", msg);
+		return 1;
+	}
 	rc = take_pidfile(s);
 	if (rc)
 		return rc;
@@ -202,7 +242,6 @@ int main(int argc, char **argv, char **envp)
 	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STARTING, memory_order_relaxed);
 	pthread_mutex_init(&s->lock, NULL);
 	block_signals();
-	s->spawn_fd = -1;
 	/* before any thread that may ask for the stop */
 	s->loop_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = s->loop_wake_fd < 0 ? -errno : sup_table_init(s);
@@ -219,7 +258,7 @@ int main(int argc, char **argv, char **envp)
 		SUP_ERR(-1, 0, "start-up failed: %s", strerror(-rc));
 		for (uint32_t i = 0; i < s->cfg.chips; i++)
 			if (s->workers[i].pid > 0)
-				kill(-s->workers[i].pid, SIGKILL);
+				(void)sup_pidfd_signal(s->workers[i].pidfd, SIGKILL);
 		cleanup(s);
 		return 1;
 	}

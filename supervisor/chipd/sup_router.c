@@ -1,8 +1,9 @@
 /* sup_router.c - the router thread: serves the node region's client mailbox. Every
  * request goes through proto_dispatch (decode, validate, run, answer); submit and
  * cancel are forwarded to a worker and answered when it replied (bounded by
- * SUP_FORWARD_MS: a worker's mailbox thread answers at once, one that does not is
- * stuck and is killed). */
+ * SUP_FORWARD_MS: a call not answered by then is given up; the worker's health is the
+ * heartbeat's to judge). A submit whose answer reaches nobody (the forward gave up,
+ * or the client did) is cancelled by closing its ring's reader. */
 #include "sup.h"
 #include "sup_log.h"
 
@@ -20,9 +21,12 @@
 #include <time.h>
 
 /* How long the router waits for a request before checking whether to leave (a stop
- * interrupts the wait, so this only bounds a lost wake; an idle chipd should not wake
- * for nothing). */
-#define ROUTER_SLICE_NS (1000ull * SHM_NS_PER_MS)
+ * interrupts the wait). It also bounds a lost wake: every client can write the
+ * doorbell's wake word, and one that zeroes it hides the router's announcement from
+ * the next poster, so each wait announces itself afresh. Short enough that a
+ * scribbled word delays a request by at most this, long enough that an idle chipd
+ * wakes only a few times a second. */
+#define ROUTER_SLICE_NS (100ull * SHM_NS_PER_MS)
 
 /* Every request answered with the error envelope, from any step of proto_dispatch
  * (docs/protocol.md §8.1: err_<code> counts each request once, by how it ended). */
@@ -55,9 +59,12 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 			return NULL;
 		}
 		best = &s->workers[chip];
-		if (best->state != CHIPD_CHIP_READY) {
+		if (!sup_worker_routable(best)) {
+			/* READY but refusing new work: degraded, as the next tick will say */
 			proto_fail(err, CHIPD_E_NO_CAPACITY, "chip %lld is %s", (long long)chip,
-				   chipd_chip_state_name(best->state));
+				   chipd_chip_state_name(best->state == CHIPD_CHIP_READY
+							     ? CHIPD_CHIP_DEGRADED
+							     : best->state));
 			err->chip = chip;
 			return NULL;
 		}
@@ -66,7 +73,7 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
-		if (w->state == CHIPD_CHIP_READY && (!best || w->load < best->load))
+		if (sup_worker_routable(w) && (!best || w->load < best->load))
 			best = w;
 	}
 	if (!best)
@@ -81,7 +88,6 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	uint64_t id = (uint64_t)req->id;
 	struct sup_worker *w;
 	struct sup_req *e;
-	struct ring r;
 
 	if (id && sup_table_find(s, id)) {
 		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
@@ -128,21 +134,55 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 		e->params[i].key = e->keys[i];
 		e->params[i].value = req->params[i].value;
 	}
-	(void)proto_node_ring(&s->node, sup_table_index(s, e), &r);
-	e->ring_gen = ring_reset(&r, id, w->pid, e->client);
+	e->ring_gen = sup_table_reset(s, e, id, w->pid, e->client);
 	w->load++;
 	*wout = w;
 	return e;
 }
 
-/* The worker did not answer a forward: it is stuck or dead. */
-static void forward_failed(struct sup_worker *w, pid_t pid, int rc)
+/* Nobody will learn of @e's request (its submit's answer reaches no client): its
+ * stream has no reader and no canceller. Closing the reader makes a worker that
+ * admitted it cancel it at its next round; client 0 lets the sweep reclaim the ring and
+ * the id once it ended, or take them back when no worker holds it (sup_table_sweep).
+ * Under sup.lock. */
+static void abandon(struct sup *s, struct sup_req *e)
 {
-	if (rc != -EPIPE && pid > 0 && w->pid == pid) {
-		SUP_WARN((int)w->chip, 0, "worker pid %d did not answer (%s): killing it", (int)pid,
-			 strerror(-rc));
-		kill(-pid, SIGKILL);
+	e->client = 0;
+	sup_table_close_reader(s, e);
+}
+
+/* The worker did not answer the assign of @e within SUP_FORWARD_MS: the call is given
+ * up, never the worker (a slow mailbox thread is the heartbeat's to judge). The worker
+ * may still admit the request (it took the assign), so the request is abandoned; a
+ * worker that died meanwhile ends it through its death path or here. Under sup.lock. */
+static void forward_failed(struct sup *s, struct sup_worker *w, struct sup_req *e, pid_t pid,
+			   int rc)
+{
+	SUP_WARN((int)w->chip, e->id, "worker pid %d did not answer the assign (%s): given up",
+		 (int)pid, strerror(-rc));
+	abandon(s, e);
+	if (w->pid != pid)
+		sup_table_end(s, e, CHIPD_E_WORKER_LOST);
+}
+
+/* The client gave up on the submit just answered, after the router took it: the
+ * answer naming its request was discarded, so the request is abandoned. */
+static void submit_discarded(struct sup *s)
+{
+	struct sup_req *e;
+
+	if (!s->router_admitted)
+		return;
+	pthread_mutex_lock(&s->lock);
+	e = &s->reqs[s->router_admitted - 1];
+	/* only the router allocates: the entry is the one admitted unless it was reclaimed
+	 * meanwhile (ended and swept), which the generation tells */
+	if (e->used && e->ring_gen == s->router_admitted_gen) {
+		SUP_INFO((int)e->chip, e->id, "its client gave up on the submit: cancelling it");
+		abandon(s, e);
 	}
+	pthread_mutex_unlock(&s->lock);
+	s->router_admitted = 0;
 }
 
 static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -175,12 +215,7 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	pthread_mutex_lock(&s->lock);
 	e->forwarding = false;
 	if (c->rc) {
-		/* the worker may have admitted it: the stream ends through the death path;
-		 * nobody will read it, so it is reclaimed as soon as it ended */
-		e->client = 0;
-		if (w->pid != pid)
-			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-		forward_failed(w, pid, c->rc);
+		forward_failed(s, w, e, pid, c->rc);
 	} else if (code != CHIPD_OK) {
 		sup_table_release(s, e);
 	} else {
@@ -190,6 +225,8 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		ans->chip = w->chip;
 		ans->ring = sup_table_index(s, e);
 		ans->ring_gen = e->ring_gen;
+		s->router_admitted = sup_table_index(s, e) + 1;
+		s->router_admitted_gen = e->ring_gen;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (code == CHIPD_OK)
@@ -244,7 +281,10 @@ static int status_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 
 		ans->chips[i] = (struct proto_chip){
 		    .chip = i,
-		    .state = w->state,
+		    /* READY but refusing new work: degraded already, as choose() treats it */
+		    .state = w->state == CHIPD_CHIP_READY && !sup_worker_routable(w)
+				 ? CHIPD_CHIP_DEGRADED
+				 : w->state,
 		    .pid = w->pid,
 		    .gpu = w->gpu,
 		    .restarts = w->restarts,
@@ -409,6 +449,7 @@ static void *router_main(void *arg)
 		}
 		sup_count(s, PROTO_SUP_requests, 1);
 		s->router_client = ev.client;
+		s->router_admitted = 0;
 		rc = proto_dispatch(&router_server, s, ev.req, ev.len, mbox_resp_buf(mb, ev.t),
 				    mbox_resp_cap(mb), &len);
 		if (rc != 0)
@@ -421,6 +462,9 @@ static void *router_main(void *arg)
 			sup_count(s, PROTO_SUP_answered, 1);
 		else if (rc == -ECANCELED)
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
+		if (rc != 0) /* -ECANCELED, or -ESTALE: the slot moved on, nobody got it */
+			submit_discarded(s);
+		s->router_admitted = 0;
 	}
 	return NULL;
 }

@@ -8,9 +8,20 @@
  * spawner reaps the workers (it is their parent) and logs how each ended; the
  * supervisor watches them through pidfds, which work for any process.
  *
+ * Pid reuse: a worker's pid is free for another process once the spawner reaped it,
+ * which the supervisor cannot see happen. So the spawner opens each worker's pidfd
+ * before it could reap it and hands it over with the reply (SCM_RIGHTS); the
+ * supervisor signals workers only through their pidfds. A worker's process group
+ * (whatever it started) is killed by the spawner just before it reaps the worker:
+ * until then the zombie leader keeps its pid, and so its group id, from being reused,
+ * and no other process can be signalled by that kill(-pid).
+ *
  * Lifetimes chain: the spawner dies with the supervisor (PR_SET_PDEATHSIG), each
- * worker with the spawner; the spawner leaves when the supervisor closes its end. */
+ * worker with the spawner; the spawner leaves when the supervisor closes its end. A
+ * spawner that dies first ends chipd (sup_spawner_lost): its replacement could only be
+ * forked from the threaded supervisor, which is what it exists to avoid. */
 #include "sup.h"
+#include "sup_files.h"
 #include "sup_log.h"
 
 #include <errno.h>
@@ -33,13 +44,21 @@ struct spawn_msg {
 	int32_t pid; /* reply: the worker's pid, or -errno */
 };
 
-/* Reaps every worker that ended and says how. */
+/* Reaps every worker that ended and says how; kills what each left in its process
+ * group first (see the top of the file). */
 static void reap(void)
 {
-	int status;
-	pid_t pid;
+	for (;;) {
+		siginfo_t si = {0};
+		int status;
+		pid_t pid;
 
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid <= 0)
+			break;
+		pid = si.si_pid;
+		(void)kill(-pid, SIGKILL); /* ESRCH: nothing left in its group */
+		if (waitpid(pid, &status, 0) != pid)
+			break;
 		if (WIFSIGNALED(status))
 			SUP_DEBUG(-1, 0, "spawner: worker pid %d killed by signal %d", (int)pid,
 				  WTERMSIG(status));
@@ -49,6 +68,30 @@ static void reap(void)
 	}
 }
 
+/* Sends the reply @m, with @pidfd attached when it is >= 0. Returns 0 or -errno. */
+static int reply(int fd, const struct spawn_msg *m, int pidfd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl = {0};
+	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (pidfd >= 0) {
+		struct cmsghdr *c;
+
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*m) ? 0 : -EPIPE;
+}
+
 static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 {
 	struct spawn_msg m;
@@ -56,11 +99,24 @@ static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != supervisor)
 		_exit(70);
+	/* Nothing of the caller's or of the supervisor's readiness is held here (or in
+	 * the workers, forked from here): detached, the output is the log file at once */
+	if (s->log_fd >= 0) {
+		dup2(s->log_fd, STDOUT_FILENO);
+		dup2(s->log_fd, STDERR_FILENO);
+		close(s->log_fd);
+	}
+	/* (a readiness descriptor that is stdout, --notify-fd 1, stays: it is not ours
+	 * to leave closed, and the workers keep 0-2 open) */
+	if (s->daemon_fd > STDERR_FILENO)
+		close(s->daemon_fd);
+	if (s->notify_fd > STDERR_FILENO)
+		close(s->notify_fd);
 	setproctitle("spawner (instance %s)", s->cfg.instance);
 	for (;;) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		ssize_t n;
-		int rc = poll(&pfd, 1, SPAWN_POLL_MS);
+		int pidfd = -1, rc = poll(&pfd, 1, SPAWN_POLL_MS);
 
 		reap();
 		if (rc == 0 || (rc < 0 && errno == EINTR))
@@ -78,8 +134,17 @@ static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 			if (pid > 0)
 				setpgid(pid, pid); /* as the child does: whoever is first */
 			m.pid = pid > 0 ? pid : -errno;
+			/* not reaped before this (reap() runs on this thread): it is ours */
+			pidfd = pid > 0 ? sup_pidfd_open(pid) : -1;
+			if (pid > 0 && pidfd < 0) {
+				m.pid = pidfd; /* unwatched, it must not run */
+				(void)kill(-pid, SIGKILL);
+			}
 		}
-		if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		n = reply(fd, &m, pidfd);
+		if (pidfd >= 0)
+			close(pidfd);
+		if (n != 0)
 			break;
 	}
 	reap();
@@ -109,15 +174,35 @@ int sup_spawner_start(struct sup *s)
 	close(sv[1]);
 	s->spawn_fd = sv[0];
 	s->spawner_pid = pid;
+	/* ours and not reaped (only sup_spawner_stop reaps it): the pid is still its */
+	s->spawner_pidfd = sup_pidfd_open(pid);
+	if (s->spawner_pidfd < 0) {
+		int rc = s->spawner_pidfd;
+
+		sup_spawner_stop(s);
+		return rc;
+	}
 	return 0;
 }
 
-pid_t sup_spawner_fork(struct sup *s, uint32_t chip)
+pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd)
 {
 	struct spawn_msg m = {.chip = chip};
 	struct pollfd pfd = {.fd = s->spawn_fd, .events = POLLIN};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
 	ssize_t n;
+	int fd = -1;
 
+	*pidfd = -1;
 	if (s->spawn_fd < 0)
 		return -EPIPE;
 	if (send(s->spawn_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
@@ -127,10 +212,34 @@ pid_t sup_spawner_fork(struct sup *s, uint32_t chip)
 	while (n < 0 && errno == EINTR);
 	if (n != 1)
 		return -ETIMEDOUT;
-	n = recv(s->spawn_fd, &m, sizeof(m), 0);
-	if (n != (ssize_t)sizeof(m) || m.chip != chip)
+	n = recvmsg(s->spawn_fd, &mh, MSG_CMSG_CLOEXEC);
+	c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (n != (ssize_t)sizeof(m) || m.chip != chip || (m.pid > 0) != (fd >= 0) ||
+	    (mh.msg_flags & MSG_CTRUNC)) {
+		if (fd >= 0) { /* a worker we could not account for: it must not run */
+			(void)sup_pidfd_signal(fd, SIGKILL);
+			close(fd);
+		}
 		return -EPIPE;
+	}
+	*pidfd = fd;
 	return m.pid;
+}
+
+int sup_spawner_lost(struct sup *s)
+{
+	SUP_ERR(-1, 0,
+		"the spawner (pid %d) died: no worker can be started any more; stopping "
+		"(exit %d: restart chipd)",
+		(int)s->spawner_pid, SUP_EXIT_SPAWNER_LOST);
+	/* every later start fails at once (no write to a dead peer) until the stop */
+	if (s->spawn_fd >= 0)
+		shutdown(s->spawn_fd, SHUT_RDWR);
+	sup_ask_stop(s, s->cfg.grace_ms);
+	return SUP_EXIT_SPAWNER_LOST;
 }
 
 void sup_spawner_stop(struct sup *s)
@@ -140,7 +249,11 @@ void sup_spawner_stop(struct sup *s)
 	if (s->spawn_fd >= 0)
 		close(s->spawn_fd);
 	s->spawn_fd = -1;
+	/* it leaves on EOF, after reaping; a dead one is reaped here */
 	if (s->spawner_pid > 0)
-		waitpid(s->spawner_pid, &status, 0); /* it leaves on EOF, after reaping */
+		waitpid(s->spawner_pid, &status, 0);
 	s->spawner_pid = 0;
+	if (s->spawner_pidfd >= 0)
+		close(s->spawner_pidfd);
+	s->spawner_pidfd = -1;
 }

@@ -1,7 +1,10 @@
 /* sup_table.c - the supervisor's live streams, one entry per token ring of the node
  * region. An entry holds its ring from submit until the stream ended and its reader
- * read the terminal record (or the reader died): only then may the ring and the
- * request id go to another stream. Every function runs under sup.lock. */
+ * read the terminal record (or closed the ring, or died): only then may the ring and
+ * the request id go to another stream. A ring nobody will end or read (broken by its
+ * reader, or closed with no producer) is taken back within a bounded time. The ring
+ * header is the reader's to write: nothing read from it bounds an index. Every
+ * function runs under sup.lock. */
 #include "sup.h"
 #include "sup_log.h"
 
@@ -16,13 +19,27 @@ int sup_table_init(struct sup *s)
 {
 	s->nreqs = s->node.desc->nrings;
 	s->reqs = calloc(s->nreqs, sizeof(*s->reqs));
-	return s->reqs ? 0 : -ENOMEM;
+	s->rings = calloc(s->nreqs, sizeof(*s->rings));
+	if (!s->reqs || !s->rings)
+		return -ENOMEM;
+	/* bound now, while only the supervisor has seen the region: from here on a
+	 * ring's capacity (every index mask) and record array are ours, whatever a
+	 * reader later writes into its header */
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		int rc = proto_node_ring(&s->node, i, &s->rings[i]);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 void sup_table_free(struct sup *s)
 {
 	free(s->reqs);
+	free(s->rings);
 	s->reqs = NULL;
+	s->rings = NULL;
 	s->nreqs = 0;
 }
 
@@ -31,13 +48,53 @@ uint32_t sup_table_index(const struct sup *s, const struct sup_req *e)
 	return (uint32_t)(e - s->reqs);
 }
 
-static struct ring ring_of(struct sup *s, const struct sup_req *e)
+struct ring *sup_table_ring(struct sup *s, const struct sup_req *e)
 {
-	struct ring r;
+	return &s->rings[sup_table_index(s, e)];
+}
 
-	/* the index is ours and below nrings: it cannot fail */
-	(void)proto_node_ring(&s->node, sup_table_index(s, e), &r);
-	return r;
+uint32_t sup_table_reset(struct sup *s, struct sup_req *e, uint64_t id, pid_t producer,
+			 pid_t consumer)
+{
+	struct ring *r = sup_table_ring(s, e);
+	struct ring_hdr *h = r->hdr;
+
+	/* the identity line is the owner's: a reader that overwrote it gets it back, so
+	 * the next stream's reader attaches the ring the supervisor laid out */
+	h->magic = RING_MAGIC;
+	h->version = RING_VERSION;
+	h->capacity = r->capacity;
+	h->rec_size = sizeof(struct ring_rec);
+	return ring_reset(r, id, producer, consumer);
+}
+
+void sup_table_close_reader(struct sup *s, struct sup_req *e)
+{
+	struct ring *r = sup_table_ring(s, e);
+
+	if (e->reader_closed)
+		return;
+	ring_close_reader(r);
+	e->reader_closed = true;
+	e->closed_ns = shm_now_ns();
+	e->closed_head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+}
+
+/* Whether @r still holds what the supervisor wrote for @e and indices a producer and a
+ * reader can leave: the header is the reader's to write, so nothing in it is trusted
+ * (the capacity and records used are the supervisor's own binding). Tail is read
+ * before head, so a moving stream never looks out of range. */
+static bool ring_sound(const struct sup_req *e, const struct ring *r)
+{
+	const struct ring_hdr *h = r->hdr;
+	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+
+	return h->magic == RING_MAGIC && h->version == RING_VERSION && h->capacity == r->capacity &&
+	       h->rec_size == sizeof(struct ring_rec) &&
+	       atomic_load_explicit(&h->generation, memory_order_relaxed) == e->ring_gen &&
+	       atomic_load_explicit(&h->request_id, memory_order_relaxed) == e->id &&
+	       tail <= head && head - tail <= r->capacity;
 }
 
 void sup_table_release(struct sup *s, struct sup_req *e)
@@ -69,23 +126,106 @@ static void count_end(struct sup *s, struct sup_req *e, uint32_t flags)
 	sup_count_err(s, (enum chipd_code)code);
 }
 
-/* Whether @e's ring can be given to another stream: nothing more is written to it
- * (its stream ended) and nobody reads it (the reader took the terminal, or died). Every
- * used entry passes here on each sweep, so every end is counted within a tick. */
+/* Takes @e's ring back at once, its stream counted as ended with @flags (0: it was
+ * counted already): a new generation and the identity rewritten, so a reader still
+ * attached learns that its ring went to another stream. The caller releases @e. */
+static void take_back(struct sup *s, struct sup_req *e, uint32_t flags, const char *why)
+{
+	count_end(s, e, flags);
+	e->ended = true;
+	SUP_WARN((int)e->chip, e->id, "ring %u taken back: %s", sup_table_index(s, e), why);
+	(void)sup_table_reset(s, e, 0, 0, 0);
+}
+
+/* How long a live worker may still write into a ring it was told to leave: it drops a
+ * request whose reader is closed at its next round, once its step in flight is done;
+ * one whose threads stall longer is restarted (--progress-ms) or killed (--stuck-ms),
+ * and its death path ends the stream. */
+static uint64_t holder_bound_ns(const struct sup *s)
+{
+	uint32_t ms = s->cfg.stuck_ms > s->cfg.progress_ms ? s->cfg.stuck_ms : s->cfg.progress_ms;
+
+	return (uint64_t)(ms > SUP_BROKEN_MS ? ms : SUP_BROKEN_MS) * SHM_NS_PER_MS;
+}
+
+/* Whether @e's ring can be given to another stream, taking it back by force where
+ * nobody else will end it. Every used entry passes here on each sweep, so every end is
+ * counted within a tick, and every ring comes back within a bounded time:
+ * - ended (its terminal record published): once the reader took the terminal, closed
+ *   the ring or died, or its tail stood still for SUP_UNREAD_MS;
+ * - broken (the reader overwrote an index or the identity, a terminal was claimed and
+ *   never published, or the supervisor could not write the terminal of a dead
+ *   producer): no producer can end it. Its reader is closed at once, so a worker
+ *   still holding the request drops it; it ends internal and is taken back after
+ *   SUP_BROKEN_MS once its producer is gone, or after holder_bound_ns while the
+ *   worker that produces it lives (a reset ring must not take its late tokens);
+ * - reader closed by the supervisor and never ended by the worker: a worker holding
+ *   the request cancels it at its next round; one that produced nothing into it for
+ *   the longer of --stuck-ms and --progress-ms does not hold it (the assign never
+ *   reached it): a stuck or stalled one is killed or restarted within that bound, and
+ *   its death path ends the stream first. */
 static bool reclaimable(struct sup *s, struct sup_req *e)
 {
-	struct ring r;
+	struct ring *r;
+	struct ring_hdr *h;
+	uint64_t now, pos;
 	uint32_t flags;
+	bool broken, reader_gone, held;
 
 	if (!e->used || e->forwarding)
 		return false;
-	r = ring_of(s, e);
-	flags = ring_end_flags(&r);
-	if (!flags)
-		return false;
+	r = sup_table_ring(s, e);
+	h = r->hdr;
+	now = shm_now_ns();
+	/* every read below is bounded by the supervisor's own capacity (s->rings) */
+	flags = ring_end_flags(r);
+	broken = !ring_sound(e, r) || (e->ended && !flags) ||
+		 (!flags && atomic_load_explicit(&h->terminal, memory_order_acquire));
+	/* the supervisor's own record of the producer, not the header's */
+	held = e->producer > 0 && e->chip < s->cfg.chips && e->producer == s->workers[e->chip].pid;
+	if (broken) {
+		sup_table_close_reader(s, e);
+		if (!e->broken_ns)
+			e->broken_ns = now;
+		if (now - e->broken_ns <
+		    (held ? holder_bound_ns(s) : SUP_BROKEN_MS * SHM_NS_PER_MS))
+			return false;
+		take_back(s, e, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL),
+			  "broken (an index or its identity overwritten, or no terminal record)");
+		return true;
+	}
+	e->broken_ns = 0;
+	if (!flags) {
+		if (!e->reader_closed)
+			return false;
+		pos = atomic_load_explicit(&h->head, memory_order_relaxed);
+		if (pos != e->closed_head) { /* its worker still produces: it holds it */
+			e->closed_head = pos;
+			e->closed_ns = now;
+			return false;
+		}
+		if (now - e->closed_ns < holder_bound_ns(s))
+			return false;
+		take_back(s, e, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED),
+			  "its reader is gone and no worker ended the stream");
+		return true;
+	}
 	e->ended = true;
 	count_end(s, e, flags);
-	return ring_drained(&r) || !shm_proc_alive(e->client, e->client_start);
+	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
+		      !shm_proc_alive(e->client, e->client_start);
+	if (ring_drained(r) || reader_gone)
+		return true;
+	pos = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	if (!e->tail_since_ns || pos != e->seen_tail) {
+		e->seen_tail = pos;
+		e->tail_since_ns = now;
+		return false;
+	}
+	if (now - e->tail_since_ns < SUP_UNREAD_MS * SHM_NS_PER_MS)
+		return false;
+	take_back(s, e, 0, "ended, and its live reader read nothing for a minute");
+	return true;
 }
 
 struct sup_req *sup_table_find(struct sup *s, uint64_t id)
@@ -123,23 +263,25 @@ struct sup_req *sup_table_alloc(struct sup *s)
 
 void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code)
 {
-	struct ring r = ring_of(s, e);
+	struct ring *r = sup_table_ring(s, e);
 	struct ring_rec rec = {.request_id = e->id, .flags = RING_F_ERROR | RING_F_CODE(code)};
 	int rc;
 
-	if (e->ended || ring_finished(&r)) {
+	if (e->ended || ring_finished(r)) {
 		e->ended = true;
-		count_end(s, e, ring_end_flags(&r));
+		count_end(s, e, ring_end_flags(r));
 		return;
 	}
 	/* counted before the record is out, so that a reader who saw the end sees the
 	 * count (the push's release orders it); the producer is gone, the record ours */
 	count_end(s, e, rec.flags);
-	rc = ring_take_over(&r);
+	rc = ring_take_over(r);
 	if (rc == 0) {
-		rec.seq = (uint32_t)atomic_load_explicit(&r.hdr->head, memory_order_acquire);
-		rc = ring_push(&r, &rec);
+		rec.seq = (uint32_t)atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+		rc = ring_push(r, &rec);
 	}
+	/* a terminal that could not be written (the reader broke the ring) leaves the
+	 * ring broken: the sweep takes it back (reclaimable) */
 	if (rc && rc != -EALREADY)
 		SUP_ERR((int)e->chip, e->id, "cannot end the stream on ring %u: %s",
 			sup_table_index(s, e), strerror(-rc));
@@ -174,14 +316,12 @@ uint32_t sup_table_live(struct sup *s)
 
 	for (uint32_t i = 0; i < s->nreqs; i++) {
 		struct sup_req *e = &s->reqs[i];
-		struct ring r;
 		uint32_t flags;
 
 		if (!e->used || (e->ended && e->counted))
 			continue;
 		/* every admission counts the ends seen so far, not only the next sweep */
-		r = ring_of(s, e);
-		flags = ring_end_flags(&r);
+		flags = ring_end_flags(&s->rings[i]);
 		if (flags) {
 			e->ended = true;
 			count_end(s, e, flags);

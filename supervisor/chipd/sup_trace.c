@@ -1,13 +1,16 @@
 /* sup_trace.c - the trace op: start and stop recording in every running worker, and
  * collect: each worker writes its events as a fragment (a comma-separated list of
- * Chrome trace events, pid = chip) in the runtime directory; the supervisor joins them into
- * one Chrome/Perfetto JSON document, written to a temporary name and renamed. */
+ * Chrome trace events, pid = chip) in the runtime directory (private: sup_files.h); the
+ * supervisor joins them into one Chrome/Perfetto JSON document, written to a new
+ * temporary file of its own (mode 0600, a name nobody could plant beforehand) and
+ * renamed. */
 #include "sup.h"
 #include "sup_log.h"
 
 #include "proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,14 +49,21 @@ static int merge(const char *path, char (*parts)[PROTO_PATH_MAX + 16], uint32_t 
 {
 	char tmp[PROTO_PATH_MAX + 8];
 	bool first = true;
-	FILE *out;
-	int rc = 0;
+	FILE *out = NULL;
+	int rc = 0, fd;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	out = fopen(tmp, "w");
+	/* the output's directory may be shared (/tmp): a fresh random name, O_EXCL */
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd >= 0 && !(out = fdopen(fd, "w"))) {
+		rc = -errno;
+		close(fd);
+		unlink(tmp);
+		errno = -rc;
+	}
 	if (!out)
-		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": cannot write %s: %s", tmp,
-				  strerror(errno));
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": cannot write beside %s: %s",
+				  path, strerror(errno));
 	fputs("{\"traceEvents\":[", out);
 	for (uint32_t i = 0; i < n && rc == 0; i++)
 		rc = append_part(out, parts[i], &first);
@@ -81,6 +91,11 @@ int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64
 
 	if (!c || !parts) {
 		code = proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	/* the wire's schema refuses it too; --trace is made absolute at start */
+	if (act == PROTO_TRACE_COLLECT && (!path || path[0] != '/')) {
+		code = proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": must be absolute");
 		goto out;
 	}
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {

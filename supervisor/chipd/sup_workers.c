@@ -1,9 +1,11 @@
 /* sup_workers.c - one worker process per chip: its control region, fork, the child's
- * set-up, heartbeats, death, re-queue of its unstarted requests, restart with
+ * set-up, heartbeats, death, re-queue of its unstarted requests (posted on one tick,
+ * completed on a later one: the loop never waits for a worker), restart with
  * exponential backoff, and the crash-loop limit. Runs on the event loop thread (and
  * on main before any thread starts); the router only reads worker state under
  * sup.lock and calls workers through sup_call_run. */
 #include "sup.h"
+#include "sup_files.h"
 #include "sup_log.h"
 
 #include "proc.h"
@@ -14,10 +16,10 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +150,9 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 	cfg.nbanks = s->cfg.no_overlap ? 1 : s->cfg.banks;
 	cfg.queue_cap = s->cfg.queue;
 	cfg.kv_blocks = s->cfg.kv_blocks;
+	cfg.max_request_host_bytes = s->cfg.max_request_host_bytes;
+	cfg.max_request_dev_bytes = s->cfg.max_request_device_bytes;
+	cfg.max_request_steps = s->cfg.max_request_steps;
 	rc = wrk_main(&cfg, &w->ctl, &s->node);
 	if (rc)
 		SUP_ERR((int)w->chip, 0, "worker ended with %s", strerror(-rc));
@@ -161,6 +166,7 @@ static void hb_drop(struct sup_worker *w)
 	if (w->hb_pending)
 		mbox_give_up(&w->mb, w->hb_ticket);
 	w->hb_pending = false;
+	w->hb_sent_ns = 0;
 }
 
 int sup_worker_spawn(struct sup *s, struct sup_worker *w)
@@ -174,17 +180,13 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	/* a restarted worker finds its control region reset (mbox_server_attach recovers
 	 * what the dead one held) */
 	shm_region_bump_generation(&w->ctl);
-	pid = sup_spawner_fork(s, w->chip);
+	/* the dead worker may have said it refuses new work (sup_worker_routable) */
+	shm_region_ready(&w->ctl);
+	/* the pidfd comes from the spawner, opened before it could reap the worker: it
+	 * names this worker for good (a pid can be reused) */
+	pid = sup_spawner_fork(s, w->chip, &pidfd);
 	if (pid < 0)
 		return pid;
-	/* a pidfd works for any process: the spawner is the parent, we watch */
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0) {
-		int rc = -errno;
-
-		kill(-pid, SIGKILL);
-		return rc;
-	}
 	pthread_mutex_lock(&s->lock);
 	w->pid = pid;
 	w->pid_start = shm_proc_start_time(pid);
@@ -197,8 +199,11 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	atomic_store_explicit(&d->restarts, w->restarts, memory_order_relaxed);
 	atomic_fetch_add_explicit(&d->incarnation, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->pid, (uint32_t)pid, memory_order_release);
-	w->hb_last_ok_ns = now; /* the stuck clock starts now */
+	w->hb_last_ok_ns = now;
+	w->hb_sent_ns = 0; /* the stuck clock starts with the first heartbeat */
 	w->hb_next_ns = now;
+	w->o_rounds = w->s_rounds = -1; /* no answer yet */
+	w->o_still_ns = w->s_still_ns = now;
 	w->healthy_since_ns = now;
 	sup_count(s, PROTO_SUP_worker_starts, 1);
 	SUP_INFO((int)w->chip, 0, "worker started, pid %d", (int)pid);
@@ -214,6 +219,10 @@ static void hb_send(struct sup_worker *w, uint64_t now)
 	size_t len;
 
 	w->hb_next_ns = now;
+	/* a heartbeat that cannot be posted (every slot busy) is awaited all the same: a
+	 * worker whose M holds every slot is stuck */
+	if (!w->hb_sent_ns)
+		w->hb_sent_ns = now;
 	if (!m || mbox_claim(&w->mb, &w->hb_ticket) != 0) {
 		free(m);
 		return; /* every slot busy: try again next tick */
@@ -231,8 +240,18 @@ static void hb_send(struct sup_worker *w, uint64_t now)
 	free(m);
 }
 
-/* Checks a pending heartbeat without waiting: true when it was answered. */
-static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now)
+/* What a heartbeat answer says of the worker's threads (docs/protocol.md, heartbeat). */
+struct hb_health {
+	int64_t o_err, s_err;	    /* the threads' error words: -errno once one gave up */
+	int64_t o_rounds, s_rounds; /* their progress words */
+	bool o_work, s_work;	    /* work pending for O (queued, active, epochs out), for S
+				     * (epochs published, not released) */
+	uint64_t at;		    /* when the heartbeat was sent: the answer is later */
+};
+
+/* Checks a pending heartbeat without waiting: true when it was answered, with what
+ * it said in @h. */
+static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now, struct hb_health *h)
 {
 	struct proto_msg *m;
 	struct proto_error err;
@@ -250,10 +269,21 @@ static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now)
 	m = malloc(sizeof(*m));
 	if (m && mbox_response(&w->mb, w->hb_ticket, &buf, &len) == 0 &&
 	    proto_decode_answer(PROTO_OP_HEARTBEAT, buf, len, m, &err) == 0 && m->ok &&
-	    m->seq == (int64_t)w->hb_seq)
+	    m->seq == (int64_t)w->hb_seq) {
 		ok = true;
+		*h = (struct hb_health){
+		    .o_err = m->o_err,
+		    .s_err = m->s_err,
+		    .o_rounds = m->o_rounds,
+		    .s_rounds = m->s_rounds,
+		    .o_work = m->queued > 0 || m->active > 0 || m->epochs > 0,
+		    .s_work = m->epochs > 0,
+		    .at = w->hb_sent_ns,
+		};
+	}
 	mbox_release(&w->mb, w->hb_ticket);
 	w->hb_pending = false;
+	w->hb_sent_ns = 0;
 	free(m);
 	if (ok) {
 		w->hb_last_ok_ns = now;
@@ -263,23 +293,105 @@ static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now)
 	return ok;
 }
 
-static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now)
+/* Marks @w DEGRADED (the router sends it nothing more) and kills it: its death
+ * takes the usual path (streams re-queued or ended worker_lost, restart after the
+ * backoff, the crash limit). */
+static void degrade(struct sup *s, struct sup_worker *w, const char *why)
 {
-	if (w->hb_pending && hb_poll(s, w, now) && w->state == CHIPD_CHIP_STARTING) {
-		pthread_mutex_lock(&s->lock);
-		sup_worker_set_state(s, w, CHIPD_CHIP_READY);
-		pthread_mutex_unlock(&s->lock);
-		SUP_INFO((int)w->chip, 0, "worker ready, pid %d", (int)w->pid);
+	pthread_mutex_lock(&s->lock);
+	sup_worker_set_state(s, w, CHIPD_CHIP_DEGRADED);
+	pthread_mutex_unlock(&s->lock);
+	sup_count(s, PROTO_SUP_worker_degraded, 1);
+	SUP_WARN((int)w->chip, 0, "degraded: %s: killing pid %d", why, (int)w->pid);
+	(void)sup_pidfd_signal(w->pidfd, SIGKILL); /* the spawner kills its group */
+}
+
+/* Whether a progress word stands still past the bound: @still_ns is when it was
+ * last seen moving or with no work pending; both times are heartbeats' send times,
+ * so a supervisor that was slow to read the answers does not stretch them. */
+static bool stalled(int64_t *seen, uint64_t *still_ns, int64_t val, bool work, uint64_t at,
+		    uint64_t bound_ns)
+{
+	if (*seen != val || !work) {
+		*seen = val;
+		*still_ns = at;
+		return false;
+	}
+	return at > *still_ns && at - *still_ns > bound_ns;
+}
+
+/* Judges a heartbeat answer: the reason @w is degraded, or NULL while healthy. */
+static const char *hb_judge(struct sup *s, struct sup_worker *w, const struct hb_health *h,
+			    char *buf, size_t cap)
+{
+	uint64_t bound = (uint64_t)s->cfg.progress_ms * SHM_NS_PER_MS;
+
+	if (h->s_err) {
+		snprintf(buf, cap, "its scheduler gave the device up (%s)",
+			 strerror((int)-h->s_err));
+		return buf;
+	}
+	if (h->o_err) {
+		snprintf(buf, cap, "its orchestrator failed (%s)", strerror((int)-h->o_err));
+		return buf;
+	}
+	if (stalled(&w->s_rounds, &w->s_still_ns, h->s_rounds, h->s_work, h->at, bound)) {
+		snprintf(buf, cap, "its scheduler made no progress for %u ms with a step pending",
+			 s->cfg.progress_ms);
+		return buf;
+	}
+	if (stalled(&w->o_rounds, &w->o_still_ns, h->o_rounds, h->o_work, h->at, bound)) {
+		snprintf(buf, cap, "its orchestrator made no progress for %u ms with work pending",
+			 s->cfg.progress_ms);
+		return buf;
+	}
+	return NULL;
+}
+
+static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now, bool resumed)
+{
+	struct hb_health h;
+	char why[160];
+	const char *bad;
+
+	if (w->hb_pending && hb_poll(s, w, now, &h)) {
+		if (w->state == CHIPD_CHIP_STARTING) {
+			pthread_mutex_lock(&s->lock);
+			sup_worker_set_state(s, w, CHIPD_CHIP_READY);
+			pthread_mutex_unlock(&s->lock);
+			SUP_INFO((int)w->chip, 0, "worker ready, pid %d", (int)w->pid);
+		}
+		bad = hb_judge(s, w, &h, why, sizeof(why));
+		if (bad && !w->stopping) {
+			degrade(s, w, bad);
+			return;
+		}
+	}
+	/* It said it refuses new work (its scheduler or orchestrator gave up) before
+	 * its next heartbeat could say why. */
+	if (w->state == CHIPD_CHIP_READY && !w->stopping &&
+	    atomic_load_explicit(&w->ctl.hdr->state, memory_order_acquire) != SHM_STATE_READY) {
+		degrade(s, w, "it refuses new work (its scheduler or orchestrator gave up)");
+		return;
+	}
+	if (resumed) {
+		/* The supervisor itself was stalled: what its clocks say of the worker is
+		 * stale. Ask afresh; the deadlines start now. */
+		hb_drop(w);
+		w->o_still_ns = w->s_still_ns = now;
 	}
 	if (!w->hb_pending &&
-	    (w->state == CHIPD_CHIP_STARTING ||
+	    (w->state == CHIPD_CHIP_STARTING || resumed ||
 	     now >= w->hb_next_ns + (uint64_t)s->cfg.heartbeat_ms * SHM_NS_PER_MS))
 		hb_send(w, now);
-	if (now - w->hb_last_ok_ns > (uint64_t)s->cfg.stuck_ms * SHM_NS_PER_MS && !w->stopping) {
+	/* measured from when the heartbeat awaited was really sent */
+	if (w->hb_sent_ns && now - w->hb_sent_ns > (uint64_t)s->cfg.stuck_ms * SHM_NS_PER_MS &&
+	    !w->stopping) {
 		SUP_WARN((int)w->chip, 0, "no heartbeat for %u ms: killing pid %d", s->cfg.stuck_ms,
 			 (int)w->pid);
-		kill(-w->pid, SIGKILL);
-		w->hb_last_ok_ns = now; /* its death comes through the pidfd */
+		(void)sup_pidfd_signal(w->pidfd, SIGKILL); /* the spawner kills its group */
+		/* its death comes through the pidfd; no heartbeat is awaited meanwhile */
+		hb_drop(w);
 	}
 }
 
@@ -294,83 +406,185 @@ bool sup_workers_settled(struct sup *s)
 
 /* ---- death ---- */
 
-/* The least loaded READY worker other than @not, or NULL. Under sup.lock. */
-static struct sup_worker *pick_other(struct sup *s, const struct sup_worker * not )
+/* The least loaded READY worker, or NULL. Under sup.lock. */
+static struct sup_worker *pick_ready(struct sup *s)
 {
 	struct sup_worker *best = NULL;
 
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
-		if (w != not &&w->state == CHIPD_CHIP_READY && (!best || w->load < best->load))
+		if (sup_worker_routable(w) && (!best || w->load < best->load))
 			best = w;
 	}
 	return best;
 }
 
-/* Moves @e (not started: no token out) to another worker, or ends it worker_lost.
- * Called with sup.lock held; drops it around the call to the new worker. The
- * supervisor holds the ring (ring_take_over) until the new worker admitted the
- * request and only then names it the producer, so a refused or failed move can still
- * be ended here. */
-static void requeue(struct sup *s, struct sup_worker *dead, struct sup_req *e)
+/* Ends the re-queue of @e with worker_lost: the supervisor holds its ring, so it
+ * writes the terminal record as the producer's stand-in. Under sup.lock. */
+static void requeue_end(struct sup *s, struct sup_req *e, const char *why)
 {
-	struct sup_worker *to = pick_other(s, dead);
-	struct sup_call *c = NULL;
-	struct ring r;
-	pid_t pid = 0;
-	int rc = -ENODEV;
-
-	(void)proto_node_ring(&s->node, sup_table_index(s, e), &r);
-	if (to && e->client != 0 && ring_take_over(&r) == 0)
-		c = sup_call_new(PROTO_OP_ASSIGN);
-	if (c) {
-		sup_table_assign(s, e, &c->req);
-		pid = to->pid;
-		dead->load--;
-		to->load++;
-		e->chip = to->chip;
-		e->producer = shm_proc_self();
-		e->forwarding = true;
-		pthread_mutex_unlock(&s->lock);
-		if (sup_call_run(s, to, c, NULL) != CHIPD_OK)
-			rc = c->rc ? c->rc : -EREMOTEIO;
-		else
-			rc = 0;
-		pthread_mutex_lock(&s->lock);
-		e->forwarding = false;
-		if (rc == 0 && to->pid != pid)
-			rc = -EPIPE; /* the new worker died meanwhile */
-		if (rc == 0)
-			rc = ring_hand_over(&r, pid);
-		if (rc == 0)
-			e->producer = pid;
-	}
-	if (rc == 0)
-		SUP_INFO((int)to->chip, e->id, "re-queued from chip %u", dead->chip);
-	else
-		sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-	sup_call_free(c);
+	e->requeue = false;
+	e->forwarding = false; /* so that sup_table_end counts the end */
+	sup_table_end(s, e, CHIPD_E_WORKER_LOST);
+	SUP_INFO((int)e->chip, e->id, "re-queue from chip %u failed (%s): worker_lost", e->rq_from,
+		 why);
 }
 
-/* Ends or moves every stream of the dead worker @w. */
+/* Takes the unstarted stream @e of the dead worker @dead over for a re-queue: the
+ * supervisor holds the ring (ring_take_over) until another worker admitted the
+ * request, and only then names it the producer (requeue_step), so a refused or failed
+ * move can still be ended here; the reader keeps waiting meanwhile (protocol.md 5.4).
+ * Under sup.lock. */
+static void requeue_start(struct sup *s, struct sup_worker *dead, struct sup_req *e)
+{
+	e->rq_from = dead->chip;
+	if (ring_take_over(sup_table_ring(s, e)) != 0) {
+		requeue_end(s, e, "its ring cannot be taken over");
+		return;
+	}
+	e->producer = shm_proc_self();
+	e->requeue = true;
+	e->forwarding = true;
+	e->rq_since_ns = shm_now_ns();
+	e->rq_post = (struct sup_post){0};
+}
+
+/* One tick of @e's re-queue, without waiting: a posted assign's answer is read (ok:
+ * the ring goes to that worker; refused, failed, or its worker gone: worker_lost; none
+ * within SUP_FORWARD_MS: given up, the ring's reader closed so that a worker that
+ * admitted it cancels it, worker_lost); else the assign is posted to the least loaded
+ * READY worker (every slot busy: the next tick, for up to SUP_FORWARD_MS). A stream
+ * nobody reads any more is not worth a move: it ends. @m is scratch. Under sup.lock. */
+static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, uint64_t now)
+{
+	struct sup_worker *to = &s->workers[e->chip];
+	struct ring *r = sup_table_ring(s, e);
+	const char *why;
+	int rc;
+
+	if (e->rq_post.pending) {
+		rc = sup_post_poll(to, &e->rq_post, m);
+		if (rc == -EINPROGRESS) {
+			if (now < e->rq_post.posted_ns ||
+			    now - e->rq_post.posted_ns <= (uint64_t)SUP_FORWARD_MS * SHM_NS_PER_MS)
+				return;
+			sup_post_drop(to, &e->rq_post);
+			sup_table_close_reader(s, e);
+			requeue_end(s, e, "no answer to the assign: given up");
+			return;
+		}
+		if (rc == 0 && m->ok && to->pid == e->rq_pid && ring_hand_over(r, e->rq_pid) == 0) {
+			e->producer = e->rq_pid;
+			e->requeue = false;
+			e->forwarding = false;
+			SUP_INFO((int)to->chip, e->id, "re-queued from chip %u", e->rq_from);
+			return;
+		}
+		if (rc != 0 || m->ok) /* it may hold the request: it cancels it */
+			sup_table_close_reader(s, e);
+		if (rc)
+			why = strerror(-rc);
+		else
+			why = m->ok ? "its worker is gone" : m->err.message;
+		requeue_end(s, e, why);
+		return;
+	}
+	if (e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
+	    !shm_proc_alive(e->client, e->client_start)) {
+		requeue_end(s, e, "nobody reads it");
+		return;
+	}
+	to = pick_ready(s);
+	if (!to) {
+		requeue_end(s, e, "no ready chip");
+		return;
+	}
+	sup_table_assign(s, e, m);
+	rc = sup_post_send(to, &e->rq_post, m);
+	if (rc == -EAGAIN && (now < e->rq_since_ns ||
+			      now - e->rq_since_ns <= (uint64_t)SUP_FORWARD_MS * SHM_NS_PER_MS))
+		return; /* every slot busy: the next tick */
+	if (rc) {
+		requeue_end(s, e, strerror(-rc));
+		return;
+	}
+	if (s->workers[e->chip].load > 0)
+		s->workers[e->chip].load--;
+	to->load++;
+	e->chip = to->chip;
+	e->rq_pid = to->pid;
+}
+
+/* Re-queue work due on this tick. After a tick this late that the supervisor itself
+ * did not run (@resumed), the bounds start again: the workers were not asked. Event
+ * loop. */
+static void requeues_tick(struct sup *s, uint64_t now, bool resumed)
+{
+	struct proto_msg *m = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+
+		if (!e->used || !e->requeue)
+			continue;
+		if (resumed)
+			e->rq_since_ns = e->rq_post.posted_ns = now;
+		if (!m && !(m = malloc(sizeof(*m))))
+			break; /* the next tick tries again */
+		requeue_step(s, e, m, now);
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(m);
+}
+
+void sup_workers_requeue_end_all(struct sup *s)
+{
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+
+		if (!e->used || !e->requeue)
+			continue;
+		if (e->rq_post.pending) {
+			sup_post_drop(&s->workers[e->chip], &e->rq_post);
+			sup_table_close_reader(s, e);
+		}
+		requeue_end(s, e, "chipd is stopping");
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Ends or moves every stream of the dead worker @w: an unstarted one (no token out) is
+ * taken over for a re-queue when @requeue_unstarted; one whose re-queue was posted to
+ * @w is re-queued again, or ends. */
 static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_unstarted)
 {
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->nreqs; i++) {
 		struct sup_req *e = &s->reqs[i];
-		struct ring r;
+		struct ring *r = &s->rings[i]; /* its capacity ours, not the header's */
+		bool unstarted;
 
-		if (!e->used || e->ended || e->forwarding || e->chip != w->chip)
+		if (!e->used || e->ended || e->chip != w->chip)
 			continue;
-		(void)proto_node_ring(&s->node, i, &r);
-		if (ring_finished(&r)) {
+		unstarted = atomic_load_explicit(&r->hdr->head, memory_order_acquire) == 0;
+		if (e->requeue) {
+			/* its slot went with the worker; the next tick posts it elsewhere */
+			sup_post_drop(w, &e->rq_post);
+			if (!requeue_unstarted || !unstarted)
+				requeue_end(s, e, "the worker it was posted to died");
+			continue;
+		}
+		if (e->forwarding)
+			continue;
+		if (ring_finished(r)) {
 			e->ended = true;
 			continue;
 		}
-		if (requeue_unstarted &&
-		    atomic_load_explicit(&r.hdr->head, memory_order_acquire) == 0)
-			requeue(s, w, e);
+		if (requeue_unstarted && unstarted)
+			requeue_start(s, w, e);
 		else {
 			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
 			SUP_INFO((int)w->chip, e->id, "stream ended: worker_lost");
@@ -404,6 +618,18 @@ static void schedule_restart(struct sup *s, struct sup_worker *w, uint64_t now)
 	sup_worker_set_state(s, w, CHIPD_CHIP_BACKOFF);
 }
 
+/* The dead worker's stand-in as the writer of its counter block: its gauges (queue
+ * depth, active requests, KV blocks in use) said what it held, and it holds nothing
+ * now. Counters stay: they count what happened. A restarted worker writes its own. */
+static void zero_gauges(struct sup *s, struct sup_worker *w)
+{
+	struct ctr_block *b = &s->node.wrk_ctr[w->chip];
+
+	for (uint32_t i = 0; i < b->count; i++)
+		if (ctr_kind_of(b, i) == CTR_GAUGE)
+			ctr_set(b, i, 0);
+}
+
 void sup_worker_exited(struct sup *s, struct sup_worker *w)
 {
 	uint64_t now = shm_now_ns();
@@ -411,11 +637,11 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 	pid_t pid = w->pid;
 
 	/* a readable pidfd means the process ended; the spawner reaps it and logs its
-	 * status */
-	close(w->pidfd);
-	w->pidfd = -1;
+	 * status. Closed under the lock: the router signals through it under the lock */
 	hb_drop(w);
 	pthread_mutex_lock(&s->lock);
+	close(w->pidfd);
+	w->pidfd = -1;
 	ours = w->stopping ||
 	       atomic_load_explicit(&s->sup_state, memory_order_acquire) >= CHIPD_SUP_DRAINING;
 	w->pid = 0;
@@ -426,6 +652,7 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 	sup_log(ours ? SUP_LOG_INFO : SUP_LOG_WARN, (int)w->chip, 0, "worker pid %d ended%s",
 		(int)pid, ours ? " (stopping)" : "");
 	orphaned_streams(s, w, !ours);
+	zero_gauges(s, w);
 	if (ours)
 		return;
 	sup_count(s, PROTO_SUP_worker_deaths, 1);
@@ -439,12 +666,22 @@ void sup_workers_tick(struct sup *s, uint64_t now)
 {
 	bool draining =
 	    atomic_load_explicit(&s->sup_state, memory_order_acquire) >= CHIPD_SUP_DRAINING;
+	/* A tick this late means the supervisor itself did not run (SIGSTOP, a
+	 * scheduling stall, a slow call on the loop): the workers were not asked
+	 * meanwhile, so their heartbeat deadlines start again. */
+	bool resumed =
+	    s->workers_tick_ns && now - s->workers_tick_ns > SUP_STALL_MS * SHM_NS_PER_MS;
 
+	if (resumed)
+		SUP_WARN(-1, 0, "the supervisor did not run for %llu ms: heartbeats start again",
+			 (unsigned long long)((now - s->workers_tick_ns) / SHM_NS_PER_MS));
+	s->workers_tick_ns = now;
+	requeues_tick(s, now, resumed);
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
 		if (w->pid > 0 && (w->state == CHIPD_CHIP_STARTING || w->state == CHIPD_CHIP_READY))
-			worker_heartbeat(s, w, now);
+			worker_heartbeat(s, w, now, resumed);
 		if (w->state == CHIPD_CHIP_BACKOFF && now >= w->restart_at_ns && !draining) {
 			int rc = sup_worker_spawn(s, w);
 

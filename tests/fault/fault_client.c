@@ -114,8 +114,9 @@ END_TEST
 
 /* Raw submit to a stopped worker: the router holds the slot TAKEN in its forward;
  * the client dies; the reaper turns the slot RESET, the router's answer finds RESET
- * and acknowledges it (FREE); the forward's failure kills the stuck worker and the
- * request (admitted by nobody) ends worker_lost with no reader; the chip restarts. */
+ * and acknowledges it (FREE); the forward is given up (never the worker), the heartbeat
+ * kills the stuck worker after --stuck-ms, and the request (admitted by nobody) ends
+ * worker_lost with no reader; the chip restarts. */
 START_TEST(client_killed_while_taken)
 {
 	unsigned char msg[256];

@@ -51,6 +51,12 @@ static const unsigned char m_deep[] = {0x82, 0xa1, 'v',	 0x01, 0xa1, 'x',  0x81,
 static const unsigned char m_bad_wl[] = {0x83, 0xa1, 'v', 0x01, 0xa2, 'o', 'p', 0xa6, 's', 'u',
 					 'b',  'm',  'i', 't',	0xa2, 'w', 'l', 0xa2, 'A', '!'};
 static const unsigned char m_empty[] = {0x00};
+/* {"v":1,"op":"trace","act":"collect","path":"rel.json"}: a path the supervisor would
+ * resolve against its own working directory */
+static const unsigned char m_rel_trace[] = {0x84, 0xa1, 'v', 0x01, 0xa2, 'o',  'p', 0xa5, 't', 'r',
+					    'a',  'c',	'e', 0xa3, 'a',	 'c',  't', 0xa7, 'c', 'o',
+					    'l',  'l',	'e', 'c',  't',	 0xa4, 'p', 'a',  't', 'h',
+					    0xa8, 'r',	'e', 'l',  '.',	 'j',  's', 'o',  'n'};
 
 START_TEST(malformed_messages_answered_and_server_keeps_serving)
 {
@@ -492,6 +498,32 @@ START_TEST(unread_stream_pauses_only_itself)
 }
 END_TEST
 
+/* A trace collect whose path is relative is refused bad_request, naming "path", and
+ * nothing is written (the fixture's chipd works in this working directory). */
+START_TEST(relative_trace_path_refused)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	struct proto_node n;
+	struct cd d;
+	int rc;
+
+	ck_assert_ptr_nonnull(m);
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	rc = ft_raw_call(&n, m_rel_trace, sizeof(m_rel_trace), PROTO_OP_TRACE, m, CD_CALL_MS);
+	ck_assert_int_eq(rc, 0);
+	ck_assert(!m->ok);
+	ck_assert_msg(m->err.code == CHIPD_E_BAD_REQUEST, "%s (%s)",
+		      chipd_code_name((enum chipd_code)m->err.code), m->err.message);
+	ck_assert_msg(strstr(m->err.message, "path"), "message: %s", m->err.message);
+	ck_assert_int_eq(access("rel.json", F_OK), -1);
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, NULL), 0);
+	proto_node_detach(&n);
+	free(m);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
 void ft_add_message_cases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -501,6 +533,7 @@ void ft_add_message_cases(Suite *s)
 	    {"worker_queue_answers_queue_full", worker_queue_answers_queue_full},
 	    {"kv_pool_exhausted_answers_no_capacity", kv_pool_exhausted_answers_no_capacity},
 	    {"unread_stream_pauses_only_itself", unread_stream_pauses_only_itself},
+	    {"relative_trace_path_refused", relative_trace_path_refused},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));

@@ -142,7 +142,8 @@ END_TEST
  * 0, which fails at once (client is required, 1..4194304); sup_table_end() then
  * cannot take the ring back from chip 1, alive, after ring_hand_over() gave it
  * (-EBUSY: "cannot end the stream on ring N"), so the ring never ends and
- * rings_in_use stays > 0: ft_quiesce fails. supervisor/sup_workers.c requeue(). */
+ * rings_in_use stays > 0: ft_quiesce fails. supervisor/chipd/sup_workers.c
+ * requeue_step(). */
 START_TEST(worker_killed_among_finishing_requests)
 {
 	const char *const args[] = {"--chips", "2", NULL};
@@ -249,12 +250,13 @@ START_TEST(worker_stopped_is_killed_and_replaced)
 END_TEST
 
 /* chipd SIGKILLed with streams open and calls possible: the workers die with it
- * (PDEATHSIG chain), a reader sees -EPIPE (its producer is gone and nobody ends the
- * stream), a call on the old connection -EPIPE, a new connect -ESTALE; a new chipd
- * reclaims the stale region and serves; nothing of the old one is left.
+ * (PDEATHSIG chain), a reader sees -EPIPE, code node_lost (its producer is gone and
+ * nobody ends the stream), a call on the old connection -EPIPE, a new connect
+ * -ESTALE; a new chipd reclaims the stale region and serves; nothing of the old one is
+ * left.
  *
  * Found a bug (fixed; docs/reliability.md, bug 2): chipd_stream_next returned -ETIMEDOUT (code
- * timeout, retryable), not the documented -EPIPE (worker_lost), after waiting its whole timeout:
+ * timeout, retryable), not the documented -EPIPE, after waiting its whole timeout:
  * proto/client.c stream_pop() polls while ring_pop says -EOWNERDEAD and the deadline has not
  * passed, and its last ring_pop, called at the deadline, answers -ETIMEDOUT, which is returned. */
 START_TEST(chipd_killed_in_flight_then_restarted)
@@ -296,6 +298,7 @@ START_TEST(chipd_killed_in_flight_then_restarted)
 		while (rc == 0);
 		ck_assert_msg(rc == -EPIPE, "stream %d: %d (%s), expected -EPIPE", i, rc,
 			      strerror(-rc));
+		ck_assert_int_eq(err.code, CHIPD_E_NODE_LOST);
 		ck_assert_msg(ft_now_ms() - t0 < 3500, "no answer within the call's bound");
 		chipd_stream_close(s[i], 200);
 	}

@@ -55,14 +55,11 @@ END_TEST
 START_TEST(submit_and_stream)
 {
 	struct cd d;
-	enum chipd_code code;
 	chipd_stream *s;
 
 	cd_start(&d, two_chips, NULL);
 	s = cd_submit(&d, 20, 100);
-	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 20);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(s, CD_CALL_MS);
+	cd_expect_stream(s, 20, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -147,7 +144,6 @@ START_TEST(killed_worker_gives_worker_lost_and_comes_back)
 	const char *const args[] = {"--chips", "1", NULL};
 	struct chipd_token tok;
 	struct chipd_error err;
-	enum chipd_code code;
 	chipd_stream *s;
 	struct cd d;
 	pid_t wpid;
@@ -171,9 +167,7 @@ START_TEST(killed_worker_gives_worker_lost_and_comes_back)
 	chipd_stream_close(s, CD_CALL_MS);
 	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, wpid, 5000));
 	s = cd_submit(&d, 5, 50);
-	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 5);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(s, CD_CALL_MS);
+	cd_expect_stream(s, 5, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -185,7 +179,6 @@ START_TEST(crash_loop_marks_the_chip_failed)
 	    "200",     NULL};
 	struct chipd_status st;
 	struct chipd_error err;
-	enum chipd_code code;
 	chipd_stream *s;
 	struct cd d;
 
@@ -203,9 +196,7 @@ START_TEST(crash_loop_marks_the_chip_failed)
 	ck_assert_int_eq(st.chips[1].state, CHIPD_CHIP_READY);
 	ck_assert_uint_eq(st.chips[0].restarts, 3);
 	s = cd_submit(&d, 5, 50); /* the other chip keeps serving */
-	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 5);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(s, CD_CALL_MS);
+	cd_expect_stream(s, 5, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -219,13 +210,8 @@ START_TEST(sigterm_lets_inflight_requests_finish)
 	for (int i = 0; i < 4; i++)
 		s[i] = cd_submit(&d, 200, 2000); /* ~0.4 s each */
 	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
-	for (int i = 0; i < 4; i++) {
-		enum chipd_code code;
-
-		ck_assert_uint_eq(cd_drain_stream(s[i], &code, CD_CALL_MS), 200);
-		ck_assert_int_eq(code, CHIPD_OK);
-		chipd_stream_close(s[i], CD_CALL_MS);
-	}
+	for (int i = 0; i < 4; i++)
+		cd_expect_stream(s[i], 200, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 	ck_assert(!cd_region_exists(&d));
 }
@@ -237,7 +223,6 @@ START_TEST(draining_refuses_new_work)
 	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 1, .chip = -1};
 	struct chipd_error err;
 	chipd_stream *s, *s2;
-	enum chipd_code code;
 	uint64_t id;
 	struct cd d;
 
@@ -246,9 +231,7 @@ START_TEST(draining_refuses_new_work)
 	ck_assert_int_eq(chipd_drain(d.conn, 10000, CD_CALL_MS, &err), 0);
 	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s2, &err), -EREMOTEIO);
 	ck_assert_int_eq(err.code, CHIPD_E_DRAINING);
-	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 300);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(s, CD_CALL_MS);
+	cd_expect_stream(s, 300, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, 0, 10000), 0); /* it exits by itself */
 	ck_assert(!cd_region_exists(&d));
 }
@@ -454,22 +437,6 @@ static int vanishing_client(void *arg)
 	_exit(0); /* no close, no cancel */
 }
 
-static uint64_t stat_value(struct cd *d, const char *block, const char *name)
-{
-	struct chipd_stat *stats = calloc(512, sizeof(*stats));
-	struct chipd_error err;
-	uint64_t v = 0;
-	uint32_t n = 0;
-
-	ck_assert_ptr_nonnull(stats);
-	ck_assert_int_eq(chipd_stats(d->conn, stats, 512, &n, &err), 0);
-	for (uint32_t i = 0; i < n; i++)
-		if (strcmp(stats[i].block, block) == 0 && strcmp(stats[i].name, name) == 0)
-			v = stats[i].value;
-	free(stats);
-	return v;
-}
-
 START_TEST(dead_client_is_cancelled_and_its_ring_reclaimed)
 {
 	const char *const args[] = {"--chips", "1", NULL};
@@ -483,11 +450,11 @@ START_TEST(dead_client_is_cancelled_and_its_ring_reclaimed)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_int_eq(WEXITSTATUS(status), 0);
 	end = now_ms() + 5000;
-	while (now_ms() < end && (stat_value(&d, "chip0", "cancelled") != 1 ||
-				  stat_value(&d, "supervisor", "rings_in_use") != 0))
+	while (now_ms() < end && (cd_stat(&d, "chip0", "cancelled") != 1 ||
+				  cd_stat(&d, "supervisor", "rings_in_use") != 0))
 		usleep(10000);
-	ck_assert_uint_eq(stat_value(&d, "chip0", "cancelled"), 1);
-	ck_assert_uint_eq(stat_value(&d, "supervisor", "rings_in_use"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "chip0", "cancelled"), 1);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "rings_in_use"), 0);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -497,7 +464,6 @@ START_TEST(unstarted_request_moves_to_a_healthy_worker)
 	struct chipd_param p[] = {{"tokens", 3}, {"device_us", 300000}};
 	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = 0};
 	struct chipd_error err;
-	enum chipd_code code;
 	chipd_stream *s;
 	uint64_t id;
 	struct cd d;
@@ -508,9 +474,7 @@ START_TEST(unstarted_request_moves_to_a_healthy_worker)
 	/* admitted on chip 0; its first token is 300 ms away when the worker dies */
 	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
-	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 3);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(s, CD_CALL_MS);
+	cd_expect_stream(s, 3, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -519,7 +483,6 @@ START_TEST(stuck_worker_is_killed_and_restarted)
 {
 	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "100", "--stuck-ms",
 				    "600",     NULL};
-	enum chipd_code code;
 	chipd_stream *s;
 	struct cd d;
 	pid_t w0;
@@ -530,9 +493,7 @@ START_TEST(stuck_worker_is_killed_and_restarted)
 	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, 5000),
 		      "the stopped worker was not replaced");
 	s = cd_submit(&d, 5, 50);
-	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 5);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(s, CD_CALL_MS);
+	cd_expect_stream(s, 5, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -543,13 +504,10 @@ END_TEST
  * completes, and the failing chip keeps serving and counts it. */
 static chipd_stream *submit_on(struct cd *d, int32_t chip, const struct chipd_param *p, uint32_t np)
 {
-	struct chipd_request req = {
-	    .workload = "synthetic", .params = p, .nparams = np, .chip = chip};
 	struct chipd_error err;
 	chipd_stream *s = NULL;
-	uint64_t id;
 
-	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	ck_assert_int_eq(cd_submit_to(d, "synthetic", chip, p, np, &s, &err), 0);
 	return s;
 }
 
@@ -572,13 +530,11 @@ START_TEST(device_error_mid_step_ends_only_its_stream)
 	chipd_stream_close(bad, CD_CALL_MS);
 	chipd_stream_close(good, CD_CALL_MS);
 	end = now_ms() + 2000;
-	while (now_ms() < end && stat_value(&d, "chip0", "device_errors") < 1)
+	while (now_ms() < end && cd_stat(&d, "chip0", "device_errors") < 1)
 		usleep(5000);
-	ck_assert_uint_ge(stat_value(&d, "chip0", "device_errors"), 1);
+	ck_assert_uint_ge(cd_stat(&d, "chip0", "device_errors"), 1);
 	good = submit_on(&d, 0, okp, 2); /* the chip that failed a step still serves */
-	ck_assert_uint_eq(cd_drain_stream(good, &code, CD_CALL_MS), 20);
-	ck_assert_int_eq(code, CHIPD_OK);
-	chipd_stream_close(good, CD_CALL_MS);
+	cd_expect_stream(good, 20, CHIPD_OK, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -593,7 +549,6 @@ START_TEST(workloads_answer_is_the_validator_table)
 	const char *const *names = wl_names();
 	struct chipd_param p[CHIPD_MAX_PARAMS];
 	struct chipd_error err;
-	enum chipd_code code;
 	uint32_t n = 0, i = 0;
 	struct cd d;
 
@@ -629,9 +584,7 @@ START_TEST(workloads_answer_is_the_validator_table)
 			p[j] = (struct chipd_param){wl[i].params[j].key, wl[i].params[j].def};
 		ck_assert_msg(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err) == 0, "%s: %s",
 			      wl[i].name, err.message);
-		ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 1);
-		ck_assert_int_eq(code, CHIPD_OK);
-		chipd_stream_close(s, CD_CALL_MS);
+		cd_expect_stream(s, 1, CHIPD_OK, CD_CALL_MS);
 	}
 	/* too small an array: the first entries, and how many there are */
 	memset(wl, 0, sizeof(*wl));
@@ -667,5 +620,6 @@ int main(void)
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	cd_add_counter_cases(s);
+	cd_add_abandon_cases(s);
 	return tu_run(s);
 }

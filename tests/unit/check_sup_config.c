@@ -8,8 +8,10 @@
 #include <check.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_ARGS 32
@@ -19,6 +21,19 @@ static const char *const other_vars[] = {
     "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "XDG_RUNTIME_DIR",
     "NOTIFY_SOCKET",	    "WATCHDOG_USEC",	    "WATCHDOG_PID",
 };
+
+/* The runtime directory without CHIPD_RUNTIME_DIR and XDG_RUNTIME_DIR: pam_systemd's
+ * /run/user/UID where this machine has it, else chipd's own in /tmp. */
+static const char *default_rundir(void)
+{
+	static char dir[64];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "/run/user/%u", (unsigned)geteuid());
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		snprintf(dir, sizeof(dir), "/tmp/chipd-%u", (unsigned)geteuid());
+	return dir;
+}
 
 /* Removes whatever the test's own environment (a Slurm job, a systemd unit, a GPU
  * box) would feed into the configuration. */
@@ -109,13 +124,14 @@ START_TEST(defaults_when_nothing_is_given)
 		ck_assert_int_eq(c.gpus[i], -1);
 	ck_assert_uint_eq(c.queue, 64);
 	ck_assert_uint_eq(c.max_pending, 256);
-	ck_assert_uint_eq(c.banks, 2);
+	ck_assert_uint_eq(c.banks, 8);
 	ck_assert(!c.no_overlap && !c.foreground && !c.print_config);
 	ck_assert_int_eq(c.log_level, SUP_LOG_INFO);
 	ck_assert_int_eq(c.notify_fd, -1);
 	ck_assert_str_eq(c.trace, "");
-	ck_assert_str_eq(c.runtime_dir, "/tmp");
-	snprintf(want, sizeof(want), "/tmp/chipd.%u.default.pid", (unsigned)geteuid());
+	ck_assert_str_eq(c.runtime_dir, default_rundir());
+	snprintf(want, sizeof(want), "%s/chipd.%u.default.pid", default_rundir(),
+		 (unsigned)geteuid());
 	ck_assert_str_eq(c.pidfile, want);
 	ck_assert_uint_eq(c.grace_ms, 10000);
 	ck_assert_uint_eq(c.heartbeat_ms, 500);
@@ -207,7 +223,8 @@ START_TEST(slurm_job_id_names_the_instance)
 	ck_assert_str_eq(c.instance, "123456");
 	ck_assert_int_eq(s.instance, SUP_SRC_SCHEDULER);
 	/* and so the default pidfile */
-	snprintf(want, sizeof(want), "/tmp/chipd.%u.123456.pid", (unsigned)geteuid());
+	snprintf(want, sizeof(want), "%s/chipd.%u.123456.pid", default_rundir(),
+		 (unsigned)geteuid());
 	ck_assert_str_eq(c.pidfile, want);
 	ck_assert_int_eq(s.pidfile, SUP_SRC_DEFAULT);
 }
@@ -446,6 +463,44 @@ START_TEST(backoff_min_ms_is_a_setting)
 }
 END_TEST
 
+/* The per-request limits: 64-bit values from a flag or a variable, their defaults
+ * in print-config, and a range that names the flag. */
+START_TEST(request_limits_are_settings)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], line[256];
+	char *out;
+
+	clean_env();
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_uint_eq(c.max_request_host_bytes, 256ull << 20);
+	ck_assert_uint_eq(c.max_request_device_bytes, 1ull << 30);
+	ck_assert_uint_eq(c.max_request_steps, 1u << 20);
+	ck_assert_int_eq(
+	    LOAD("--max-request-device-bytes", "68719476736", "--max-request-steps", "5"), 0);
+	ck_assert_uint_eq(c.max_request_device_bytes, 64ull << 30); /* above 32 bits */
+	ck_assert_int_eq(s.max_request_device_bytes, SUP_SRC_FLAG);
+	ck_assert_uint_eq(c.max_request_steps, 5);
+	out = printed(&c, &s);
+	line_of(out, "max_request_device_bytes", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= 68719476736 (flag)"), "%s", line);
+	line_of(out, "max_request_host_bytes", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= 268435456 (default)"), "%s", line);
+	free(out);
+	setenv("CHIPD_MAX_REQUEST_HOST_BYTES", "4096", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_uint_eq(c.max_request_host_bytes, 4096);
+	ck_assert_int_eq(s.max_request_host_bytes, SUP_SRC_ENV);
+	unsetenv("CHIPD_MAX_REQUEST_HOST_BYTES");
+	ck_assert_int_eq(LOAD("--max-request-steps", "1048577"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--max-request-steps 1048577: out of range 1..1048576"), "%s",
+		      msg);
+	ck_assert_int_eq(LOAD("--max-request-host-bytes", "0"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--max-request-host-bytes 0: out of range"), "%s", msg);
+}
+END_TEST
+
 START_TEST(booleans_take_the_usual_spellings)
 {
 	static const char *const yes[] = {"1", "true", "yes", "TRUE", "Yes"};
@@ -520,7 +575,7 @@ START_TEST(paths_and_the_runtime_dir)
 	unsetenv("CHIPD_RUNTIME_DIR");
 	setenv("XDG_RUNTIME_DIR", "run", 1);
 	ck_assert_int_eq(LOAD("--instance", "a"), 0);
-	ck_assert_str_eq(c.runtime_dir, "/tmp");
+	ck_assert_str_eq(c.runtime_dir, default_rundir());
 	ck_assert_int_eq(s.runtime_dir, SUP_SRC_DEFAULT);
 
 	/* relative files are made absolute: a detached daemon changes directory */
@@ -735,6 +790,7 @@ static Suite *sup_config_suite(void)
 	    {"bad_values_name_their_flag_or_variable", bad_values_name_their_flag_or_variable},
 	    {"bad_instance_names_say_what_is_wrong", bad_instance_names_say_what_is_wrong},
 	    {"backoff_min_ms_is_a_setting", backoff_min_ms_is_a_setting},
+	    {"request_limits_are_settings", request_limits_are_settings},
 	    {"booleans_take_the_usual_spellings", booleans_take_the_usual_spellings},
 	    {"no_overlap_forces_one_bank", no_overlap_forces_one_bank},
 	    {"paths_and_the_runtime_dir", paths_and_the_runtime_dir},

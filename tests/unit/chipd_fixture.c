@@ -202,6 +202,42 @@ uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms)
 	}
 }
 
+int cd_submit_to(struct cd *d, const char *wl, int32_t chip, const struct chipd_param *p,
+		 uint32_t np, chipd_stream **s, struct chipd_error *err)
+{
+	struct chipd_request req = {.workload = wl, .params = p, .nparams = np, .chip = chip};
+	uint64_t id;
+
+	return chipd_submit(d->conn, &req, CD_CALL_MS, &id, s, err);
+}
+
+void cd_expect_stream(chipd_stream *s, uint32_t tokens, enum chipd_code code, unsigned ms)
+{
+	enum chipd_code got;
+
+	ck_assert_uint_eq(cd_drain_stream(s, &got, ms), tokens);
+	ck_assert_msg(got == code, "stream ended %s, not %s", chipd_code_name(got),
+		      chipd_code_name(code));
+	chipd_stream_close(s, CD_CALL_MS);
+}
+
+uint64_t cd_stat(struct cd *d, const char *block, const char *name)
+{
+	struct chipd_stat *st = calloc(512, sizeof(*st));
+	struct chipd_error err;
+	uint64_t v = UINT64_MAX;
+	uint32_t n = 0;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(chipd_stats(d->conn, st, 512, &n, &err), 0);
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(st[i].block, block) == 0 && strcmp(st[i].name, name) == 0)
+			v = st[i].value;
+	free(st);
+	ck_assert_msg(v != UINT64_MAX, "no counter %s.%s", block, name);
+	return v;
+}
+
 bool cd_region_exists(const struct cd *d)
 {
 	struct stat st;

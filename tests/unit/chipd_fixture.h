@@ -49,10 +49,23 @@ chipd_stream *cd_submit(struct cd *d, uint32_t tokens, uint32_t device_us);
 /* Reads @s to its end; returns the number of tokens, with *@code the terminal error
  * code (CHIPD_OK after final). Asserts the tokens come in order. */
 uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms);
+/* Submits @wl with @np parameters @p to chip @chip (-1: the router's choice), waiting
+ * up to CD_CALL_MS. Returns chipd_submit's result: 0 with *@s the stream, or -errno
+ * with *@err the envelope. Asserts nothing, so a test can expect a refusal. */
+int cd_submit_to(struct cd *d, const char *wl, int32_t chip, const struct chipd_param *p,
+		 uint32_t np, chipd_stream **s, struct chipd_error *err);
+/* Reads @s to its end (each read bounded by @ms), asserts it gave @tokens tokens in
+ * order and ended with @code (CHIPD_OK: final), and closes it. */
+void cd_expect_stream(chipd_stream *s, uint32_t tokens, enum chipd_code code, unsigned ms);
+/* Counter @name of block @block ("supervisor", "chip0"), read from shared memory
+ * (chipd_stats: no request). Asserts the counter exists. */
+uint64_t cd_stat(struct cd *d, const char *block, const char *name);
 /* Whether the node region is still in /dev/shm. */
 bool cd_region_exists(const struct cd *d);
 
 /* Adds the tcases about what each counter means (chipd_counters.c, check_chipd). */
 void cd_add_counter_cases(Suite *s);
+/* Adds the tcases about abandoned streams (chipd_abandon.c, check_chipd). */
+void cd_add_abandon_cases(Suite *s);
 
 #endif

@@ -1,0 +1,121 @@
+/* sup_files.c - the private runtime directory, files created without following or
+ * reusing what another user planted, and signals through pidfds. See sup_files.h. */
+#include "sup_files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424 /* the same number on every architecture */
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* Whether @st is ours and closed to everyone else; else fills @msg and returns
+ * -errno. @what names the object in the message. */
+static int check_private(const struct stat *st, const char *path, const char *what, char *msg,
+			 size_t cap)
+{
+	uid_t me = geteuid();
+
+	if (st->st_uid != me) {
+		snprintf(msg, cap,
+			 "%s %s belongs to uid %u, not to uid %u: refusing it (someone else "
+			 "made it; remove it or set CHIPD_RUNTIME_DIR to a private directory)",
+			 what, path, (unsigned)st->st_uid, (unsigned)me);
+		return -EPERM;
+	}
+	if (st->st_mode & 077) {
+		snprintf(msg, cap,
+			 "%s %s has mode %04o: refusing it (others can reach it; it must be "
+			 "0700 for a directory, 0600 for a file)",
+			 what, path, (unsigned)(st->st_mode & 07777));
+		return -EACCES;
+	}
+	return 0;
+}
+
+int sup_rundir_check(const char *dir, char *msg, size_t cap)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(msg, cap, "runtime directory %s: cannot create it: %s", dir,
+			 strerror(-rc));
+		return rc;
+	}
+	/* O_NOFOLLOW on the last component: a link planted at the name is refused */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ELOOP || rc == -ENOTDIR) {
+			snprintf(msg, cap,
+				 "runtime directory %s is not a directory (or is a symbolic "
+				 "link): refusing it",
+				 dir);
+			return -ENOTDIR;
+		}
+		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	rc = fstat(fd, &st) != 0 ? -errno : 0;
+	close(fd);
+	if (rc) {
+		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	return check_private(&st, dir, "runtime directory", msg, cap);
+}
+
+int sup_file_create(const char *path, int flags)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | flags, 0600);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int sup_file_append(const char *path)
+{
+	struct stat st;
+	/* not O_EXCL: the log of an instance is appended to across runs; O_NONBLOCK: a
+	 * FIFO at the name fails (ENXIO) instead of blocking, and is no regular file */
+	int fd =
+	    open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+int sup_pidfd_open(pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int sup_pidfd_signal(int pidfd, int sig)
+{
+	if (pidfd < 0)
+		return -EBADF;
+	return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) != 0 ? -errno : 0;
+}

@@ -1,0 +1,53 @@
+/* sup_files.h - the files chipd makes and the processes it signals, without races
+ * another user (or pid reuse) could win.
+ *
+ * The runtime directory holds the pid file, the detached log and the trace parts. Its
+ * names are predictable, so the directory itself must be private: owned by chipd's
+ * user and closed to everyone else (no group or other permission bits). One that
+ * exists but is not ours, or is open to others, was made by someone else (or by
+ * mistake) and is refused, never used or "fixed". Files in it are created with
+ * O_EXCL | O_NOFOLLOW, mode 0600.
+ *
+ * Workers are signalled through pidfds: a pid can be reused once its process was
+ * reaped (by the spawner, a process the supervisor does not control), a pidfd names
+ * one process for good.
+ */
+#ifndef CHIPD_SUP_FILES_H
+#define CHIPD_SUP_FILES_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The fallback runtime directory when neither CHIPD_RUNTIME_DIR nor XDG_RUNTIME_DIR
+ * is set and /run/user/UID does not exist: one per user in /tmp. */
+#define SUP_RUNDIR_FALLBACK_FMT "/tmp/chipd-%u"
+
+/* Makes sure @dir is a private directory of the effective user: creates it (the last
+ * component only, mode 0700) when it is missing, then checks that it is a directory
+ * (not a symbolic link), owned by the effective uid, with no group or other
+ * permission bit. Returns 0; or -EPERM (another owner), -EACCES (open to others),
+ * -ENOTDIR (not a directory, or a link), or the -errno of mkdir/open, with a one-line
+ * reason in @msg (@cap bytes) that names the directory and what to do. */
+int sup_rundir_check(const char *dir, char *msg, size_t cap);
+
+/* Creates the new file @path for writing: O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+ * mode 0600, plus @flags (for example O_APPEND). An existing file or link at @path
+ * is refused (-EEXIST, -ELOOP), never opened. Returns the descriptor or -errno. */
+int sup_file_create(const char *path, int flags);
+
+/* Opens @path for appending, creating it 0600 if missing: O_NOFOLLOW, and an existing
+ * file must be a regular file of the effective user without group or other bits.
+ * Returns the descriptor (close-on-exec), or -errno (-EPERM: not ours or open to
+ * others; -ELOOP: a link). */
+int sup_file_append(const char *path);
+
+/* A pidfd for @pid (pidfd_open). Returns it (close-on-exec) or -errno. */
+int sup_pidfd_open(pid_t pid);
+
+/* Sends @sig to the process @pidfd refers to (pidfd_send_signal), never to a later
+ * process given the same pid: once that process was reaped, -ESRCH (before, it is a
+ * zombie and the signal does nothing). A negative @pidfd: -EBADF, nothing sent.
+ * Returns 0 or -errno. */
+int sup_pidfd_signal(int pidfd, int sig);
+
+#endif

@@ -1,0 +1,208 @@
+/* check_health.c - a chip's health as the supervisor judges it, with a real chipd:
+ * a chip whose scheduler gave the device up leaves the router's choice at once and is
+ * marked degraded and restarted; a scheduler stuck in a step past --progress-ms does
+ * the same, its stream ending retryable; a supervisor that was itself stopped asks
+ * its workers afresh instead of killing them; a dead worker's gauges read 0. */
+#include "chipd_fixture.h"
+#include "testutil.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define WAIT_MS 15000u /* bound of every poll (a loaded 2-core machine, sanitizers) */
+
+/* Waits (bounded) until counter @block.@name is @want. */
+static bool wait_stat(struct cd *d, const char *block, const char *name, uint64_t want)
+{
+	uint64_t end = shm_now_ns() + WAIT_MS * SHM_NS_PER_MS;
+
+	while (cd_stat(d, block, name) != want)
+		if (shm_now_ns() >= end)
+			return false;
+		else
+			usleep(5000);
+	return true;
+}
+
+/* Submits a synthetic request with @np parameters @p to chip @chip (-1: any). */
+static int submit_on(struct cd *d, int32_t chip, const struct chipd_param *p, uint32_t np,
+		     chipd_stream **s, struct chipd_error *err)
+{
+	return cd_submit_to(d, "synthetic", chip, p, np, s, err);
+}
+
+/* A healthy request on chip @chip (-1: any) completes: the chip serves again. */
+static void serves(struct cd *d, int32_t chip)
+{
+	const struct chipd_param ok[] = {{"tokens", 3}, {"device_us", 50}};
+	struct chipd_error err;
+	chipd_stream *s;
+
+	ck_assert_int_eq(submit_on(d, chip, ok, 2, &s, &err), 0);
+	cd_expect_stream(s, 3, CHIPD_OK, CD_CALL_MS);
+}
+
+/* Eight requests pinned to chip 0 whose only step the device refuses make chip 0's
+ * scheduler give the device up. The chip must leave the router's choice at once
+ * (before any heartbeat says so): every one of 20 healthy unpinned submits that
+ * follow completes, on chip 1 or on chip 0 once it was restarted. The chip is marked
+ * degraded (counted) and restarted with a new pid. */
+START_TEST(chip_whose_scheduler_gave_up_takes_no_traffic)
+{
+	const char *const args[] = {"--chips", "2", NULL};
+	/* one step each: a request of more steps would have a later, healthy step that
+	 * breaks the run of failed steps */
+	struct chipd_param bad[] = {{"tokens", 1}, {"device_us", 50}, {"fail_step", 0}};
+	struct chipd_param ok[] = {{"tokens", 3}, {"device_us", 50}};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(submit_on(&d, 0, bad, 3, &s, &err), 0);
+		cd_expect_stream(s, 0, CHIPD_E_DEVICE_ERROR, CD_CALL_MS);
+	}
+	for (int i = 0; i < 20; i++) {
+		int rc = submit_on(&d, -1, ok, 2, &s, &err);
+
+		ck_assert_msg(rc == 0, "healthy submit %d refused: %s (%s)", i,
+			      chipd_code_name(err.code), err.message);
+		ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 3);
+		ck_assert_msg(code == CHIPD_OK, "healthy submit %d ended %s", i,
+			      chipd_code_name(code));
+		chipd_stream_close(s, CD_CALL_MS);
+	}
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, WAIT_MS));
+	ck_assert_uint_ge(cd_stat(&d, "supervisor", "worker_degraded"), 1);
+	serves(&d, 0); /* the restarted chip */
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A scheduler stuck in a step (one that takes 1 s on the device) while the bound of
+ * progress is 300 ms: the heartbeats still come (M answers them), but S's progress
+ * word stands still with an epoch pending, so the chip is marked degraded, killed and
+ * restarted; its stream ends worker_lost, retryable (no other chip to move it to). */
+START_TEST(stuck_scheduler_degrades_the_chip)
+{
+	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "50", "--progress-ms",
+				    "300",     NULL};
+	struct chipd_param slow[] = {{"tokens", 3}, {"device_us", 1000000}};
+	struct chipd_error err;
+	chipd_stream *s;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(submit_on(&d, -1, slow, 2, &s, &err), 0);
+	cd_expect_stream(s, 0, CHIPD_E_WORKER_LOST, WAIT_MS);
+	ck_assert(chipd_code_retryable(CHIPD_E_WORKER_LOST));
+	ck_assert_uint_ge(cd_stat(&d, "supervisor", "worker_degraded"), 1);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, WAIT_MS));
+	serves(&d, -1);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* The supervisor stopped (SIGSTOP) for twice --stuck-ms while its workers stream:
+ * on SIGCONT it sees that it did not run, asks its workers afresh and kills none;
+ * every stream completes. */
+START_TEST(stalled_supervisor_kills_no_worker)
+{
+	const char *const args[] = {"--chips", "2", "--heartbeat-ms", "100", "--stuck-ms",
+				    "1000",    NULL};
+	struct chipd_param p[] = {{"tokens", 1500}, {"device_us", 1000}};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s[4];
+	uint64_t deaths;
+	struct cd d;
+	pid_t w0, w1;
+
+	cd_start(&d, args, NULL);
+	/* a slow start (sanitizers) may cost a worker or two already: count from here */
+	deaths = cd_stat(&d, "supervisor", "worker_deaths");
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(submit_on(&d, -1, p, 2, &s[i], &err), 0);
+	tu_sleep_ms(200); /* heartbeats answered, streams running */
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	tu_sleep_ms(2000);
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_uint_eq(cd_drain_stream(s[i], &code, WAIT_MS), 1500);
+		ck_assert_msg(code == CHIPD_OK, "stream %d ended %s", i, chipd_code_name(code));
+		chipd_stream_close(s[i], CD_CALL_MS);
+	}
+	/* a heartbeat round after the resume, then nothing was killed */
+	tu_sleep_ms(500);
+	ck_assert_int_eq(cd_worker_pid(&d, 0), w0);
+	ck_assert_int_eq(cd_worker_pid(&d, 1), w1);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), deaths);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A worker that dies holding work leaves no phantom load: once the chip is failed
+ * (crash limit 1: never restarted, so no new worker rewrites them), its gauges read
+ * 0 in the counters (status, top and Prometheus read those). */
+START_TEST(dead_worker_gauges_read_zero)
+{
+	const char *const args[] = {"--chips", "2", "--crash-limit", "1", NULL};
+	const struct chipd_param p[] = {{"tokens", 4000}};
+	struct chipd_request req = {
+	    .workload = "paged_attention", .params = p, .nparams = 1, .chip = 0};
+	struct chipd_status st;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t id, end;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_msg(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err) == 0, "%s: %s",
+		      chipd_code_name(err.code), err.message);
+	/* not read: it runs until its ring is full and then holds its blocks */
+	end = shm_now_ns() + WAIT_MS * SHM_NS_PER_MS;
+	while (cd_stat(&d, "chip0", "active") != 1 || cd_stat(&d, "chip0", "kv_blocks_used") == 0) {
+		ck_assert_msg(shm_now_ns() < end, "chip0 never showed its load");
+		usleep(5000);
+	}
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_FAILED, 0, WAIT_MS));
+	ck_assert(wait_stat(&d, "chip0", "active", 0));
+	ck_assert_uint_eq(cd_stat(&d, "chip0", "kv_blocks_used"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "chip0", "queue_depth"), 0);
+	ck_assert_int_eq(chipd_status(d.conn, CD_CALL_MS, &st, &err), 0);
+	ck_assert_uint_eq(st.chips[0].active, 0);
+	ck_assert_uint_eq(st.chips[0].queued, 0);
+	/* (its reader read nothing, so it was moved to chip 1: closing it cancels it) */
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("health");
+	const struct tu_case cases[] = {
+	    {"scheduler_gave_up", chip_whose_scheduler_gave_up_takes_no_traffic},
+	    {"stuck_scheduler", stuck_scheduler_degrades_the_chip},
+	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},
+	    {"dead_worker_gauges", dead_worker_gauges_read_zero},
+	};
+
+	/* a real chipd, restarts and seconds-long waits on a loaded machine */
+	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 120);
+	return tu_run(s);
+}
