@@ -28,6 +28,15 @@ uint64_t bench_chipd_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t bench_chipd_clients_ready(atomic_uint *ready, unsigned n, unsigned ms)
+{
+	uint64_t end = bench_chipd_now_ns() + (uint64_t)ms * 1000000u;
+
+	while (atomic_load_explicit(ready, memory_order_acquire) < n && bench_chipd_now_ns() < end)
+		usleep(100);
+	return bench_chipd_now_ns();
+}
+
 const char *bench_chipd_bin(const char *path)
 {
 	return path ? path : CHIPD_BIN;

@@ -8,6 +8,7 @@
 
 #include "chipd.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,6 +27,11 @@ struct bench_chipd {
 
 /* CLOCK_MONOTONIC in ns. */
 uint64_t bench_chipd_now_ns(void);
+
+/* Waits up to @ms (polling every 100 us) until @n client threads have counted
+ * themselves in @ready (connected, or failed to; each adds 1 with a release), then
+ * returns bench_chipd_now_ns(): the moment the caller lets them go. */
+uint64_t bench_chipd_clients_ready(atomic_uint *ready, unsigned n, unsigned ms);
 
 /* The chipd binary: @path when not NULL, else the one built next to chipbench. */
 const char *bench_chipd_bin(const char *path);

@@ -19,6 +19,7 @@ static const struct mode modes[] = {
     {"e2e", "a real chipd under 1..64 concurrent clients: req/s, tok/s, latencies", mode_e2e},
     {"startup", "chipd exec -> ready by chip count; killed worker -> serving again", mode_startup},
     {"idle", "an idle chipd's CPU and resident memory against its budgets", mode_idle},
+    {"hol", "fast requests' tokens/s beside a slow one on the same chip vs alone", mode_hol},
 };
 
 static void usage(FILE *f)

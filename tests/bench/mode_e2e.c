@@ -167,7 +167,7 @@ static int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct
 	atomic_bool go = false;
 	atomic_uint ready = 0;
 	unsigned started = 0;
-	uint64_t t0, t1, end;
+	uint64_t t0, t1;
 
 	if (!cl)
 		return r->rc = -ENOMEM;
@@ -179,11 +179,7 @@ static int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct
 			break;
 	/* the clients connect first (bounded); the clock starts when all may go (the
 	 * end is published to them by the release of go) */
-	end = bench_chipd_now_ns() + E2E_CALL_MS * 1000000ull;
-	while (atomic_load_explicit(&ready, memory_order_acquire) < started &&
-	       bench_chipd_now_ns() < end)
-		usleep(100);
-	t0 = bench_chipd_now_ns();
+	t0 = bench_chipd_clients_ready(&ready, started, E2E_CALL_MS);
 	for (unsigned i = 0; i < started; i++)
 		cl[i].end_ns = t0 + (uint64_t)(o->seconds * 1e9);
 	atomic_store_explicit(&go, true, memory_order_release);

@@ -91,6 +91,7 @@ static int ov_start(struct ov_run *r, bool no_overlap, struct wrk_trace *tr)
 		return -1;
 	shm_region_ready(&r->ctl);
 	wrk_config_default(&r->cfg);
+	r->cfg.nbanks = 2; /* the overlap needs two; more only isolate slow requests */
 	r->cfg.no_overlap = no_overlap;
 	r->cfg.trace = tr;
 	if (pthread_create(&r->th, NULL, ov_worker, r))

@@ -9,5 +9,6 @@ int mode_dispatch(int argc, char **argv);
 int mode_e2e(int argc, char **argv);
 int mode_startup(int argc, char **argv);
 int mode_idle(int argc, char **argv);
+int mode_hol(int argc, char **argv);
 
 #endif

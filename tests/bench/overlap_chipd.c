@@ -65,13 +65,14 @@ static double ov_chipd_run(const struct ov_opts *o, struct bench_chipd *d, unsig
 int ov_chipd_measure(const struct ov_opts *o, struct ov_row rows[OV_COSTS])
 {
 	static const char *const no_overlap[] = {"--no-overlap", NULL};
+	static const char *const overlap[] = {"--banks", "2", NULL}; /* as in the worker rows */
 	int fails = 0;
 
 	for (int off = 0; off < 2; off++) {
 		struct bench_chipd d;
 		int rc = bench_chipd_start(&d, bench_chipd_bin(o->chipd),
 					   off ? "overlap-off" : "overlap-on", 1,
-					   off ? no_overlap : NULL);
+					   off ? no_overlap : overlap);
 
 		/* an unmeasured request first: the worker's first step pays for its
 		 * allocations */

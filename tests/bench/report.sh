@@ -77,8 +77,9 @@ if [ "$quick" = 1 ]; then
 	a_e2e=(--seconds 0.3)
 	a_startup=(--runs 1)
 	a_idle=(--seconds 2)
+	a_hol=(--runs 1 --seconds 0.3)
 else
-	a_mailbox=() a_dispatch=() a_overlap=() a_e2e=() a_startup=() a_idle=()
+	a_mailbox=() a_dispatch=() a_overlap=() a_e2e=() a_startup=() a_idle=() a_hol=()
 fi
 
 # run NAME ARGS...: one mode with --json into $raw/NAME.json, its stderr into the log
@@ -116,6 +117,7 @@ done
 run dispatch dispatch "${a_dispatch[@]}" # its own median of 5 runs
 run overlap overlap "${a_overlap[@]}"
 run e2e e2e "${a_e2e[@]}"
+run hol hol "${a_hol[@]}"
 run startup startup "${a_startup[@]}"
 run idle idle "${a_idle[@]}"
 echo "== check_kernels (error table)" >&2

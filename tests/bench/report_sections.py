@@ -1,5 +1,5 @@
 """report_sections.py - the sections of docs/performance.md after the mailbox: dispatch,
-overlap, e2e, startup, idle, kernels and GPU. Each reads its mode's JSON from the raw
+overlap, e2e, hol, startup, idle, kernels and GPU. Each reads its mode's JSON from the raw
 directory of one report.sh run, sets its {{fields}} on the report, adds its targets,
 and draws its plot. Used by report_render.py."""
 
@@ -168,6 +168,31 @@ plot "{dat}" using 1:2 axes x1y1 title "tokens/s" with linespoints pt 7 ps 1.5 l
     rep.fields["e2e_plot"] = f"![e2e tokens/s and latency]({rep.img_rel}/perf_e2e.png)"
 
 
+def hol(rep):
+    d = load(rep.raw, "hol.json")
+    rows = []
+    for i, r in enumerate(d["runs"], 1):
+        if not r.get("ok"):
+            rows.append([i, "failed", "", "", ""])
+            continue
+        rows.append([i, num(r["alone_tps"]), num(r["with_slow_tps"]), times(r["ratio"]),
+                     num(r["slow_tps"], 1)])
+    rows.append(["median", num(d["median_alone_tps"]), num(d["median_with_slow_tps"]),
+                 times(d["median_ratio"]), ""])
+    rep.fields["hol_config"] = (
+        f"{d['fast']} fast clients (synthetic requests of {d['tokens']} tokens, device_us "
+        f"{d['fast_device_us']}) and one slow request (device_us {d['slow_device_us']}), "
+        f"{d['seconds']:g} s per phase, {len(d['runs'])} runs")
+    rep.fields["hol_table"] = table(
+        ["run", "fast tok/s alone", "fast tok/s beside the slow one", "ratio",
+         "slow request tok/s"], rows, "rrrrr")
+    ok = all(r.get("ok") for r in d["runs"])
+    rep.targets.append(("fast requests beside a slow one on their chip / alone (tokens/s)",
+                        times(d["median_ratio"]) if ok else "failed",
+                        f"≥ {d['target_ratio']:.1f}×", d["median_ratio"] >= d["target_ratio"]
+                        if ok else False))
+
+
 def startup(rep):
     d = load(rep.raw, "startup.json")
     rows = [[r["what"].replace("->", "→"), ms(r["p50_ns"]), ms(r["min_ns"]), ms(r["max_ns"]),
@@ -234,6 +259,7 @@ def render_all(rep):
     dispatch(rep)
     overlap(rep)
     e2e(rep)
+    hol(rep)
     startup(rep)
     idle(rep)
     kernels(rep)
