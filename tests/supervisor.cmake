@@ -5,3 +5,7 @@ chipd_check(check_sup_config)
 target_link_libraries(check_sup_config PRIVATE chipd_sup_base)
 chipd_check(check_sup_notify)
 target_link_libraries(check_sup_notify PRIVATE chipd_sup_base)
+# The private runtime directory, files created O_EXCL 0600, signals through pidfds
+# (check_sup_files).
+chipd_check(check_sup_files)
+target_link_libraries(check_sup_files PRIVATE chipd_sup_base)

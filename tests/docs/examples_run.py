@@ -63,7 +63,7 @@ class Run:
         self.raw_call = str(Path(a.raw_call).resolve())
         self.tmp = Path(tempfile.mkdtemp(prefix="chipd-examples."))
         self.seq = 0
-        (self.tmp / "run").mkdir()
+        (self.tmp / "run").mkdir(mode=0o700)  # chipd refuses a runtime dir open to others
         (self.tmp / "bin").mkdir()
         for d in ("textfile", "dir", "usr/local/bin", "usr/local/share/man"):
             (self.tmp / d).mkdir(parents=True)
