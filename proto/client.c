@@ -651,8 +651,10 @@ static void stats_block(const struct ctr_block *b, const char *block, struct chi
 	for (uint32_t i = 0; i < b->count; i++, (*n)++) {
 		if (*n >= cap)
 			continue;
+		char name[CTR_NAME_MAX];
+
 		snprintf(out[*n].block, sizeof(out[*n].block), "%s", block);
-		snprintf(out[*n].name, sizeof(out[*n].name), "%s", ctr_name(b, i));
+		snprintf(out[*n].name, sizeof(out[*n].name), "%s", ctr_name(b, i, name));
 		out[*n].gauge = ctr_kind_of(b, i) == CTR_GAUGE;
 		out[*n].value = ctr_get(b, i);
 	}
@@ -665,7 +667,7 @@ int chipd_stats(chipd_conn *c, struct chipd_stat *out, uint32_t cap, uint32_t *n
 
 	*n = 0;
 	stats_block(&c->node.sup_ctr, "supervisor", out, cap, n);
-	for (uint32_t w = 0; w < c->node.desc->nworkers; w++) {
+	for (uint32_t w = 0; w < c->node.geom.nworkers; w++) {
 		snprintf(block, sizeof(block), "chip%" PRIu32, w);
 		stats_block(&c->node.wrk_ctr[w], block, out, cap, n);
 	}

@@ -59,9 +59,15 @@ int proto_dispatch(const struct proto_server *srv, void *ctx, const void *req, s
 	rc = proto_encode_answer(&ans, out, cap, out_len, &err);
 	if (rc == 0)
 		return 0;
-	if (rc == -EINVAL) /* a handler bug, not the client's */
+	if (rc == -EINVAL) { /* a handler bug, not the client's */
+		/* formatted from a copy: proto_fail writes err.message */
+		char why[sizeof(err.message)];
+
+		memcpy(why, err.message, sizeof(why));
+		why[sizeof(why) - 1] = '\0';
 		proto_fail(&err, CHIPD_E_INTERNAL, "invalid %s answer: %s", proto_op_name(rq.op),
-			   err.message);
+			   why);
+	}
 	goto envelope;
 failed:
 	if (err.code != code)

@@ -86,10 +86,32 @@ static char *at(const struct proto_node *n, uint64_t off)
 	return (char *)n->region.hdr + off;
 }
 
-/* Points @n's handles at the parts of its (validated or fresh) descriptor. */
+/* Points @n's handles at the parts of its (validated or fresh) geometry. */
 static void map_parts(struct proto_node *n)
 {
-	n->dir = (struct proto_node_worker *)(void *)at(n, n->desc->dir_offset);
+	n->dir = (struct proto_node_worker *)(void *)at(n, n->geom.dir_offset);
+}
+
+/* One read of a plain descriptor word another process may write at any time. */
+#define PEEK(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* Copies the shape of descriptor @d into @g, each field read once. */
+static void geom_of(const struct proto_node_desc *d, struct proto_node_geom *g)
+{
+	g->nworkers = PEEK(d->nworkers);
+	g->dir_offset = PEEK(d->dir_offset);
+	g->dir_stride = PEEK(d->dir_stride);
+	g->sup_ctr_offset = PEEK(d->sup_ctr_offset);
+	g->sup_ctr_size = PEEK(d->sup_ctr_size);
+	g->wrk_ctr_offset = PEEK(d->wrk_ctr_offset);
+	g->wrk_ctr_stride = PEEK(d->wrk_ctr_stride);
+	g->mbox_offset = PEEK(d->mbox_offset);
+	g->mbox_size = PEEK(d->mbox_size);
+	g->rings_offset = PEEK(d->rings_offset);
+	g->ring_stride = PEEK(d->ring_stride);
+	g->nrings = PEEK(d->nrings);
+	g->ring_capacity = PEEK(d->ring_capacity);
+	g->total_size = PEEK(d->total_size);
 }
 
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
@@ -106,6 +128,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 		return rc;
 	n->desc = (struct proto_node_desc *)shm_region_body(&n->region);
 	memcpy(n->desc, &d, sizeof(d));
+	geom_of(&d, &n->geom);
 	map_parts(n);
 	for (uint32_t i = 0; i < d.nworkers; i++) {
 		n->dir[i].chip = i;
@@ -154,26 +177,37 @@ static int check_part(const struct proto_node *n, const char *what, uint64_t off
 
 static int validate(struct proto_node *n, struct shm_diag *diag)
 {
-	const struct proto_node_desc *d = n->desc;
+	const struct proto_node_desc *sd = n->desc;
+	struct proto_node_geom *d = &n->geom;
 	const char *name = n->region.name;
-	uint64_t end = PROTO_NODE_DESC_OFFSET + sizeof(*d);
-	size_t ring = ring_size(d->ring_capacity);
+	uint64_t end = PROTO_NODE_DESC_OFFSET + sizeof(*sd), magic;
+	uint32_t version, wire, desc_size;
+	size_t ring;
 	int rc;
 
 	if (n->region.size < end)
 		return say(diag, -EMSGSIZE, "node region %s: %zu bytes cannot hold a descriptor",
 			   name, n->region.size);
-	if (d->magic != PROTO_NODE_MAGIC)
+	/* Every field is read once, into locals and n->geom: what is checked below is
+	 * what is used afterwards, whatever a client writes into the descriptor. */
+	magic = PEEK(sd->magic);
+	version = PEEK(sd->version);
+	wire = PEEK(sd->wire_version);
+	desc_size = PEEK(sd->desc_size);
+	geom_of(sd, d);
+	ring = ring_size(d->ring_capacity);
+	if (magic != PROTO_NODE_MAGIC)
 		return say(diag, -EBADMSG, "node region %s: bad descriptor magic %#" PRIx64, name,
-			   d->magic);
-	if (d->version != PROTO_NODE_VERSION || d->wire_version != PROTO_VERSION)
+			   magic);
+	if (version != PROTO_NODE_VERSION || wire != PROTO_VERSION)
 		return say(diag, -EPROTONOSUPPORT,
 			   "node region %s: node layout %" PRIu32 " / wire version %" PRIu32
 			   ", this library speaks %u / %d",
-			   name, d->version, d->wire_version, PROTO_NODE_VERSION, PROTO_VERSION);
-	if (d->desc_size != sizeof(*d) || d->total_size != n->region.size || d->nworkers < 1 ||
+			   name, version, wire, PROTO_NODE_VERSION, PROTO_VERSION);
+	if (desc_size != sizeof(*sd) || d->total_size != n->region.size || d->nworkers < 1 ||
 	    d->nworkers > CHIPD_MAX_CHIPS || d->nrings < 1 || d->nrings > PROTO_NODE_MAX_RINGS ||
-	    d->dir_stride != sizeof(struct proto_node_worker) || !ring || d->ring_stride < ring)
+	    d->dir_stride != sizeof(struct proto_node_worker) || !ring || d->ring_stride < ring ||
+	    d->ring_stride % 64)
 		return say(diag, -EMSGSIZE,
 			   "node region %s: descriptor shape out of range (workers %" PRIu32
 			   ", rings %" PRIu32 " x %" PRIu32 ", total %" PRIu64 ")",
@@ -228,14 +262,28 @@ void proto_node_detach(struct proto_node *n)
 	memset(n, 0, sizeof(*n));
 }
 
+int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
+{
+	const struct proto_node_geom *g = &n->geom;
+
+	memset(r, 0, sizeof(*r));
+	if (idx >= g->nrings)
+		return -ERANGE;
+	/* validated at create or attach: the ring lies inside the region, 64-aligned,
+	 * and ring_stride holds ring_size(ring_capacity) */
+	return ring_bind(r, at(n, g->rings_offset + (uint64_t)idx * g->ring_stride),
+			 g->ring_capacity);
+}
+
 int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r)
 {
-	const struct proto_node_desc *d = n->desc;
+	int rc = proto_node_ring_bind(n, idx, r);
 
-	if (idx >= d->nrings)
-		return -ERANGE;
-	return ring_attach(r, at(n, d->rings_offset + (uint64_t)idx * d->ring_stride),
-			   d->ring_stride);
+	if (rc == 0)
+		rc = ring_check(r);
+	if (rc)
+		memset(r, 0, sizeof(*r));
+	return rc;
 }
 
 int proto_node_instance_check(const char *name, char *why, size_t cap)

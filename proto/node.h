@@ -144,11 +144,27 @@ _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.sta
 enum proto_sup_ctr { PROTO_SUP_COUNTERS(PROTO_CTR_ENUM_SUP) PROTO_NSUP_CTRS };
 enum proto_wrk_ctr { PROTO_WRK_COUNTERS(PROTO_CTR_ENUM_WRK) PROTO_NWRK_CTRS };
 
+/* The node's geometry: this process's own copy of the descriptor's shape, taken once
+ * at create or attach (validated there, docs/protocol.md 8.1). Every part is found
+ * through it; the shared descriptor is never read again for a count, offset, size or
+ * stride, so a client that rewrites the descriptor steers nothing. */
+struct proto_node_geom {
+	uint32_t nworkers;
+	uint32_t dir_offset, dir_stride;
+	uint32_t sup_ctr_offset, sup_ctr_size;
+	uint32_t wrk_ctr_offset, wrk_ctr_stride;
+	uint32_t mbox_offset, mbox_size;
+	uint32_t rings_offset, ring_stride;
+	uint32_t nrings, ring_capacity;
+	uint64_t total_size;
+};
+
 /* One process's mapping of a node region. */
 struct proto_node {
 	struct shm_region region;
-	struct proto_node_desc *desc;
-	struct proto_node_worker *dir; /* desc->nworkers records */
+	struct proto_node_desc *desc; /* shared: started_ns only; geometry is in geom */
+	struct proto_node_geom geom;
+	struct proto_node_worker *dir; /* geom.nworkers records */
 	struct ctr_block sup_ctr;
 	struct ctr_block wrk_ctr[CHIPD_MAX_CHIPS];
 	struct mbox mbox;
@@ -180,9 +196,19 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
 /* Unmaps @n (does not unlink). Safe on a zeroed struct. */
 void proto_node_detach(struct proto_node *n);
 
-/* Attaches @r to ring @idx of the node. Returns 0, -ERANGE for a bad index, or what
- * ring_attach returns. */
+/* Attaches @r to ring @idx of the node, found and bound through the node's private
+ * geometry (n->geom: its offset, stride and capacity), and checks that the ring's
+ * header still says so (ring_check). Returns 0, -ERANGE for an index not below
+ * geom.nrings, or -EBADMSG, -EPROTONOSUPPORT, -EMSGSIZE when a peer overwrote the
+ * header's identity. On error @r is zeroed (hdr NULL): check the return before any
+ * ring call. Every ring call on an attached @r stays inside the ring's records
+ * whatever a peer writes into its header later (ring.h). */
 int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r);
+
+/* Binds @r to ring @idx with the node's private geometry, reading nothing of the
+ * ring's header: for the region's creator, which laid the ring out and rewrites its
+ * identity itself. Returns 0 or -ERANGE (@r zeroed). */
+int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r);
 
 /* Checks @name against the instance naming rule: 1..CHIPD_INSTANCE_MAX-1 characters of
  * [A-Za-z0-9._-] (the characters shm_region_name accepts). Returns 0, or -EINVAL with

@@ -39,12 +39,20 @@ static bool kind_ok(uint32_t kind)
 	return kind == CTR_COUNTER || kind == CTR_GAUGE;
 }
 
-static void bind(struct ctr_block *b, struct ctr_hdr *h)
+/* Binds @b to the block at @h holding @count values: the count, and every offset, is
+ * the caller's (chosen at init, read once and validated at attach), never re-read. */
+static void bind(struct ctr_block *b, struct ctr_hdr *h, uint32_t count)
 {
 	b->hdr = h;
-	b->descs = (const struct ctr_slot_desc *)((char *)h + h->desc_offset);
-	b->values = (_Atomic uint64_t *)((char *)h + h->values_offset);
-	b->count = h->count;
+	b->descs = (const struct ctr_slot_desc *)((char *)h + sizeof(*h));
+	b->values = (_Atomic uint64_t *)((char *)h + values_offset(count));
+	b->count = count;
+}
+
+/* One read of a plain header word another process may write at any time. */
+static uint32_t peek32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
 int ctr_init(struct ctr_block *b, void *mem, size_t avail, const struct ctr_desc *descs,
@@ -79,37 +87,69 @@ int ctr_init(struct ctr_block *b, void *mem, size_t avail, const struct ctr_desc
 		strncpy(d[i].name, descs[i].name, CTR_NAME_MAX - 1);
 		d[i].kind = descs[i].kind;
 	}
-	bind(b, h);
+	bind(b, h, count);
 	return 0;
 }
 
 int ctr_attach(struct ctr_block *b, void *mem, size_t avail)
 {
 	struct ctr_hdr *h = mem;
+	char name[CTR_NAME_MAX];
 
 	memset(b, 0, sizeof(*b));
 	if (avail < sizeof(*h) || ((uintptr_t)mem & (CTR_LINE - 1)))
 		return -EMSGSIZE;
-	if (h->magic != CTR_MAGIC)
+	if (peek32(&h->magic) != CTR_MAGIC)
 		return -EBADMSG;
-	if (h->version != CTR_VERSION)
+	if (peek32(&h->version) != CTR_VERSION)
 		return -EPROTONOSUPPORT;
-	size_t need = ctr_size(h->count);
-	if (need == 0 || need > avail || h->total_size != need || h->desc_offset != sizeof(*h) ||
-	    h->values_offset != values_offset(h->count))
+	/* read once: the count checked is the count bound */
+	uint32_t count = peek32(&h->count);
+	size_t need = ctr_size(count);
+	if (need == 0 || need > avail ||
+	    __atomic_load_n(&h->total_size, __ATOMIC_RELAXED) != need ||
+	    peek32(&h->desc_offset) != sizeof(*h) ||
+	    peek32(&h->values_offset) != values_offset(count))
 		return -EMSGSIZE;
 	const struct ctr_slot_desc *d = (const struct ctr_slot_desc *)((char *)h + sizeof(*h));
-	for (uint32_t i = 0; i < h->count; i++)
-		if (!name_ok(d[i].name, CTR_NAME_MAX) || !kind_ok(d[i].kind))
+	for (uint32_t i = 0; i < count; i++) {
+		memcpy(name, d[i].name, sizeof(name));
+		if (!name_ok(name, CTR_NAME_MAX) || !kind_ok(peek32(&d[i].kind)))
 			return -EBADMSG;
-	bind(b, h);
+	}
+	bind(b, h, count);
 	return 0;
+}
+
+const char *ctr_name(const struct ctr_block *b, uint32_t i, char *buf)
+{
+	size_t n = 0;
+
+	if (i < b->count) {
+		/* one copy of the bytes, then every test on the copy */
+		memcpy(buf, b->descs[i].name, CTR_NAME_MAX);
+		for (; n < CTR_NAME_MAX - 1 && buf[n]; n++)
+			if (!((buf[n] >= 'a' && buf[n] <= 'z') ||
+			      (buf[n] >= '0' && buf[n] <= '9') || buf[n] == '_'))
+				buf[n] = '?';
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+enum ctr_kind ctr_kind_of(const struct ctr_block *b, uint32_t i)
+{
+	uint32_t kind = i < b->count ? peek32(&b->descs[i].kind) : 0;
+
+	return kind_ok(kind) ? (enum ctr_kind)kind : CTR_COUNTER;
 }
 
 int ctr_find(const struct ctr_block *b, const char *name)
 {
+	char buf[CTR_NAME_MAX];
+
 	for (uint32_t i = 0; i < b->count; i++)
-		if (strcmp(b->descs[i].name, name) == 0)
+		if (strcmp(ctr_name(b, i, buf), name) == 0)
 			return (int)i;
 	return -ENOENT;
 }

@@ -51,6 +51,10 @@ struct ctr_desc {
 	enum ctr_kind kind;
 };
 
+/* One process's handle on a block. count (and so where the values lie) is this
+ * process's own, taken at init or attach: the header is never read again, and every
+ * index is checked against count, so a peer that rewrites the header or the names
+ * steers no read or write outside the block. */
 struct ctr_block {
 	struct ctr_hdr *hdr;
 	const struct ctr_slot_desc *descs;
@@ -75,33 +79,39 @@ int ctr_attach(struct ctr_block *b, void *mem, size_t avail);
 /* Index of the counter called @name, or -ENOENT. */
 int ctr_find(const struct ctr_block *b, const char *name);
 
-static inline const char *ctr_name(const struct ctr_block *b, uint32_t i)
-{
-	return b->descs[i].name;
-}
+/* Copies the name of counter @i into @buf (CTR_NAME_MAX bytes) and returns @buf. The
+ * name lies in memory a peer may write, so it is copied once, cut at CTR_NAME_MAX - 1
+ * bytes, and every byte outside [a-z0-9_] shows as '?'; "" for @i out of range. */
+const char *ctr_name(const struct ctr_block *b, uint32_t i, char *buf);
 
-static inline enum ctr_kind ctr_kind_of(const struct ctr_block *b, uint32_t i)
-{
-	return (enum ctr_kind)b->descs[i].kind;
-}
+/* The kind of counter @i; CTR_COUNTER for @i out of range or a kind a peer
+ * overwrote with an unknown value. */
+enum ctr_kind ctr_kind_of(const struct ctr_block *b, uint32_t i);
 
-/* Single writer only: adds @delta to counter or gauge @i. */
+/* Single writer only: adds @delta to counter or gauge @i (nothing for @i not below
+ * count: a block attached with fewer counters than the writer knows). */
 static inline void ctr_add(struct ctr_block *b, uint32_t i, uint64_t delta)
 {
+	if (i >= b->count)
+		return;
 	uint64_t v = atomic_load_explicit(&b->values[i], memory_order_relaxed);
 
 	atomic_store_explicit(&b->values[i], v + delta, memory_order_relaxed);
 }
 
-/* Single writer only: sets gauge @i. */
+/* Single writer only: sets gauge @i (nothing for @i not below count). */
 static inline void ctr_set(struct ctr_block *b, uint32_t i, uint64_t v)
 {
+	if (i >= b->count)
+		return;
 	atomic_store_explicit(&b->values[i], v, memory_order_relaxed);
 }
 
-/* Any process, any thread: the current value of @i. */
+/* Any process, any thread: the current value of @i (0 for @i not below count). */
 static inline uint64_t ctr_get(const struct ctr_block *b, uint32_t i)
 {
+	if (i >= b->count)
+		return 0;
 	return atomic_load_explicit(&b->values[i], memory_order_relaxed);
 }
 

@@ -64,18 +64,35 @@ size_t mbox_size(uint32_t nslots, uint32_t req_cap, uint32_t resp_cap)
 	return slots_offset(nslots) + (size_t)nslots * slot_stride(req_cap, resp_cap);
 }
 
-static void bind(struct mbox *mb, struct mbox_hdr *h)
+/* Binds @mb to the mailbox at @h of the given shape: every offset, size and count is
+ * derived here from the three shape numbers, which the caller chose (init) or read once
+ * and validated (attach). Nothing of the shared header is read again for geometry. */
+static void bind(struct mbox *mb, struct mbox_hdr *h, uint32_t nslots, uint32_t req_cap,
+		 uint32_t resp_cap)
 {
 	memset(mb, 0, sizeof(*mb));
 	mb->hdr = h;
 	mb->attention = (_Atomic uint64_t *)((char *)h + sizeof(*h));
-	mb->slots = (char *)h + h->slots_offset;
-	mb->nslots = h->nslots;
-	mb->req_cap = h->req_cap;
-	mb->resp_cap = h->resp_cap;
-	mb->stride = h->slot_stride;
+	mb->slots = (char *)h + slots_offset(nslots);
+	mb->nslots = nslots;
+	mb->words = bitmap_words(nslots);
+	mb->req_cap = req_cap;
+	mb->resp_cap = resp_cap;
+	mb->stride = (uint32_t)slot_stride(req_cap, resp_cap);
 	mb->spin_ns = SHM_SPIN_NS_DEFAULT;
-	atomic_init(&mb->claim_cursor, (uint32_t)shm_proc_self() % h->nslots);
+	atomic_init(&mb->claim_cursor, (uint32_t)shm_proc_self() % nslots);
+}
+
+/* One read of a plain header word another process may write at any time: the value is
+ * taken once into a local, never re-read. */
+static uint32_t peek32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static uint64_t peek64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
 int mbox_init(struct mbox *mb, void *mem, size_t avail, uint32_t nslots, uint32_t req_cap,
@@ -108,7 +125,7 @@ int mbox_init(struct mbox *mb, void *mem, size_t avail, uint32_t nslots, uint32_
 	atomic_init(&h->server_epoch, 0);
 	atomic_init(&h->server_start, 0);
 	shm_wake_init(&h->doorbell);
-	bind(mb, h);
+	bind(mb, h, nslots, req_cap, resp_cap);
 	for (uint32_t i = 0; i < nslots; i++) {
 		memset(slot_at(mb, i), 0, sizeof(struct mbox_slot));
 		atomic_init(&slot_at(mb, i)->ctl, MBOX_CTL(1, 0, MBOX_FREE));
@@ -123,19 +140,22 @@ int mbox_attach(struct mbox *mb, void *mem, size_t avail)
 	memset(mb, 0, sizeof(*mb));
 	if (avail < sizeof(*h) || ((uintptr_t)mem & (MBOX_LINE - 1)))
 		return -EMSGSIZE;
-	if (h->magic != MBOX_MAGIC)
+	if (peek32(&h->magic) != MBOX_MAGIC)
 		return -EBADMSG;
-	if (h->version != MBOX_VERSION)
+	if (peek32(&h->version) != MBOX_VERSION)
 		return -EPROTONOSUPPORT;
-	/* Every derived quantity is recomputed from the three shape numbers and must
-	 * agree with what the header claims: a peer cannot steer our offsets. */
-	size_t need = mbox_size(h->nslots, h->req_cap, h->resp_cap);
-	if (need == 0 || need > avail || h->total_size != need ||
-	    h->slot_stride != slot_stride(h->req_cap, h->resp_cap) ||
-	    h->slots_offset != slots_offset(h->nslots) ||
-	    h->bitmap_words != bitmap_words(h->nslots))
+	/* The shape is read once; every derived quantity is recomputed from it and must
+	 * agree with what the header claims: a peer cannot steer our offsets, neither now
+	 * nor by rewriting the header later (bind keeps the values read here). */
+	uint32_t nslots = peek32(&h->nslots), req_cap = peek32(&h->req_cap),
+		 resp_cap = peek32(&h->resp_cap);
+	size_t need = mbox_size(nslots, req_cap, resp_cap);
+	if (need == 0 || need > avail || peek64(&h->total_size) != need ||
+	    peek32(&h->slot_stride) != slot_stride(req_cap, resp_cap) ||
+	    peek32(&h->slots_offset) != slots_offset(nslots) ||
+	    peek32(&h->bitmap_words) != bitmap_words(nslots))
 		return -EMSGSIZE;
-	bind(mb, h);
+	bind(mb, h, nslots, req_cap, resp_cap);
 	return 0;
 }
 
@@ -442,6 +462,15 @@ void mbox_server_detach(struct mbox *mb)
 		shm_wake_all(&slot_at(mb, i)->wake);
 }
 
+/* The bits of attention word @w that stand for slots: a client may set any bit of the
+ * shared bitmap, and a bit past the last slot names no slot. */
+static uint64_t word_mask(const struct mbox *mb, uint32_t w)
+{
+	uint32_t left = mb->nslots - w * 64;
+
+	return left >= 64 ? ~0ull : (1ull << left) - 1;
+}
+
 static bool work_ready(void *arg)
 {
 	struct mbox *mb = arg;
@@ -450,8 +479,9 @@ static bool work_ready(void *arg)
 	 * mbox_server_interrupt against shm_wait's sleepers announcement */
 	if (atomic_load_explicit(&mb->interrupted, memory_order_seq_cst))
 		return true;
-	for (uint32_t w = 0; w < mb->hdr->bitmap_words; w++)
-		if (atomic_load_explicit(&mb->attention[w], memory_order_seq_cst))
+	for (uint32_t w = 0; w < mb->words; w++)
+		if (atomic_load_explicit(&mb->attention[w], memory_order_seq_cst) &
+		    word_mask(mb, w))
 			return true;
 	return false;
 }
@@ -520,7 +550,7 @@ static void prefetch_flagged(struct mbox *mb, uint32_t w, uint64_t bits)
  * is missed. Returns false when no bit is set anywhere. */
 static bool next_flagged(struct mbox *mb, uint32_t *slot)
 {
-	uint32_t words = mb->hdr->bitmap_words;
+	uint32_t words = mb->words;
 
 	for (int round = 0; round < 2; round++) {
 		for (uint32_t k = 0; k < words; k++) {
@@ -537,14 +567,18 @@ static bool next_flagged(struct mbox *mb, uint32_t *slot)
 		}
 		bool any = false;
 		for (uint32_t w = 0; w < words; w++) {
+			uint64_t mask = word_mask(mb, w);
 			uint64_t seen =
 			    atomic_load_explicit(&mb->attention[w], memory_order_relaxed);
 
 			if (seen == 0)
 				continue;
-			prefetch_flagged(mb, w, seen);
+			prefetch_flagged(mb, w, seen & mask);
+			/* bits past the last slot are dropped here: only slot indices below
+			 * nslots ever reach pending */
 			mb->pending[w] |=
-			    atomic_exchange_explicit(&mb->attention[w], 0, memory_order_seq_cst);
+			    atomic_exchange_explicit(&mb->attention[w], 0, memory_order_seq_cst) &
+			    mask;
 			any = true;
 		}
 		if (!any)

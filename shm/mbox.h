@@ -99,12 +99,15 @@ _Static_assert(offsetof(struct mbox_slot, req_len) == 28, "slot.req_len");
 _Static_assert(offsetof(struct mbox_slot, status) == 36, "slot.status");
 
 /* One process's handle on a mailbox. Only spin_ns and the cursors change after
- * attach. */
+ * attach. The geometry (slot count, buffer sizes, stride, bitmap words) is this
+ * process's own copy, taken at init or attach: the header's copy is never read again,
+ * so a peer that rewrites it steers no index or length. */
 struct mbox {
 	struct mbox_hdr *hdr;
 	_Atomic uint64_t *attention;
 	char *slots;
 	uint32_t nslots, req_cap, resp_cap, stride;
+	uint32_t words;		       /* attention bitmap words */
 	uint64_t spin_ns;	       /* spin budget before sleeping */
 	_Atomic uint32_t claim_cursor; /* where the next claim starts looking */
 	uint32_t scan_cursor;	       /* server: where the next scan starts */

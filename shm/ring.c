@@ -22,14 +22,24 @@ size_t ring_size(uint32_t capacity)
 	return sizeof(struct ring_hdr) + (size_t)capacity * sizeof(struct ring_rec);
 }
 
-static void bind(struct ring *r, struct ring_hdr *h)
+/* Binds @r to the ring at @h with @capacity records: the capacity, and so every index
+ * mask and the extent of the records, is the caller's from here on. Of the shared
+ * header only the tail is read, as the producer's first cached value (a hint). */
+static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity)
 {
 	memset(r, 0, sizeof(*r));
 	r->hdr = h;
 	r->recs = (struct ring_rec *)((char *)h + sizeof(*h));
-	r->capacity = h->capacity;
+	r->capacity = capacity;
+	r->mask = capacity - 1;
 	r->spin_ns = SHM_SPIN_NS_DEFAULT;
 	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+}
+
+/* One read of a plain header word a peer may write at any time. */
+static uint32_t peek32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
 int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity)
@@ -51,7 +61,16 @@ int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity)
 	h->rec_size = sizeof(struct ring_rec);
 	atomic_init(&h->generation, 1);
 	shm_wake_init(&h->wake);
-	bind(r, h);
+	bind(r, h, capacity);
+	return 0;
+}
+
+int ring_bind(struct ring *r, void *mem, uint32_t capacity)
+{
+	memset(r, 0, sizeof(*r));
+	if (!capacity_ok(capacity) || ((uintptr_t)mem & (RING_LINE - 1)))
+		return -EINVAL;
+	bind(r, mem, capacity);
 	return 0;
 }
 
@@ -62,14 +81,29 @@ int ring_attach(struct ring *r, void *mem, size_t avail)
 	memset(r, 0, sizeof(*r));
 	if (avail < sizeof(*h) || ((uintptr_t)mem & (RING_LINE - 1)))
 		return -EMSGSIZE;
-	if (h->magic != RING_MAGIC)
+	if (peek32(&h->magic) != RING_MAGIC)
 		return -EBADMSG;
-	if (h->version != RING_VERSION)
+	if (peek32(&h->version) != RING_VERSION)
 		return -EPROTONOSUPPORT;
-	size_t need = ring_size(h->capacity);
-	if (need == 0 || need > avail || h->rec_size != sizeof(struct ring_rec))
+	/* read once: the value checked is the value bound */
+	uint32_t capacity = peek32(&h->capacity);
+	size_t need = ring_size(capacity);
+	if (need == 0 || need > avail || peek32(&h->rec_size) != sizeof(struct ring_rec))
 		return -EMSGSIZE;
-	bind(r, h);
+	bind(r, h, capacity);
+	return 0;
+}
+
+int ring_check(const struct ring *r)
+{
+	const struct ring_hdr *h = r->hdr;
+
+	if (peek32(&h->magic) != RING_MAGIC)
+		return -EBADMSG;
+	if (peek32(&h->version) != RING_VERSION)
+		return -EPROTONOSUPPORT;
+	if (peek32(&h->capacity) != r->capacity || peek32(&h->rec_size) != sizeof(struct ring_rec))
+		return -EMSGSIZE;
 	return 0;
 }
 
@@ -95,16 +129,26 @@ void ring_set_spin(struct ring *r, uint64_t spin_ns)
 	r->spin_ns = spin_ns;
 }
 
-/* Free records as the producer sees them, refreshing the cached tail if needed. */
+/* Free records as the producer sees them, refreshing the cached tail if needed: 0
+ * also when the indices are impossible (a tail past head, or more than capacity
+ * records in use), see indices_broken. */
 static uint32_t free_records(struct ring *r, uint64_t head, uint32_t want)
 {
 	uint64_t used = head - r->cached_tail;
 
-	if (r->capacity - used < want) {
+	if (used > r->capacity || r->capacity - used < want) {
 		r->cached_tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
 		used = head - r->cached_tail;
 	}
 	return used > r->capacity ? 0 : (uint32_t)(r->capacity - used);
+}
+
+/* Whether head and the tail last read cannot belong to one stream: the consumer's tail
+ * ran past head, or more records are in use than the ring holds. Only a peer that
+ * wrote into the header gets here; the stream can never move again. */
+static bool indices_broken(const struct ring *r, uint64_t head)
+{
+	return head - r->cached_tail > r->capacity;
 }
 
 int ring_push(struct ring *r, const struct ring_rec *rec)
@@ -117,7 +161,7 @@ int ring_push(struct ring *r, const struct ring_rec *rec)
 		return -EALREADY;
 	/* One record stays reserved for the terminal one. */
 	if (free_records(r, head, terminal ? 1 : 2) < (terminal ? 1u : 2u))
-		return -EAGAIN;
+		return indices_broken(r, head) ? -EBADMSG : -EAGAIN;
 	if (terminal) {
 		uint32_t zero = 0;
 
@@ -125,7 +169,7 @@ int ring_push(struct ring *r, const struct ring_rec *rec)
 			&h->terminal, &zero, 1, memory_order_acq_rel, memory_order_acquire))
 			return -EALREADY;
 	}
-	struct ring_rec *slot = &r->recs[head & (r->capacity - 1)];
+	struct ring_rec *slot = &r->recs[head & r->mask];
 	*slot = *rec;
 	slot->ts_ns = shm_now_ns();
 	/* seq_cst: publishes the record and orders against the consumer's sleepers
@@ -162,14 +206,13 @@ int ring_try_pop(struct ring *r, struct ring_rec *out)
 		/* Terminal claimed and everything consumed: the stream is over. The
 		 * terminal flag is set before its record is published, so also check
 		 * that the last consumed record was the terminal one. */
-		if (tail > 0 && terminal &&
-		    (r->recs[(tail - 1) & (r->capacity - 1)].flags & RING_F_TERMINAL))
+		if (tail > 0 && terminal && (r->recs[(tail - 1) & r->mask].flags & RING_F_TERMINAL))
 			return -ENODATA;
 		return -EAGAIN;
 	}
 	if (head - tail > r->capacity)
 		return -EBADMSG; /* indices corrupted by a peer */
-	*out = r->recs[tail & (r->capacity - 1)];
+	*out = r->recs[tail & r->mask];
 	atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
 	return 0;
 }
@@ -227,7 +270,7 @@ int ring_take_over(struct ring *r)
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
 	if (pid != 0 && pid != shm_proc_self() &&
 	    atomic_load_explicit(&h->terminal, memory_order_acquire) &&
-	    (head == 0 || !(r->recs[(head - 1) & (r->capacity - 1)].flags & RING_F_TERMINAL)))
+	    (head == 0 || !(r->recs[(head - 1) & r->mask].flags & RING_F_TERMINAL)))
 		atomic_store_explicit(&h->terminal, 0, memory_order_release);
 	atomic_store_explicit(&h->producer_start, shm_proc_self_start_time(), memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)shm_proc_self(), memory_order_release);
@@ -286,7 +329,7 @@ uint32_t ring_end_flags(const struct ring *r)
 	head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
 	if (head == 0)
 		return 0;
-	flags = r->recs[(head - 1) & (r->capacity - 1)].flags;
+	flags = r->recs[(head - 1) & r->mask].flags;
 	return flags & RING_F_TERMINAL ? flags : 0;
 }
 

@@ -72,11 +72,15 @@ _Static_assert(offsetof(struct ring_hdr, tail) == 128, "ring.tail");
 _Static_assert(offsetof(struct ring_hdr, wake) == 136, "ring.wake");
 _Static_assert(offsetof(struct ring_hdr, closed) == 144, "ring.closed");
 
-/* One process's handle on a ring. */
+/* One process's handle on a ring. The capacity and mask are this process's own,
+ * taken at init, bind or attach: every record index is masked with them, so whatever a
+ * peer writes into the header (capacity, head, tail, magic) no call reads or writes
+ * outside the ring's records. */
 struct ring {
 	struct ring_hdr *hdr;
 	struct ring_rec *recs;
 	uint32_t capacity;
+	uint32_t mask; /* capacity - 1 */
 	uint64_t spin_ns;
 	uint64_t cached_tail; /* producer: last tail seen, saves a shared read per push */
 };
@@ -90,8 +94,21 @@ size_t ring_size(uint32_t capacity);
 int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity);
 
 /* Attaches to a ring laid out by another process, validating magic (-EBADMSG),
- * version (-EPROTONOSUPPORT) and shape (-EMSGSIZE). */
+ * version (-EPROTONOSUPPORT) and shape (-EMSGSIZE); the capacity is read from the
+ * header once. For a ring whose geometry the caller knows (it laid it out, or holds a
+ * validated private copy of the layout), ring_bind and ring_check instead. */
 int ring_attach(struct ring *r, void *mem, size_t avail);
+
+/* Binds @r to the ring at @mem (64-byte aligned, ring_size(@capacity) bytes the caller
+ * knows to be there) with @capacity records, reading nothing of the header's identity:
+ * the ring's owner and its producer bind with the geometry that was laid out. Returns
+ * 0 or -EINVAL (capacity or alignment). */
+int ring_bind(struct ring *r, void *mem, uint32_t capacity);
+
+/* Whether the header's identity still says what @r was bound with: 0, -EBADMSG (magic),
+ * -EPROTONOSUPPORT (version), -EMSGSIZE (capacity or record size). A hint for the
+ * caller; no ring call depends on it being 0. */
+int ring_check(const struct ring *r);
 
 /* Empties the ring for a new stream and records its parties; bumps the generation.
  * Only while neither party uses it (the allocator's job). Returns the generation. */
@@ -102,8 +119,9 @@ void ring_set_spin(struct ring *r, uint64_t spin_ns);
 
 /* Publishes one record, stamping ts_ns. Non-terminal records need two free records
  * (one stays reserved for the terminal). Returns 0, -EAGAIN when full, -EALREADY when
- * the stream already has its terminal record (nothing more may follow). Never
- * blocks. */
+ * the stream already has its terminal record (nothing more may follow), -EBADMSG when
+ * a peer broke the indices (the consumer's tail is past head, or more than capacity
+ * records ahead of it). Never blocks. */
 int ring_push(struct ring *r, const struct ring_rec *rec);
 
 /* Records a non-terminal push could publish now. */

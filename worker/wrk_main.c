@@ -41,7 +41,7 @@ void wrk_config_default(struct wrk_config *cfg)
 
 static bool config_ok(const struct wrk_config *c, const struct proto_node *node)
 {
-	return c->chip < node->desc->nworkers && c->queue_cap >= 1 && c->max_requests >= 1 &&
+	return c->chip < node->geom.nworkers && c->queue_cap >= 1 && c->max_requests >= 1 &&
 	       c->max_requests <= UINT32_MAX / 2 && /* the table has twice as many records */
 	       c->max_batch >= 1 && c->bank_tasks >= 1 &&
 	       /* the task array plus room for the tokens' slots */

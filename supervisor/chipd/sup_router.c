@@ -266,6 +266,16 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	return code;
 }
 
+/* Gauge @i of worker block @b as status reports it (0..UINT32_MAX): the block lies in
+ * memory a client can write, so any value is possible and a larger one is clamped,
+ * never refused (docs/protocol.md 8.4). */
+static int64_t gauge_u32(const struct ctr_block *b, uint32_t i)
+{
+	uint64_t v = ctr_get(b, i);
+
+	return v > UINT32_MAX ? (int64_t)UINT32_MAX : (int64_t)v;
+}
+
 static int status_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		      struct proto_error *err)
 {
@@ -288,8 +298,8 @@ static int status_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		    .pid = w->pid,
 		    .gpu = w->gpu,
 		    .restarts = w->restarts,
-		    .queued = (int64_t)ctr_get(b, PROTO_WRK_queue_depth),
-		    .active = (int64_t)ctr_get(b, PROTO_WRK_active),
+		    .queued = gauge_u32(b, PROTO_WRK_queue_depth),
+		    .active = gauge_u32(b, PROTO_WRK_active),
 		};
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -301,7 +311,8 @@ static void stats_block(const struct ctr_block *b, const char *block, struct pro
 {
 	for (uint32_t i = 0; i < b->count && ans->nstats < PROTO_MAX_STATS; i++) {
 		struct proto_stat *st = &ans->stats[ans->nstats];
-		int n = snprintf(st->key, sizeof(st->key), "%s.%s", block, ctr_name(b, i));
+		char name[CTR_NAME_MAX];
+		int n = snprintf(st->key, sizeof(st->key), "%s.%s", block, ctr_name(b, i, name));
 
 		if (n < 0 || (size_t)n >= sizeof(st->key))
 			continue; /* cannot happen with chipd's names; never send a cut one */

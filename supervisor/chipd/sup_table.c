@@ -17,16 +17,17 @@
 
 int sup_table_init(struct sup *s)
 {
-	s->nreqs = s->node.desc->nrings;
+	s->nreqs = s->node.geom.nrings;
 	s->reqs = calloc(s->nreqs, sizeof(*s->reqs));
 	s->rings = calloc(s->nreqs, sizeof(*s->rings));
 	if (!s->reqs || !s->rings)
 		return -ENOMEM;
 	/* bound now, while only the supervisor has seen the region: from here on a
 	 * ring's capacity (every index mask) and record array are ours, whatever a
-	 * reader later writes into its header */
+	 * reader later writes into its header (the supervisor laid them out: bound with
+	 * its own geometry, nothing read from a header) */
 	for (uint32_t i = 0; i < s->nreqs; i++) {
-		int rc = proto_node_ring(&s->node, i, &s->rings[i]);
+		int rc = proto_node_ring_bind(&s->node, i, &s->rings[i]);
 
 		if (rc)
 			return rc;
@@ -90,8 +91,7 @@ static bool ring_sound(const struct sup_req *e, const struct ring *r)
 	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
 
-	return h->magic == RING_MAGIC && h->version == RING_VERSION && h->capacity == r->capacity &&
-	       h->rec_size == sizeof(struct ring_rec) &&
+	return ring_check(r) == 0 &&
 	       atomic_load_explicit(&h->generation, memory_order_relaxed) == e->ring_gen &&
 	       atomic_load_explicit(&h->request_id, memory_order_relaxed) == e->id &&
 	       tail <= head && head - tail <= r->capacity;

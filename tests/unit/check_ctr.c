@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MS		(1000u * 1000u)
 #define PEER_TIMEOUT_MS 10000u
@@ -30,7 +32,7 @@ START_TEST(init_lays_out_named_counters)
 {
 	struct ctr_block b, a;
 	size_t size = ctr_size(NTHREE);
-	char *mem = block_mem(size);
+	char *mem = block_mem(size), name[CTR_NAME_MAX];
 
 	ck_assert_int_eq(ctr_init(&b, mem, size, three, NTHREE), 0);
 	ck_assert_uint_eq(b.count, NTHREE);
@@ -42,7 +44,7 @@ START_TEST(init_lays_out_named_counters)
 	ck_assert_uint_eq(b.hdr->total_size, size);
 	ck_assert_ptr_eq(b.values, (void *)(mem + b.hdr->values_offset));
 	for (uint32_t i = 0; i < NTHREE; i++) {
-		ck_assert_str_eq(ctr_name(&b, i), three[i].name);
+		ck_assert_str_eq(ctr_name(&b, i, name), three[i].name);
 		ck_assert_int_eq(ctr_kind_of(&b, i), three[i].kind);
 		ck_assert_int_eq(ctr_find(&b, three[i].name), (int)i);
 		ck_assert_uint_eq(ctr_get(&b, i), 0);
@@ -59,7 +61,7 @@ START_TEST(init_lays_out_named_counters)
 	ck_assert_int_eq(ctr_attach(&a, mem, size), 0);
 	ck_assert_uint_eq(a.count, NTHREE);
 	ck_assert_int_eq(ctr_find(&a, "queue_depth"), 1);
-	ck_assert_str_eq(ctr_name(&a, 2), "tokens_out_2");
+	ck_assert_str_eq(ctr_name(&a, 2, name), "tokens_out_2");
 	ck_assert_int_eq(ctr_kind_of(&a, 1), CTR_GAUGE);
 	ck_assert_uint_eq(ctr_get(&a, 0), 7);
 	ck_assert_uint_eq(ctr_get(&a, 1), 37);
@@ -95,7 +97,7 @@ static void expect_init_fails(const struct ctr_desc *descs, uint32_t count, int 
 
 START_TEST(init_refuses_invalid_names)
 {
-	char longest[CTR_NAME_MAX], too_long[CTR_NAME_MAX + 1];
+	char longest[CTR_NAME_MAX], too_long[CTR_NAME_MAX + 1], name[CTR_NAME_MAX];
 
 	memset(longest, 'a', CTR_NAME_MAX - 1);
 	longest[CTR_NAME_MAX - 1] = '\0';
@@ -127,7 +129,7 @@ START_TEST(init_refuses_invalid_names)
 	size_t size = ctr_size(1);
 	void *mem = block_mem(size);
 	ck_assert_int_eq(ctr_init(&b, mem, size, d_ok, 1), 0);
-	ck_assert_str_eq(ctr_name(&b, 0), longest);
+	ck_assert_str_eq(ctr_name(&b, 0, name), longest);
 	ck_assert_int_eq(ctr_find(&b, longest), 0);
 	tu_unmap(mem, size);
 }
@@ -304,6 +306,53 @@ START_TEST(snapshot_copies_every_value)
 }
 END_TEST
 
+/* After attach, a peer overwrites the whole block with 0xff bytes (names with no NUL and
+ * outside [a-z0-9_], unknown kinds, count 0xffffffff), the block ending at an
+ * inaccessible page: a reader's names are bounded and printable, kinds known, finds and
+ * reads stay inside the block, and an index past the count reads 0 and writes nothing. */
+START_TEST(reader_survives_any_bytes)
+{
+	size_t size = ctr_size(NTHREE), page = (size_t)sysconf(_SC_PAGESIZE);
+	char *map =
+	    mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char name[CTR_NAME_MAX];
+	struct ctr_block w, r;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + page, page, PROT_NONE), 0);
+	char *mem = map + page - size;
+	ck_assert_int_eq(ctr_init(&w, mem, size, three, NTHREE), 0);
+	ck_assert_int_eq(ctr_attach(&r, mem, size), 0);
+	memset(mem, 0xff, size);
+	for (uint32_t i = 0; i < NTHREE; i++) {
+		ck_assert_uint_eq(strlen(ctr_name(&r, i, name)), CTR_NAME_MAX - 1);
+		ck_assert_uint_eq(strspn(name, "?"), CTR_NAME_MAX - 1);
+		ck_assert_int_eq(ctr_kind_of(&r, i), CTR_COUNTER);
+		ck_assert_uint_eq(ctr_get(&r, i), UINT64_MAX);
+	}
+	ck_assert_str_eq(ctr_name(&r, NTHREE, name), "");
+	ck_assert_str_eq(ctr_name(&r, UINT32_MAX, name), "");
+	ck_assert_int_eq(ctr_kind_of(&r, NTHREE), CTR_COUNTER);
+	ck_assert_int_eq(ctr_find(&r, "queue_depth"), -ENOENT);
+	ck_assert_uint_eq(ctr_get(&r, NTHREE), 0);
+	ck_assert_uint_eq(ctr_get(&r, UINT32_MAX), 0);
+	ctr_add(&w, UINT32_MAX, 1);
+	ctr_set(&w, NTHREE + 100, 1);
+	ck_assert_uint_eq(r.count, NTHREE); /* the reader's own count */
+	uint64_t snap[NTHREE];
+	ctr_snapshot(&r, snap);
+	/* names cut short, or with one bad byte, read as such */
+	memset(mem + 64, 0, 64);
+	memcpy(mem + 64, "queue_depth", 11);
+	ck_assert_int_eq(ctr_find(&r, "queue_depth"), 0);
+	mem[64 + 3] = '-';
+	ck_assert_str_eq(ctr_name(&r, 0, name), "que?e_depth");
+	/* a new attacher refuses the block */
+	ck_assert_int_ne(ctr_attach(&r, mem, size), 0);
+	munmap(map, 2 * page);
+}
+END_TEST
+
 static Suite *ctr_suite(void)
 {
 	Suite *s = suite_create("ctr");
@@ -315,6 +364,7 @@ static Suite *ctr_suite(void)
 	    {"attach_validates_layout", attach_validates_layout},
 	    {"reads_never_go_back_while_written", reads_never_go_back_while_written},
 	    {"snapshot_copies_every_value", snapshot_copies_every_value},
+	    {"reader_survives_any_bytes", reader_survives_any_bytes},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));

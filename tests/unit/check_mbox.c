@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -436,6 +437,101 @@ START_TEST(attach_validates_layout)
 }
 END_TEST
 
+/* @size bytes (a multiple of 64) that end exactly at an inaccessible page: any read or
+ * write past them faults, in every build. Free with guarded_free. */
+static void *guarded_alloc(size_t size, size_t *map_len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (size + page - 1) / page * page;
+	char *p =
+	    mmap(NULL, body + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(mprotect(p + body, page, PROT_NONE), 0);
+	*map_len = body + page;
+	return p + body - size;
+}
+
+static void guarded_free(void *mem, size_t size, size_t map_len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *end = (char *)mem + size;
+
+	munmap(end - (map_len - page), map_len);
+}
+
+/* One request through slot-owning client @t and server @srv: posted, taken, answered,
+ * read back. */
+static void round_trip(struct mbox *srv, struct mbox *cli, const char *text)
+{
+	struct mbox_ticket t;
+	struct mbox_event ev;
+	const void *answer;
+	uint32_t len;
+
+	ck_assert_int_eq(mbox_claim(cli, &t), 0);
+	strcpy(mbox_req_buf(cli, t), text);
+	ck_assert_int_eq(mbox_post(cli, t, (uint32_t)strlen(text) + 1), 0);
+	ck_assert_int_eq(mbox_server_next(srv, &ev, shm_deadline_in(2000 * MS)), 0);
+	ck_assert_int_eq(ev.kind, MBOX_EV_REQUEST);
+	ck_assert_uint_lt(ev.t.slot, 3);
+	ck_assert_uint_eq(ev.t.slot, t.slot);
+	ck_assert_str_eq(ev.req, text);
+	ck_assert_int_eq(mbox_answer_copy(srv, ev.t, text, ev.len), 0);
+	ck_assert_int_eq(mbox_wait(cli, t, shm_deadline_in(2000 * MS)), 0);
+	ck_assert_int_eq(mbox_response(cli, t, &answer, &len), 0);
+	ck_assert_str_eq(answer, text);
+	ck_assert_int_eq(mbox_release(cli, t), 0);
+}
+
+/* A client rewrites the whole mailbox header after attach (bitmap_words huge, nslots,
+ * capacities, strides and offsets changed, magic zeroed) and raises attention bits past
+ * the last slot: the server keeps serving every slot through its own geometry, and
+ * nothing reads past the mailbox (it ends at an inaccessible page). */
+START_TEST(server_ignores_rewritten_header)
+{
+	enum { NSLOTS = 3 };
+	size_t size = mbox_size(NSLOTS, 64, 64), map_len;
+	void *mem = guarded_alloc(size, &map_len);
+	struct mbox srv, cli, other;
+	struct mbox_event ev;
+	char text[32];
+
+	ck_assert_int_eq(mbox_init(&srv, mem, size, NSLOTS, 64, 64), 0);
+	ck_assert_int_eq(mbox_attach(&cli, mem, size), 0);
+	ck_assert_int_eq(mbox_server_attach(&srv), 0);
+	mbox_set_spin(&srv, 0);
+
+	struct mbox_hdr *h = mem;
+	h->bitmap_words = 1000000;
+	h->nslots = MBOX_MAX_SLOTS;
+	h->req_cap = MBOX_MAX_BUF;
+	h->resp_cap = MBOX_MAX_BUF;
+	h->slot_stride = 1u << 30;
+	h->slots_offset = 1u << 30;
+	h->total_size = UINT64_MAX;
+	h->magic = 0;
+	h->version = 0;
+	/* bits 3..63 of the first word name no slot */
+	atomic_fetch_or(&srv.attention[0], ~(uint64_t)((1u << NSLOTS) - 1));
+	shm_wake_all(&h->doorbell);
+
+	/* no event from the bits past the last slot */
+	ck_assert_int_eq(mbox_server_next(&srv, &ev, shm_deadline_in(20 * MS)), -ETIMEDOUT);
+	for (int round = 0; round < 3 * NSLOTS; round++) {
+		snprintf(text, sizeof(text), "request %d", round);
+		round_trip(&srv, &cli, text);
+	}
+	ck_assert_int_eq(mbox_reap(&srv), 0);
+	/* a new attacher refuses what the header says now */
+	ck_assert_int_eq(mbox_attach(&other, mem, size), -EBADMSG);
+	h->magic = MBOX_MAGIC;
+	h->version = MBOX_VERSION;
+	ck_assert_int_eq(mbox_attach(&other, mem, size), -EMSGSIZE);
+	mbox_server_detach(&srv);
+	guarded_free(mem, size, map_len);
+}
+END_TEST
+
 static Suite *mbox_suite(void)
 {
 	Suite *s = suite_create("mbox");
@@ -456,6 +552,7 @@ static Suite *mbox_suite(void)
 	tcase_add_test(tc, stale_ticket_never_writes_new_owners_slot);
 	tcase_add_test(tc, corrupt_status_is_a_protocol_error);
 	tcase_add_test(tc, attach_validates_layout);
+	tcase_add_test(tc, server_ignores_rewritten_header);
 	suite_add_tcase(s, tc);
 
 	mbox_add_peer_tcases(s);

@@ -2,14 +2,19 @@
  * optional fields are their defaults, the encoder refuses what the decoder would,
  * the one error envelope, and the handler table. Malformed input is in
  * proto_malformed.c. */
+#include "node.h"
 #include "proto_fixture.h"
+#include "region.h"
+#include "ring.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct proto_msg *new_msg(enum proto_op op)
 {
@@ -702,6 +707,137 @@ START_TEST(dispatch_reports_each_refusal_once)
 }
 END_TEST
 
+/* An answer the encoder refuses becomes internal, its message formatted from the
+ * encoder's: exactly "invalid cancel answer: " and that message once, not a buffer
+ * formatted into itself. */
+START_TEST(dispatch_formats_invalid_answer_from_a_copy)
+{
+	struct srv_ctx ctx = {0};
+	struct proto_msg *ans = new_msg(PROTO_OP_NONE), *bad = new_msg(PROTO_OP_CANCEL);
+	unsigned char *out = malloc(PROTO_RESP_MAX);
+	char expect[CHIPD_MSG_MAX];
+	struct proto_error why;
+	size_t olen;
+
+	ck_assert_ptr_nonnull(out);
+	/* what cancel_run answers for id 8, encoded alone: the encoder's own message */
+	bad->id = 0;
+	ck_assert_int_eq(proto_encode_answer(bad, out, PROTO_RESP_MAX, &olen, &why), -EINVAL);
+	ck_assert_uint_gt(strlen(why.message), 0);
+	snprintf(expect, sizeof(expect), "invalid cancel answer: %s", why.message);
+	ck_assert_int_eq(dispatch(&ctx, 8, ans), 0);
+	ck_assert(!ans->ok);
+	ck_assert_int_eq(ans->err.code, CHIPD_E_INTERNAL);
+	ck_assert_str_eq(ans->err.message, expect);
+	free(out);
+	free(bad);
+	free(ans);
+}
+END_TEST
+
+/* ---- the node region's geometry ---- */
+
+#define GEOM_RINGS 8u
+#define GEOM_CAP   16u
+
+static void geom_region(struct proto_node *n, char *name, size_t cap)
+{
+	static _Atomic unsigned seq;
+	struct proto_node_config cfg;
+	struct shm_diag diag = {""};
+	char instance[CHIPD_INSTANCE_MAX];
+
+	snprintf(instance, sizeof(instance), "chipd-geom-%d-%u", (int)getpid(),
+		 atomic_fetch_add(&seq, 1));
+	ck_assert_int_eq(shm_region_name(name, cap, (unsigned)geteuid(), instance), 0);
+	proto_node_config_default(&cfg, 2);
+	cfg.nrings = GEOM_RINGS;
+	cfg.ring_capacity = GEOM_CAP;
+	cfg.mbox_slots = 4;
+	ck_assert_msg(proto_node_create(n, name, &cfg, SHM_CREATE_RECLAIM_STALE, &diag) == 0, "%s",
+		      diag.msg);
+	shm_region_ready(&n->region);
+}
+
+/* After attach, a client rewrites the shared descriptor (nrings 0, rings elsewhere,
+ * strides and capacity raised, workers 64): every handle keeps finding ring i where
+ * it was laid out, with the capacity laid out; an index past the rings and a ring whose
+ * header identity was overwritten are errors that leave no half-bound ring. */
+START_TEST(node_ring_keeps_the_geometry_it_validated)
+{
+	struct proto_node owner, client;
+	struct shm_diag diag = {""};
+	char name[SHM_NAME_MAX];
+	struct ring r, bound;
+
+	geom_region(&owner, name, sizeof(name));
+	ck_assert_msg(proto_node_attach(&client, name, &diag) == 0, "%s", diag.msg);
+	ck_assert_uint_eq(client.geom.nrings, GEOM_RINGS);
+	ck_assert_uint_eq(client.geom.nworkers, 2);
+
+	struct proto_node_desc *d = owner.desc;
+	uint32_t rings_offset = d->rings_offset, stride = d->ring_stride;
+	char *rings = (char *)owner.region.hdr + rings_offset;
+
+	d->nrings = 0;
+	d->rings_offset = 0;
+	d->ring_stride = 1u << 30;
+	d->ring_capacity = RING_MAX_CAPACITY;
+	d->nworkers = 64;
+	d->dir_offset = 0;
+	d->wrk_ctr_offset = 0;
+	d->magic = 0;
+	struct proto_node *both[] = {&owner, &client};
+	for (int k = 0; k < 2; k++) {
+		for (uint32_t i = 0; i < GEOM_RINGS; i++) {
+			memset(&r, 0x5a, sizeof(r));
+			ck_assert_int_eq(proto_node_ring(both[k], i, &r), 0);
+			ck_assert_ptr_eq(r.hdr, (char *)both[k]->region.hdr + rings_offset +
+						    (size_t)i * stride);
+			ck_assert_uint_eq(r.capacity, GEOM_CAP);
+		}
+		memset(&r, 0x5a, sizeof(r));
+		ck_assert_int_eq(proto_node_ring(both[k], GEOM_RINGS, &r), -ERANGE);
+		ck_assert_ptr_null(r.hdr);
+		ck_assert_int_eq(proto_node_ring(both[k], UINT32_MAX, &r), -ERANGE);
+		ck_assert_ptr_null(r.hdr);
+		ck_assert_uint_eq(both[k]->geom.nworkers, 2);
+	}
+
+	/* a client zeroes its ring's magic, another raises its ring's capacity */
+	struct ring_hdr *h3 = (struct ring_hdr *)(void *)(rings + 3 * (size_t)stride);
+	struct ring_hdr *h2 = (struct ring_hdr *)(void *)(rings + 2 * (size_t)stride);
+	h3->magic = 0;
+	h2->capacity = RING_MAX_CAPACITY;
+	memset(&r, 0x5a, sizeof(r));
+	ck_assert_int_eq(proto_node_ring(&client, 3, &r), -EBADMSG);
+	ck_assert_ptr_null(r.hdr);
+	ck_assert_int_eq(proto_node_ring(&client, 2, &r), -EMSGSIZE);
+	ck_assert_ptr_null(r.hdr);
+	/* the owner binds with what it laid out, and writes stay in the ring */
+	ck_assert_int_eq(proto_node_ring_bind(&owner, 2, &bound), 0);
+	ck_assert_ptr_eq(bound.hdr, h2);
+	ck_assert_uint_eq(bound.capacity, GEOM_CAP);
+	struct ring_rec rec = {.request_id = 1};
+	for (uint32_t i = 0; i < 4 * GEOM_CAP; i++) {
+		atomic_store(&h2->head, (uint64_t)i * 7919u);
+		atomic_store(&h2->tail, (uint64_t)i * 7919u);
+		ck_assert_int_eq(ring_push(&bound, &rec), 0);
+	}
+	ck_assert_uint_eq(h3->rec_size, sizeof(struct ring_rec)); /* the next ring intact */
+	ck_assert_uint_eq(h3->capacity, GEOM_CAP);
+	ck_assert_int_eq(proto_node_ring_bind(&owner, GEOM_RINGS, &bound), -ERANGE);
+	ck_assert_ptr_null(bound.hdr);
+
+	/* what a new attacher sees now is refused */
+	struct proto_node again;
+	ck_assert_int_eq(proto_node_attach(&again, name, &diag), -EBADMSG);
+	proto_node_detach(&client);
+	shm_region_unlink(name);
+	proto_node_detach(&owner);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -727,6 +863,10 @@ static Suite *proto_suite(void)
 	tc = tcase_create("handler_table");
 	tcase_add_test(tc, dispatch_answers_through_one_shape);
 	tcase_add_test(tc, dispatch_reports_each_refusal_once);
+	tcase_add_test(tc, dispatch_formats_invalid_answer_from_a_copy);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("node_geometry");
+	tcase_add_test(tc, node_ring_keeps_the_geometry_it_validated);
 	suite_add_tcase(s, tc);
 	proto_add_bad_tcases(s);
 	return s;

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -772,6 +773,107 @@ START_TEST(stale_close_does_not_close_the_next_stream)
 }
 END_TEST
 
+/* @size bytes (a multiple of 64) that end exactly at an inaccessible page: any access
+ * past them faults, in every build. */
+static void *guarded_alloc(size_t size, size_t *map_len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (size + page - 1) / page * page;
+	char *p =
+	    mmap(NULL, body + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(mprotect(p + body, page, PROT_NONE), 0);
+	*map_len = body + page;
+	return p + body - size;
+}
+
+static void guarded_free(void *mem, size_t size, size_t map_len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	munmap((char *)mem + size - (map_len - page), map_len);
+}
+
+/* A consumer rewrites the header of a ring its producer bound with the capacity it
+ * laid out (ring_bind): magic zeroed, capacity raised, generation changed, indices
+ * impossible. Every call stays inside the ring (which ends at an inaccessible page) and
+ * the impossible indices are errors, not a full ring. */
+START_TEST(rewritten_header_stays_inside_the_ring)
+{
+	enum { CAP = 8 };
+	size_t size = ring_size(CAP), map_len;
+	void *mem = guarded_alloc(size, &map_len);
+	struct ring owner, prod, other;
+	struct ring_rec out;
+	struct ring_hdr *h = mem;
+	const uint64_t far = 0x7ffffffffffffff3ull;
+
+	ck_assert_int_eq(ring_init(&owner, mem, size, CAP), 0);
+	ck_assert_int_eq(ring_bind(&prod, mem, CAP), 0);
+	ck_assert_int_eq(ring_check(&prod), 0);
+	ck_assert_int_eq(ring_bind(&other, mem, 3), -EINVAL);
+	ck_assert_int_eq(ring_bind(&other, (char *)mem + 8, CAP), -EINVAL);
+	(void)ring_reset(&owner, REQ_ID, getpid(), getpid());
+
+	h->magic = 0;
+	h->version = 77;
+	h->capacity = RING_MAX_CAPACITY;
+	h->rec_size = 4096;
+	atomic_store(&h->generation, 0xdeadbeefu);
+	ck_assert_int_eq(ring_check(&prod), -EBADMSG);
+	ck_assert_int_eq(ring_attach(&other, mem, 1u << 30), -EBADMSG);
+
+	/* a tail past head, then more than capacity records in use */
+	atomic_store(&h->head, far);
+	atomic_store(&h->tail, far + 5);
+	struct ring_rec tok = rec_of(0, 0), fin = rec_of(1, RING_F_FINAL);
+	ck_assert_int_eq(ring_push(&prod, &tok), -EBADMSG);
+	ck_assert_int_eq(ring_push(&prod, &fin), -EBADMSG);
+	ck_assert_uint_eq(ring_space(&prod), 0);
+	ck_assert_int_eq(ring_try_pop(&owner, &out), -EBADMSG);
+	atomic_store(&h->tail, far - 1000);
+	ck_assert_int_eq(ring_push(&prod, &tok), -EBADMSG);
+	ck_assert_int_eq(ring_try_pop(&owner, &out), -EBADMSG);
+	ck_assert(!ring_finished(&prod));
+	ck_assert(!ring_drained(&prod));
+
+	/* indices a stream can have, anywhere in 64 bits: records go to head & (CAP - 1) */
+	atomic_store(&h->tail, far);
+	for (uint32_t i = 0; i < 4 * CAP; i++) {
+		struct ring_rec r = rec_of(i, 0);
+
+		ck_assert_int_eq(ring_push(&prod, &r), 0);
+		pop_expect(&owner, i, 0);
+	}
+	ck_assert_int_eq(ring_push(&prod, &fin), 0);
+	ck_assert(ring_finished(&prod));
+	ck_assert_uint_eq(ring_end_flags(&owner), RING_F_FINAL);
+	pop_expect(&owner, 1, RING_F_FINAL);
+	ck_assert(ring_drained(&owner));
+
+	/* a claimed terminal with none published, a dead producer: take-over releases it */
+	atomic_store(&h->terminal, 1);
+	atomic_store(&h->producer_pid, 0x7ffffffeu);
+	atomic_store(&h->head, far);
+	atomic_store(&h->tail, far);
+	ck_assert_int_eq(ring_take_over(&owner), 0);
+	ring_close_reader(&owner);
+	ck_assert_int_eq(ring_push(&owner, &fin), 0);
+	ck_assert(ring_finished(&owner));
+
+	/* the producer's geometry is its own: a raised capacity in the header moves no
+	 * record past the ring, whatever head says */
+	(void)ring_reset(&owner, REQ_ID, getpid(), getpid());
+	h->capacity = RING_MAX_CAPACITY;
+	for (uint32_t i = 0; i < CAP; i++) {
+		atomic_store(&h->head, (uint64_t)i * 1000003u);
+		atomic_store(&h->tail, (uint64_t)i * 1000003u);
+		ck_assert_int_eq(ring_push(&prod, &tok), 0);
+	}
+	guarded_free(mem, size, map_len);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("ring");
@@ -807,6 +909,7 @@ static Suite *ring_suite(void)
 	    {"reset_reopens_a_closed_ring", reset_reopens_a_closed_ring, 0},
 	    {"stale_close_does_not_close_the_next_stream",
 	     stale_close_does_not_close_the_next_stream, 0},
+	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -393,6 +393,37 @@ START_TEST(gauges_count_what_waits_and_what_is_held)
 }
 END_TEST
 
+/* Worker gauges lie in memory any client can write: a value past what status carries
+ * (0..2^32-1) is clamped, and status keeps answering. */
+START_TEST(status_clamps_gauges_a_client_overwrote)
+{
+	const char *const args[] = {"--chips", "1", NULL};
+	struct chipd_status *st = calloc(1, sizeof(*st));
+	struct shm_diag diag = {""};
+	char name[SHM_NAME_MAX];
+	struct chipd_error err;
+	struct proto_node n;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(st);
+	cd_start(&d, args, NULL);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, 0, WAIT_MS));
+	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d.instance), 0);
+	ck_assert_msg(proto_node_attach(&n, name, &diag) == 0, "%s", diag.msg);
+	/* queue_depth changes only when a request is queued: an idle worker keeps it */
+	ctr_set(&n.wrk_ctr[0], PROTO_WRK_queue_depth, UINT64_MAX);
+	ck_assert_int_eq(chipd_status(d.conn, CD_CALL_MS, st, &err), 0);
+	ck_assert_uint_eq(st->chips[0].queued, UINT32_MAX);
+	ctr_set(&n.wrk_ctr[0], PROTO_WRK_queue_depth, (uint64_t)UINT32_MAX + 1);
+	ck_assert_int_eq(chipd_status(d.conn, CD_CALL_MS, st, &err), 0);
+	ck_assert_uint_eq(st->chips[0].queued, UINT32_MAX);
+	ctr_set(&n.wrk_ctr[0], PROTO_WRK_queue_depth, 0);
+	proto_node_detach(&n);
+	free(st);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 void cd_add_counter_cases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -400,6 +431,7 @@ void cd_add_counter_cases(Suite *s)
 	    {"error_record", error_record_carries_no_token},
 	    {"stats_op_blocks", stats_op_with_a_chip_has_the_supervisor_block},
 	    {"gauges", gauges_count_what_waits_and_what_is_held},
+	    {"status_clamps_gauges", status_clamps_gauges_a_client_overwrote},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
