@@ -41,3 +41,12 @@ if(CHIPD_SANITIZE STREQUAL "")
   set_tests_properties(memcheck_clients PROPERTIES LABELS "memcheck;fault" TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endif()
+
+# Hostile clients: one stray write into the node region per tcase (check_hostile), and
+# a corruption fuzzer, one tcase per part of the region (check_hostile_fuzz: 1.5 s of
+# writes per part here; --seconds S for a long run). Their good clients check every
+# token against the workloads' reference (chipd_kernels).
+chipd_fault_check(check_hostile 300 hostile_util.c)
+target_link_libraries(check_hostile PRIVATE chipd_kernels)
+chipd_fault_check(check_hostile_fuzz 600 hostile_util.c)
+target_link_libraries(check_hostile_fuzz PRIVATE chipd_kernels)

@@ -1,0 +1,382 @@
+/* check_hostile.c - one stray or hostile write into the node region, by a client
+ * through its own read-write mapping, does not take the node down (issue 16's
+ * examples). Each tcase starts chipd with 2 sim chips and a good client streaming
+ * synthetic requests (its own process, its own connection, every token checked against
+ * the workload's reference), applies one corruption, and then asserts:
+ *
+ * - the supervisor and both workers are the same processes (no exit, same pids,
+ *   worker_deaths 0) and ping answers;
+ * - the good client keeps completing requests, every one with the right tokens;
+ * - a new client can connect and is served: at once where the corruption leaves what
+ *   an attach validates alone, else after the test restores those bytes (a new
+ *   client is refused them, cleanly, as protocol.md 2.3 and 8.1 say);
+ * - chipd stops cleanly (exit 0, nothing left behind).
+ *
+ * The corruptions: the mailbox header's bitmap_words; the node descriptor's nrings,
+ * rings_offset and ring_stride; the magic of the client's own ring; a ring's capacity
+ * with a descriptor that makes it look as if it fits; a worker gauge above
+ * UINT32_MAX. docs/reliability.md lists them in the fault matrix. */
+#include "hostile.h"
+#include "ring.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NCHIPS 2
+
+/* chipd with NCHIPS chips and a good client streaming to @chip (-1: both in turn) that
+ * completed two requests. */
+static void hostile_start(struct cd *d, struct hs_node *node, struct hs_client *c, int chip)
+{
+	const char *const args[] = {"--chips", "2", NULL};
+
+	ft_start(d, args);
+	hs_node_record(d, node, NCHIPS);
+	hs_client_start(c, d, chip, 0);
+	hs_client_progress(c, node, 2, 10000, "before the corruption");
+}
+
+/* After the corruption (@why): the good client completes more requests, the node runs
+ * the same processes, and everything the good client did completed. */
+static void hostile_survived(struct cd *d, const struct hs_node *node, struct hs_client *c,
+			     const char *why)
+{
+	const struct hs_ledger *l;
+
+	hs_client_progress(c, node, 3, 10000, why);
+	hs_node_check(d, node, true, why);
+	l = hs_client_stop(c);
+	hs_ledger_print(l, why);
+	hs_ledger_check_clean(l, why);
+	hs_client_free(c);
+}
+
+/* A new client is refused the region with @expect (the corruption is in what an
+ * attach validates), and nothing else happens. */
+static void new_client_refused(struct cd *d, int expect)
+{
+	struct chipd_error err;
+	chipd_conn *conn = NULL;
+	int rc = chipd_connect(d->instance, &conn, &err);
+
+	if (rc == 0)
+		chipd_close(conn);
+	ck_assert_msg(rc == expect, "a new client's connect: %d (%s), expected %d", rc, err.message,
+		      expect);
+}
+
+/* A new client is served on both chips, and chipd stops cleanly. */
+static void hostile_end(struct cd *d, struct hs_view *v, const struct hs_node *node)
+{
+	hs_fresh_client(d, NCHIPS);
+	hs_view_detach(v);
+	ft_stop_clean(d, node->worker, NCHIPS);
+}
+
+/* The descriptor is what an attach validates first (protocol.md 8.1): a new client is
+ * refused it while its ring geometry is rewritten, and needs it back. */
+static void ring_geometry_restored(struct cd *d, struct hs_view *v)
+{
+	struct proto_node_desc *desc = v->n.desc; /* the shared one */
+
+	new_client_refused(d, -EMSGSIZE);
+	hs_put32(&desc->nrings, v->desc.nrings);
+	hs_put32(&desc->rings_offset, v->desc.rings_offset);
+	hs_put32(&desc->ring_stride, v->desc.ring_stride);
+}
+
+/* The mailbox header says 1000000 bitmap words (the mailbox has 1) and the doorbell
+ * rings: the router scans the words it laid out, never the header's count. */
+START_TEST(mailbox_bitmap_words_huge)
+{
+	struct hs_client c;
+	struct hs_node node;
+	struct hs_view v;
+	struct cd d;
+	uint32_t words;
+
+	hostile_start(&d, &node, &c, -1);
+	hs_view_attach(&d, &v);
+	words = v.n.mbox.hdr->bitmap_words;
+	hs_put32(&v.n.mbox.hdr->bitmap_words, 1000000);
+	for (int i = 0; i < 20; i++) {
+		/* a spurious attention bit (harmless by protocol.md 4.6) makes the router scan */
+		atomic_fetch_or_explicit(&v.n.mbox.attention[0], 1, memory_order_seq_cst);
+		shm_wake_all(&v.n.mbox.hdr->doorbell);
+		tu_sleep_ms(10);
+	}
+	hostile_survived(&d, &node, &c, "bitmap_words 1000000, doorbell rung");
+	/* an attach checks bitmap_words against nslots (4.1): new clients need it back */
+	new_client_refused(&d, -EMSGSIZE);
+	hs_put32(&v.n.mbox.hdr->bitmap_words, words);
+	hostile_end(&d, &v, &node);
+}
+END_TEST
+
+/* The descriptor says there are no rings, then that there are 4096 of them far past
+ * the region; a client attached before submits each time. Nobody steers a ring
+ * index or address by the shared descriptor after attach. */
+START_TEST(descriptor_rings_rewritten_then_submit)
+{
+	struct proto_node_desc *desc;
+	struct hs_client c;
+	struct hs_node node;
+	struct hs_view v;
+	struct cd d;
+
+	hostile_start(&d, &node, &c, -1);
+	hs_view_attach(&d, &v);
+	desc = v.n.desc; /* the shared one; v.desc is the copy taken at attach */
+
+	hs_put32(&desc->nrings, 0);
+	hs_serve(d.conn, NCHIPS, 0x10, "a submit after nrings 0");
+	hs_client_progress(&c, &node, 3, 10000, "nrings 0");
+	hs_node_check(&d, &node, true, "nrings 0, then a submit");
+
+	hs_put32(&desc->nrings, PROTO_NODE_MAX_RINGS);
+	hs_put32(&desc->rings_offset, 0xffffffc0u);
+	hs_put32(&desc->ring_stride, 0x7fffffc0u);
+	hs_serve(d.conn, NCHIPS, 0x20, "a submit after rings_offset and ring_stride");
+	hostile_survived(&d, &node, &c, "nrings, rings_offset and ring_stride rewritten");
+
+	ring_geometry_restored(&d, &v);
+	hostile_end(&d, &v, &node);
+}
+END_TEST
+
+/* Waits up to @ms until ring @r's head reaches @n. */
+static bool head_reaches(struct ring_hdr *r, uint64_t n, unsigned ms)
+{
+	uint64_t end = ft_now_ms() + ms;
+
+	while (atomic_load_explicit(&r->head, memory_order_acquire) < n) {
+		if (ft_now_ms() >= end)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+/* A client zeroes the magic of the ring of its own live stream; the supervisor looks
+ * at that ring on every tick. The stream ends (with an error: 2^20 steps of 1 ms
+ * cannot complete), and the supervisor writes the ring's identity back when it takes
+ * it back (protocol.md 5.7). */
+START_TEST(own_ring_magic_zeroed)
+{
+	struct chipd_error err;
+	struct hs_client c;
+	struct hs_node node;
+	struct ring_hdr *r;
+	struct hs_view v;
+	chipd_stream *s;
+	struct cd d;
+	int rc;
+
+	hostile_start(&d, &node, &c, -1);
+	hs_view_attach(&d, &v);
+	rc = hs_submit(d.conn, 1u << 20, 1000, 7, 0, 0, CD_CALL_MS, &s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	r = hs_view_ring(&v, hs_view_ring_of(&v, chipd_stream_id(s), 1000));
+	ck_assert(head_reaches(r, 1, CD_CALL_MS));
+	hs_put32(&r->magic, 0);
+	tu_sleep_ms(1000); /* 4 ticks when idle, 20 while a request is live */
+	hs_node_check(&d, &node, true, "own ring's magic zeroed");
+
+	rc = hs_read_stream(s, 1u << 20, 7, CD_CALL_MS, HS_STREAM_MS);
+	ck_assert_msg(rc != 0, "a stream of 2^20 steps of 1 ms completed");
+	chipd_stream_close(s, CD_CALL_MS);
+	for (uint64_t end = ft_now_ms() + HS_STREAM_MS;; usleep(10000)) {
+		if (__atomic_load_n(&r->magic, __ATOMIC_RELAXED) == RING_MAGIC)
+			break;
+		ck_assert_msg(ft_now_ms() < end, "the ring's magic is still 0 after %u ms",
+			      HS_STREAM_MS);
+	}
+	hostile_survived(&d, &node, &c, "own ring's magic zeroed, supervisor ticking");
+	/* a ring is validated when a stream uses it, and the supervisor rewrote this one's
+	 * identity: nothing to restore for new clients */
+	hostile_end(&d, &v, &node);
+}
+END_TEST
+
+/* "hostile4": an id no other request of the run has. */
+#define STRIDE_ID 0x686f7374696c6534ull
+
+struct bg_submit {
+	chipd_conn *conn;
+	int rc;
+	chipd_stream *s;
+	struct chipd_error err;
+};
+
+/* Submits STRIDE_ID (2000 tokens, no device time) to chip 0, not to be read. */
+static void *bg_submit_main(void *arg)
+{
+	struct bg_submit *b = arg;
+
+	b->rc = hs_submit(b->conn, 2000, 0, 9, STRIDE_ID, 0, 10000, &b->s, &b->err);
+	return NULL;
+}
+
+/* Waits until ring @r's head stood still for 200 ms (at most @ms); returns it. */
+static uint64_t head_settled(struct ring_hdr *r, unsigned ms)
+{
+	uint64_t end = ft_now_ms() + ms, head = UINT64_MAX;
+
+	for (;;) {
+		uint64_t now = atomic_load_explicit(&r->head, memory_order_acquire);
+
+		if (now == head || ft_now_ms() >= end)
+			return now;
+		head = now;
+		tu_sleep_ms(200);
+	}
+}
+
+/* A client raises the capacity in its ring's header to twice the real one, and the
+ * descriptor's ring_stride (and rings_offset, so that the stride still leads to that
+ * ring) so that the larger ring seems to fit, between the supervisor's reset of the
+ * ring and the worker's attach of it (the worker is stopped meanwhile). The stream is
+ * not read, so a worker that believed the header would write 2047 records, the last
+ * 1023 over the next ring. The worker keeps to the capacity it was laid out with: at
+ * most that many records, none of them in the next ring. */
+START_TEST(ring_capacity_and_stride_raised)
+{
+	struct bg_submit b = {.conn = NULL};
+	struct proto_node_desc *desc;
+	struct ring_hdr *r, *next;
+	struct hs_client c;
+	struct hs_node node;
+	unsigned char *before;
+	struct hs_view v;
+	pthread_t th;
+	uint32_t k, stride, cap, next_gen;
+	uint64_t head;
+	struct cd d;
+
+	hostile_start(&d, &node, &c, 1);
+	hs_view_attach(&d, &v);
+	desc = v.n.desc; /* the shared one; v.desc is the copy taken at attach */
+	stride = v.desc.ring_stride;
+	cap = v.desc.ring_capacity;
+	ck_assert_uint_ge(2ull * stride, ring_size(2 * cap));
+
+	ft_sigstop(node.worker[0]);
+	b.conn = d.conn;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_submit_main, &b), 0);
+	k = hs_view_ring_of(&v, STRIDE_ID, 5000);
+	ck_assert_uint_lt(k + 1, v.desc.nrings);
+	ck_assert_uint_le((uint64_t)k * stride, v.desc.rings_offset);
+	r = hs_view_ring(&v, k);
+	next = hs_view_ring(&v, k + 1);
+	before = malloc(stride);
+	ck_assert_ptr_nonnull(before);
+	memcpy(before, next, stride);
+	next_gen = atomic_load_explicit(&next->generation, memory_order_relaxed);
+
+	hs_put32(&r->capacity, 2 * cap);
+	hs_put32(&desc->ring_stride, 2 * stride);
+	hs_put32(&desc->rings_offset, v.desc.rings_offset - k * stride);
+	ck_assert_int_eq(kill(node.worker[0], SIGCONT), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	/* the worker may refuse the assign (the ring's identity is not what was laid out)
+	 * or run it within the real capacity: either way the call returns */
+	ck_assert_msg(b.rc == 0 || b.rc == -EREMOTEIO, "submit: %d (%s)", b.rc, b.err.message);
+	head = head_settled(r, 5000);
+
+	ck_assert_msg(head <= cap, "the worker wrote %llu records into a ring of %u, unread",
+		      (unsigned long long)head, cap);
+	ck_assert_msg(memcmp(next, before, 16) == 0, "ring %u's identity was overwritten", k + 1);
+	for (uint32_t off = 0; off + 8 <= stride; off += 8) {
+		uint64_t w;
+
+		memcpy(&w, (char *)next + off, sizeof(w));
+		ck_assert_msg(w != STRIDE_ID,
+			      "request %llx's record at byte %u of ring %u: written past ring %u",
+			      STRIDE_ID, off, k + 1, k);
+	}
+	/* an idle next ring (no stream reset it meanwhile) is byte for byte the same */
+	if (atomic_load_explicit(&next->generation, memory_order_relaxed) == next_gen)
+		ck_assert_msg(memcmp(next, before, stride) == 0, "idle ring %u changed", k + 1);
+	free(before);
+	if (b.rc == 0)
+		chipd_stream_close(b.s, 0);
+	hostile_survived(&d, &node, &c, "ring capacity and ring_stride raised");
+
+	ring_geometry_restored(&d, &v);
+	hostile_end(&d, &v, &node);
+}
+END_TEST
+
+/* The worker gauges (queue_depth, active, kv_blocks_used) of both chips, in the
+ * client-writable counter blocks, set above UINT32_MAX: status still answers, and is
+ * not counted as an internal error. Set again until a status answer was computed
+ * while they stood (a worker rewrites a gauge when its load changes). */
+START_TEST(worker_gauge_above_uint32_max)
+{
+	static const char *const gauges[] = {"queue_depth", "active", "kv_blocks_used"};
+	static const uint64_t huge[] = {(1ull << 32) + 5, UINT64_MAX, 1ull << 63};
+	struct chipd_status *st = calloc(1, sizeof(*st));
+	struct chipd_error err;
+	struct hs_client c;
+	struct hs_node node;
+	struct hs_view v;
+	bool seen = false;
+	struct cd d;
+	int qd;
+
+	ck_assert_ptr_nonnull(st);
+	hostile_start(&d, &node, &c, -1);
+	hs_view_attach(&d, &v);
+	qd = ctr_find(&v.n.wrk_ctr[0], "queue_depth");
+	ck_assert_int_ge(qd, 0);
+	for (int tries = 0; !seen && tries < 50; tries++) {
+		int rc;
+
+		for (uint32_t chip = 0; chip < NCHIPS; chip++)
+			for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
+				int i = ctr_find(&v.n.wrk_ctr[chip], gauges[g]);
+
+				ck_assert_int_ge(i, 0);
+				hs_put64(&v.n.wrk_ctr[chip].values[i], huge[g]);
+			}
+		rc = chipd_status(d.conn, CD_CALL_MS, st, &err);
+		ck_assert_msg(rc == 0, "status with gauges above UINT32_MAX: %d %s (%s)", rc,
+			      chipd_code_name(err.code), err.message);
+		/* still there after the answer: it was there while it was computed */
+		for (uint32_t chip = 0; chip < NCHIPS; chip++)
+			seen |= ctr_get(&v.n.wrk_ctr[chip], (uint32_t)qd) == huge[0];
+	}
+	ck_assert_msg(seen, "a worker rewrote its queue_depth before every status answer");
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_internal"), 0);
+	free(st);
+	hostile_survived(&d, &node, &c, "worker gauges above UINT32_MAX, then status");
+	/* an attach checks no counter value: nothing to restore for new clients */
+	hostile_end(&d, &v, &node);
+}
+END_TEST
+
+int main(void)
+{
+	const struct tu_case cases[] = {
+	    {"mailbox_bitmap_words_huge", mailbox_bitmap_words_huge},
+	    {"descriptor_rings_rewritten_then_submit", descriptor_rings_rewritten_then_submit},
+	    {"own_ring_magic_zeroed", own_ring_magic_zeroed},
+	    {"ring_capacity_and_stride_raised", ring_capacity_and_stride_raised},
+	    {"worker_gauge_above_uint32_max", worker_gauge_above_uint32_max},
+	};
+	Suite *s = suite_create("hostile");
+	int rc;
+
+	/* each tcase's bounds sum to well under this on a loaded machine (a sanitizer
+	 * build included) */
+	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 120);
+	ft_set_owner();
+	rc = tu_run(s);
+	ft_cleanup();
+	return rc;
+}
