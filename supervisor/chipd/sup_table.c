@@ -212,8 +212,10 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	}
 	e->ended = true;
 	count_end(s, e, flags);
+	/* the client's connection says whether it lives (sup_conn.c), never a pid the
+	 * ring header holds */
 	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-		      !shm_proc_alive(e->client, e->client_start);
+		      !sup_conn_pid_live(s, e->client);
 	if (ring_drained(r) || reader_gone)
 		return true;
 	pos = atomic_load_explicit(&h->tail, memory_order_relaxed);
@@ -242,6 +244,24 @@ struct sup_req *sup_table_find(struct sup *s, uint64_t id)
 		return e;
 	}
 	return NULL;
+}
+
+void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings)
+{
+	*pending = *rings = 0;
+	for (uint32_t i = 0; pid > 0 && i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+
+		if (!e->used || e->client != pid)
+			continue;
+		if (reclaimable(s, e)) {
+			sup_table_release(s, e);
+			continue;
+		}
+		(*rings)++;
+		if (!e->ended)
+			(*pending)++;
+	}
 }
 
 struct sup_req *sup_table_alloc(struct sup *s)
