@@ -240,9 +240,8 @@ void sup_conn_accept(struct sup *s)
 	}
 }
 
-/* Reclaims what client @pid held, if it has no live connection left: its mailbox slots
- * (a TAKEN one goes RESET for the router to acknowledge), its streams' readers, and
- * the rings the sweep can take at once. Under sup.lock. */
+/* The reaper's liveness at a client's end: every owner but the gone pid counts as
+ * alive (the tick judges the others). */
 static bool gone_pid_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 {
 	const pid_t *gone = ctx;
@@ -251,6 +250,9 @@ static bool gone_pid_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t star
 	return MBOX_CTL_PID(ctl) != *gone;
 }
 
+/* Reclaims what client @pid held, if it has no live connection left: its mailbox slots
+ * (a TAKEN one goes RESET for the router to acknowledge), its streams' readers, and
+ * the rings the sweep can take at once. Under sup.lock. */
 static void client_gone(struct sup *s, pid_t pid)
 {
 	if (sup_conn_pid_live(s, pid))
