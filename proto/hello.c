@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,7 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 	socklen_t crlen = sizeof(cr);
 	size_t len;
 	ssize_t got;
+	bool reset_seen = false;
 	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
@@ -106,6 +108,8 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 		 * and closes before the hello is read: its answer is still there */
 		rc = -errno;
 		got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (got < 0 && errno == ECONNRESET) /* the error first, then what is queued */
+			got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (got <= 0) {
 			say(why, cap, rc, "%s: send: %s", path, strerror(-rc));
 			goto err_close;
@@ -122,6 +126,14 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 		if (rc)
 			goto err_close;
 		got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		/* a supervisor that closed with our hello unread makes the first read fail
+		 * ECONNRESET (and clears the error): its answer may still be queued */
+		if (got < 0 && errno == ECONNRESET && !reset_seen) {
+			reset_seen = true;
+			got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (got < 0 && errno == EAGAIN)
+				errno = ECONNRESET;
+		}
 		if (got < 0 && errno != EAGAIN && errno != EINTR)
 			break;
 	}

@@ -210,9 +210,15 @@ void sup_conn_accept(struct sup *s)
 				c = &s->conns[i];
 		pthread_mutex_unlock(&s->lock);
 		if (!c) {
+			char drop[PROTO_REQ_MAX];
+
 			refuse(fd, CHIPD_E_QUEUE_FULL,
 			       "%u connections already (the node's bound max-clients=%u)",
 			       s->cfg.max_clients, s->cfg.max_clients);
+			/* a hello left unread would make the close reset the connection, and
+			 * the client's first read fail before it sees the refusal */
+			while (recv(fd, drop, sizeof(drop), MSG_DONTWAIT) > 0)
+				;
 			SUP_WARN(-1, 0, "pid %d refused: max-clients=%u connections already",
 				 (int)cr.pid, s->cfg.max_clients);
 			close(fd);
