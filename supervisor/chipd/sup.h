@@ -254,8 +254,9 @@ void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *
 /* Entries not yet ended; counts the outcome of every stream seen ended. */
 uint32_t sup_table_live(struct sup *s);
 
-/* Counts the entries of client @pid whose ring it holds (*@rings) and, of those, the
- * ones not ended (*@pending), reclaiming first those nobody needs any more. */
+/* Counts the entries of client @pid whose ring it holds (*@rings: not ended, or ended
+ * and neither read to the end nor closed) and, of those, the ones not ended
+ * (*@pending). Reads only. */
 void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings);
 
 /* ---- handshake socket and clients (sup_conn.c) ---- */
