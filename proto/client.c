@@ -6,6 +6,7 @@
  * A stream's state is guarded by its own lock. Messages are built in heap memory:
  * a struct proto_msg is about 41 KiB, too much for the stack of an arbitrary caller's
  * thread. */
+#include "hello.h"
 #include "node.h"
 #include "proc.h"
 #include "proto.h"
@@ -31,6 +32,9 @@
 struct chipd_conn {
 	struct proto_node node;
 	char instance[CHIPD_INSTANCE_MAX];
+	/* the handshake's connection (docs/protocol.md §9), open until chipd_close; -1
+	 * for a handle of chipd_connect_monitor, which sends no request */
+	int fd;
 };
 
 struct chipd_stream {
@@ -115,6 +119,11 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 	size_t len;
 	int rc;
 
+	if (c->fd < 0)
+		return fail(err, -ENOTCONN, CHIPD_OK,
+			    "%s: this handle only reads counters (chipd_connect_monitor); "
+			    "use chipd_connect to send requests",
+			    op);
 	rc = mbox_claim(mb, &t);
 	if (rc)
 		return fail(err, rc, CHIPD_E_QUEUE_FULL,
@@ -184,60 +193,107 @@ int chipd_resolve_instance(const char *instance, char *out, struct chipd_error *
 	return resolve(instance, out, NULL, err);
 }
 
-int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err)
+/* Attaches @c to the node region of @instance (resolved into c->instance). */
+static int attach(chipd_conn *c, const char *instance, struct chipd_error *err)
 {
 	char name[SHM_NAME_MAX];
 	struct shm_diag diag = {""};
-	chipd_conn *c;
 	int rc;
 
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
 	rc = resolve(instance, c->instance, name, err);
 	if (rc)
-		goto err_free;
+		return rc;
 	rc = proto_node_attach(&c->node, name, &diag);
 	switch (rc) {
 	case 0:
-		*out = c;
 		return 0;
 	case -ENOENT:
-		fail(err, rc, CHIPD_OK, "no chipd instance \"%s\" (no region %s)", c->instance,
-		     name);
-		break;
+		return fail(err, rc, CHIPD_OK, "no chipd instance \"%s\" (no region %s)",
+			    c->instance, name);
 	case -EPERM:
 	case -EACCES:
-		fail(err, rc, CHIPD_OK, "instance \"%s\": wrong owner or mode: %s", c->instance,
-		     diag.msg);
-		break;
+		return fail(err, rc, CHIPD_OK, "instance \"%s\": wrong owner or mode: %s",
+			    c->instance, diag.msg);
 	case -EPROTONOSUPPORT:
-		fail(err, rc, CHIPD_OK, "instance \"%s\": version mismatch: %s", c->instance,
-		     diag.msg);
-		break;
+		return fail(err, rc, CHIPD_OK, "instance \"%s\": version mismatch: %s",
+			    c->instance, diag.msg);
 	case -ESTALE:
 	case -ESHUTDOWN:
-		fail(err, rc, CHIPD_OK, "instance \"%s\" is not running: %s", c->instance,
-		     diag.msg);
-		break;
+		return fail(err, rc, CHIPD_OK, "instance \"%s\" is not running: %s", c->instance,
+			    diag.msg);
 	case -EAGAIN:
-		fail(err, rc, CHIPD_OK, "instance \"%s\" is still starting: %s", c->instance,
-		     diag.msg);
-		break;
+		return fail(err, rc, CHIPD_OK, "instance \"%s\" is still starting: %s",
+			    c->instance, diag.msg);
 	default:
-		fail(err, rc, CHIPD_OK, "instance \"%s\": not a valid node region: %s", c->instance,
-		     diag.msg);
-		break;
+		return fail(err, rc, CHIPD_OK, "instance \"%s\": not a valid node region: %s",
+			    c->instance, diag.msg);
 	}
+}
+
+/* The handshake (docs/protocol.md §9): the connection stays open in c->fd. */
+static int hello(chipd_conn *c, struct chipd_error *err)
+{
+	struct proto_hello h;
+	char why[CHIPD_MSG_MAX];
+	int rc = proto_hello(&c->node, CHIPD_TIMEOUT_MS, &h, why, sizeof(why));
+
+	if (rc == -EREMOTEIO)
+		return from_proto(err, rc, &h.err);
+	if (rc == -ETIMEDOUT)
+		return fail(err, rc, CHIPD_E_TIMEOUT, "instance \"%s\": %s", c->instance, why);
+	if (rc)
+		return fail(err, rc, CHIPD_OK, "instance \"%s\": handshake: %s", c->instance,
+			    why);
+	c->fd = h.fd;
+	return 0;
+}
+
+int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err)
+{
+	chipd_conn *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	c->fd = -1;
+	rc = attach(c, instance, err);
+	if (rc)
+		goto err_free;
+	rc = hello(c, err);
+	if (rc)
+		goto err_detach;
+	*out = c;
+	return 0;
+err_detach:
+	proto_node_detach(&c->node);
 err_free:
 	free(c);
 	return rc;
+}
+
+int chipd_connect_monitor(const char *instance, chipd_conn **out, struct chipd_error *err)
+{
+	chipd_conn *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	c->fd = -1;
+	rc = attach(c, instance, err);
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
 }
 
 void chipd_close(chipd_conn *c)
 {
 	if (!c)
 		return;
+	if (c->fd >= 0)
+		close(c->fd); /* the supervisor reclaims what this process still held */
 	proto_node_detach(&c->node);
 	free(c);
 }

@@ -201,9 +201,10 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 			   magic);
 	if (version != PROTO_NODE_VERSION || wire != PROTO_VERSION)
 		return say(diag, -EPROTONOSUPPORT,
-			   "node region %s: node layout %" PRIu32 " / wire version %" PRIu32
-			   ", this library speaks %u / %d",
-			   name, version, wire, PROTO_NODE_VERSION, PROTO_VERSION);
+			   "node layout %" PRIu32 ", wire version %" PRIu32
+			   " (this libchipd: %u, %d): use the libchipd and chipctl of the running "
+			   "chipd (region %s)",
+			   version, wire, PROTO_NODE_VERSION, PROTO_VERSION, name);
 	if (desc_size != sizeof(*sd) || d->total_size != n->region.size || d->nworkers < 1 ||
 	    d->nworkers > CHIPD_MAX_CHIPS || d->nrings < 1 || d->nrings > PROTO_NODE_MAX_RINGS ||
 	    d->dir_stride != sizeof(struct proto_node_worker) || !ring || d->ring_stride < ring ||
@@ -273,6 +274,19 @@ int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
 	 * and ring_stride holds ring_size(ring_capacity) */
 	return ring_bind(r, at(n, g->rings_offset + (uint64_t)idx * g->ring_stride),
 			 g->ring_capacity);
+}
+
+int proto_node_sock_path(const struct proto_node *n, char *out)
+{
+	const char *p = n->desc->sock_path;
+	size_t len = strnlen(p, PROTO_NODE_SOCK_MAX);
+
+	/* the bytes are copied first: the descriptor is shared memory */
+	memcpy(out, p, PROTO_NODE_SOCK_MAX);
+	out[PROTO_NODE_SOCK_MAX - 1] = '\0';
+	if (len == 0 || len >= PROTO_NODE_SOCK_MAX || strlen(out) != len || out[0] != '/')
+		return -EBADMSG;
+	return 0;
 }
 
 int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r)

@@ -4,7 +4,8 @@
  * After the 64-byte region header (shm/region.h) the body holds, each part at a
  * 64-aligned offset recorded in the node descriptor (offsets from the region start):
  *
- *   64   node descriptor (128 bytes): magic, version, the offset and size of each part
+ *   64   node descriptor (256 bytes): magic, version, the offset and size of each part,
+ *        the path of the handshake socket (docs/protocol.md §9)
  *        worker directory: nworkers records of 64 bytes (chip, state, pid, gpu, ...)
  *        supervisor counters (shm/ctr.h block)
  *        worker counters: nworkers blocks, one every wrk_ctr_stride bytes
@@ -31,9 +32,11 @@
 #include <stdint.h>
 
 #define PROTO_NODE_MAGIC       0x45444f4e44504843ull /* "CHPDNODE" in little-endian bytes */
-#define PROTO_NODE_VERSION     1u
+#define PROTO_NODE_VERSION     2u
 #define PROTO_NODE_DESC_OFFSET SHM_BODY_OFFSET
 #define PROTO_NODE_MAX_RINGS   4096u
+/* The handshake socket's path in the descriptor, NUL included: sun_path's size. */
+#define PROTO_NODE_SOCK_MAX 108u
 
 /* Client mailbox: 64 slots let 64 requests be in flight at once (one per thread of
  * a busy client, or many chipctl calls); a request is at most PROTO_REQ_MAX (4 KiB),
@@ -67,14 +70,19 @@ struct proto_node_desc {
 	uint32_t nrings, ring_capacity;
 	uint64_t total_size;	     /* == the region's size */
 	_Atomic uint64_t started_ns; /* CLOCK_MONOTONIC when the supervisor became ready */
-	uint8_t reserved[40];
+	uint8_t reserved0[40];
+	/* the handshake socket (SOCK_SEQPACKET, docs/protocol.md §9): an absolute path,
+	 * NUL-terminated; written by the supervisor before READY */
+	char sock_path[PROTO_NODE_SOCK_MAX];
+	uint8_t reserved1[20];
 };
-_Static_assert(sizeof(struct proto_node_desc) == 128, "node descriptor is two lines");
+_Static_assert(sizeof(struct proto_node_desc) == 256, "node descriptor is four lines");
 _Static_assert(offsetof(struct proto_node_desc, dir_offset) == 24, "desc.dir_offset");
 _Static_assert(offsetof(struct proto_node_desc, mbox_offset) == 48, "desc.mbox_offset");
 _Static_assert(offsetof(struct proto_node_desc, nrings) == 64, "desc.nrings");
 _Static_assert(offsetof(struct proto_node_desc, total_size) == 72, "desc.total_size");
 _Static_assert(offsetof(struct proto_node_desc, started_ns) == 80, "desc.started_ns");
+_Static_assert(offsetof(struct proto_node_desc, sock_path) == 128, "desc.sock_path");
 
 /* One worker's record in the directory; written by the supervisor only. */
 struct proto_node_worker {
@@ -118,7 +126,8 @@ _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.sta
 	X(worker_deaths, CTR_COUNTER)                                                              \
 	X(worker_degraded, CTR_COUNTER)                                                            \
 	X(queue_depth, CTR_GAUGE)                                                                  \
-	X(rings_in_use, CTR_GAUGE)
+	X(rings_in_use, CTR_GAUGE)                                                                 \
+	X(clients, CTR_GAUGE)
 
 /* The counters of each worker block. */
 #define PROTO_WRK_COUNTERS(X)                                                                      \
@@ -195,6 +204,11 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
 
 /* Unmaps @n (does not unlink). Safe on a zeroed struct. */
 void proto_node_detach(struct proto_node *n);
+
+/* Copies the handshake socket's path of @n into @out (PROTO_NODE_SOCK_MAX bytes).
+ * Returns 0, or -EBADMSG when the descriptor holds none that is valid (empty, not
+ * NUL-terminated within PROTO_NODE_SOCK_MAX bytes, or not absolute). */
+int proto_node_sock_path(const struct proto_node *n, char *out);
 
 /* Attaches @r to ring @idx of the node, found and bound through the node's private
  * geometry (n->geom: its offset, stride and capacity), and checks that the ring's

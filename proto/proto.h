@@ -58,6 +58,8 @@ enum proto_op {
 	PROTO_OP_STOP,
 	PROTO_OP_TRACE,
 	PROTO_OP_WORKLOADS,
+	/* client -> supervisor, on the handshake socket only (docs/protocol.md §9) */
+	PROTO_OP_HELLO,
 	/* supervisor -> worker */
 	PROTO_OP_ASSIGN,
 	PROTO_OP_HEARTBEAT,
@@ -121,6 +123,8 @@ struct proto_msg {
 	struct proto_param params[CHIPD_MAX_PARAMS];
 	int64_t id, chip, max_tokens, deadline_ms, deadline_ns;
 	int64_t ring, ring_gen, client;
+	/* hello answers: the client's own bounds (docs/protocol.md §9) */
+	int64_t max_pending, max_rings;
 	/* drain, stop, shutdown */
 	int64_t grace_ms;
 	/* trace */

@@ -266,6 +266,16 @@ _Static_assert(sizeof(((struct proto_msg *)0)->wls) + sizeof(((struct proto_msg 
 		   sizeof(((struct proto_msg *)0)->stats),
 	       "the workloads lists fit in the stats storage they share");
 
+/* The handshake's answer: who the supervisor says the client is, and the client's
+ * bounds (docs/protocol.md §9). */
+static const struct field hello_ans_f[] = {
+    F_INT("client", true, 1, ID_MAX, 0, MSG(client)),
+    F_INT("pid", true, 1, PID_MAX, 0, MSG(pid)),
+    F_INT("max_pending", true, 1, RING_MAX + 1, 0, MSG(max_pending)),
+    F_INT("max_rings", true, 1, RING_MAX + 1, 0, MSG(max_rings)),
+};
+SCHEMA(hello_ans, "hello answer", NULL);
+
 static const struct field assign_req_f[] = {
     ID_REQ,
     WL_REQ,
@@ -306,6 +316,7 @@ const struct op_desc proto_op_table[PROTO_NOPS] = {
     [PROTO_OP_STOP] = {"stop", &grace_req, &no_fields_ans},
     [PROTO_OP_TRACE] = {"trace", &trace_req, &trace_ans},
     [PROTO_OP_WORKLOADS] = {"workloads", &no_fields_req, &workloads_ans},
+    [PROTO_OP_HELLO] = {"hello", &no_fields_req, &hello_ans},
     [PROTO_OP_ASSIGN] = {"assign", &assign_req, &id_ans},
     [PROTO_OP_HEARTBEAT] = {"heartbeat", &heartbeat_req, &heartbeat_ans},
     [PROTO_OP_SHUTDOWN] = {"shutdown", &grace_req, &no_fields_ans},

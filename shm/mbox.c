@@ -672,18 +672,27 @@ int mbox_ack_reset(struct mbox *mb, struct mbox_ticket t)
 	return free_slot(s, c) ? 0 : -ESTALE;
 }
 
-/* The owner of @s in control word @c, with its start time when it is known to belong
- * to the same generation. */
+/* The start time of @s's owner in control word @c when it is known to belong to the
+ * same generation, else 0. */
+static uint64_t owner_start(struct mbox_slot *s, uint64_t c)
+{
+	if (atomic_load_explicit(&s->owner_gen, memory_order_acquire) == MBOX_CTL_GEN(c))
+		return atomic_load_explicit(&s->owner_start, memory_order_relaxed);
+	return 0;
+}
+
+/* Whether the owner of @s in control word @c is alive. */
 static bool owner_alive(struct mbox_slot *s, uint64_t c)
 {
-	uint64_t start = 0;
-
-	if (atomic_load_explicit(&s->owner_gen, memory_order_acquire) == MBOX_CTL_GEN(c))
-		start = atomic_load_explicit(&s->owner_start, memory_order_relaxed);
-	return shm_proc_alive(MBOX_CTL_PID(c), start);
+	return shm_proc_alive(MBOX_CTL_PID(c), owner_start(s, c));
 }
 
 int mbox_reap(struct mbox *mb)
+{
+	return mbox_reap_by(mb, NULL, NULL);
+}
+
+int mbox_reap_by(struct mbox *mb, mbox_owner_fn alive, void *ctx)
 {
 	int freed = 0, server = -1; /* asked once, and only when a slot needs it */
 
@@ -701,7 +710,7 @@ int mbox_reap(struct mbox *mb)
 				freed++;
 			continue;
 		}
-		if (owner_alive(s, c)) {
+		if (alive ? alive(ctx, i, c, owner_start(s, c)) : owner_alive(s, c)) {
 			if (st == MBOX_POSTED) /* heal a lost doorbell */
 				raise_attention(mb, i);
 			continue;

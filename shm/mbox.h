@@ -253,6 +253,15 @@ int mbox_ack_reset(struct mbox *mb, struct mbox_ticket t);
  * acknowledgement, so that each reset is counted once. */
 int mbox_reap(struct mbox *mb);
 
+/* Whether the owner of slot @slot, whose control word is @ctl and whose owner start
+ * time is @start (0 when unknown), is to be treated as alive. */
+typedef bool (*mbox_owner_fn)(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start);
+
+/* mbox_reap with the owner's liveness decided by @alive (NULL: the pid and start time
+ * check of mbox_reap): a server that knows its clients another way (chipd's handshake
+ * connections) reclaims the slots of owners it does not know. Same return. */
+int mbox_reap_by(struct mbox *mb, mbox_owner_fn alive, void *ctx);
+
 /* Inspection, for tests, chipctl and the counters. */
 uint64_t mbox_ctl(const struct mbox *mb, uint32_t slot);
 

@@ -4,7 +4,7 @@
 # The Prometheus output of the real counter names is checked by promtool when it is
 # installed (skipped, 77, else).
 
-chipd_check(check_ctl client_fixture.c ctl_fixture.c ctl_cli.c)
+chipd_check(check_ctl client_fixture.c hello_fixture.c ctl_fixture.c ctl_cli.c)
 target_link_libraries(check_ctl PRIVATE chipctl_core chipd_proto)
 target_compile_definitions(check_ctl PRIVATE CHIPCTL_BIN="$<TARGET_FILE:chipctl>")
 add_dependencies(check_ctl chipctl)

@@ -20,6 +20,10 @@ chipd_fault_check(check_fault 600 fault_worker.c fault_client.c fault_msgs.c)
 # Abandoned work (dead or impatient clients, broken rings) and an event loop that
 # waits for no worker; each tcase sets its own timeout.
 chipd_fault_check(check_abandon 600)
+# Identity from the handshake socket (forged, unconnected, killed clients, impostors,
+# the old layout) and the per-client bounds; each tcase sets its own timeout.
+chipd_fault_check(check_identity 300)
+target_sources(check_identity PRIVATE unit/hello_fixture.c)
 # 64 clients x 50 requests in CI; FT_LOAD_REQUESTS=1000 for the full run.
 chipd_fault_check(check_load 300)
 

@@ -2,7 +2,7 @@
 # in-process server on a real node region (check_client), and the decoder's fuzz run.
 chipd_check(check_proto proto_malformed.c proto_fixture.c)
 target_link_libraries(check_proto PRIVATE chipd_proto)
-chipd_check(check_client client_fixture.c client_errors.c)
+chipd_check(check_client client_fixture.c client_errors.c hello_fixture.c)
 target_link_libraries(check_client PRIVATE chipd_proto)
 
 # 60 seconds of libFuzzer on the decoder; skipped (77) without clang's fuzzer runtime.

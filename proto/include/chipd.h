@@ -86,13 +86,29 @@ typedef struct chipd_conn chipd_conn;
 typedef struct chipd_stream chipd_stream;
 
 /* Attaches to the node region of @instance (NULL: $CHIPD_INSTANCE, then
- * $SLURM_JOB_ID, then "default", as chipd_resolve_instance) and validates it. Returns
- * 0 and *@out, or -ENOENT no such instance, -EPERM / -EACCES the region belongs to
- * another user or is readable by others, -EPROTONOSUPPORT a layout version this
- * library does not speak, -ESTALE / -ESHUTDOWN the supervisor is not running, -EAGAIN
- * it is still starting, -EBADMSG / -EMSGSIZE / -EPROTOTYPE not a valid node region,
- * -EINVAL a bad instance name, -ENOMEM. */
+ * $SLURM_JOB_ID, then "default", as chipd_resolve_instance), validates it and says
+ * hello on the node's handshake socket (docs/protocol.md §9): the supervisor learns
+ * this process's identity from the kernel, and the connection (close-on-exec) stays
+ * open until chipd_close. The supervisor answers requests only from a process with
+ * such a connection, and reclaims everything the process holds (mailbox slots,
+ * requests, rings) when its last connection closes or it exits. A forked child does
+ * not share the parent's connection: it must call chipd_connect itself before any
+ * request (a handle inherited across fork is refused by the supervisor). Returns 0
+ * and *@out, or -ENOENT no such instance, -EPERM / -EACCES the region belongs to
+ * another user or is readable by others (-EACCES also: the socket's server is not the
+ * region's creator, an impostor), -EPROTONOSUPPORT a layout version this library does
+ * not speak (the message says which release to use), -ESTALE / -ESHUTDOWN the
+ * supervisor is not running, -EAGAIN it is still starting, -EBADMSG / -EMSGSIZE /
+ * -EPROTOTYPE not a valid node region, -EREMOTEIO the supervisor refused the hello
+ * (@err's code: queue_full when it serves --max-clients connections already),
+ * -ETIMEDOUT no answer within CHIPD_TIMEOUT_MS, -EINVAL a bad instance name, -ENOMEM,
+ * or the -errno of the socket calls. */
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
+
+/* Attaches like chipd_connect without the handshake: for monitoring, the handle reads
+ * counters (chipd_stats) and nothing else; every call that sends a request fails with
+ * -ENOTCONN. Same returns as chipd_connect, less those of the handshake. */
+int chipd_connect_monitor(const char *instance, chipd_conn **out, struct chipd_error *err);
 
 /* The instance chipd_connect(@instance) would attach to, without attaching:
  * @instance when not NULL, else $CHIPD_INSTANCE, else $SLURM_JOB_ID (a variable set

@@ -102,6 +102,10 @@ int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd
  * after reporting the failure. */
 int ctl_connect(const struct ctl *g, chipd_conn **c);
 
+/* As ctl_connect, without the handshake: a handle that reads counters only
+ * (chipd_connect_monitor), for stats, top and export. */
+int ctl_connect_monitor(const struct ctl *g, chipd_conn **c);
+
 /* Reads every counter of @c into a fresh array (*@out, free() it) of *@n entries.
  * Returns 0 or a negative errno with @err filled. */
 int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct chipd_error *err);

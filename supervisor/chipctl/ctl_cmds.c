@@ -226,7 +226,7 @@ int ctl_cmd_stats(struct ctl *g, int argc, char **argv)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
 	if (prom && g->json)
 		return ctl_usage(g, "--json and --prom exclude each other");
-	rc = ctl_connect(g, &c);
+	rc = ctl_connect_monitor(g, &c);
 	if (rc)
 		return rc;
 	rc = ctl_read_stats(c, &st, &n, &err);

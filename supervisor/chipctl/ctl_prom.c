@@ -38,8 +38,8 @@ static const struct {
      "Requests whose answer reached a client still waiting; requests - answered were "
      "discarded because the client gave up first."},
     {"mbox_resets", 'S',
-     "Client mailbox slots reset for a client that gave up (a discarded answer included) "
-     "or died."},
+     "Client mailbox slots reset for a client that gave up (a discarded answer included), "
+     "is gone or never connected."},
     {"mbox_resets", 'W',
      "Control mailbox resets the worker acknowledged: the supervisor gave up on a call."},
     {"worker_starts", 0, "Worker processes started."},
@@ -53,6 +53,7 @@ static const struct {
     {"rings_in_use", 0,
      "Token rings held: streams in flight, and ended ones whose reader has neither read "
      "the end nor closed the stream."},
+    {"clients", 0, "Client connections of the handshake socket whose hello was answered."},
     {"admitted", 0, "Assigns the worker admitted."},
     {"rejected", 0, "Assigns the worker refused."},
     {"completed", 0, "Streams that completed (FINAL)."},

@@ -216,6 +216,14 @@ int ctl_connect(const struct ctl *g, chipd_conn **c)
 	return rc ? ctl_report(g, g->cmd ? g->cmd : "connect", rc, &err, true) : CTL_EXIT_OK;
 }
 
+int ctl_connect_monitor(const struct ctl *g, chipd_conn **c)
+{
+	struct chipd_error err;
+	int rc = chipd_connect_monitor(g->instance, c, &err);
+
+	return rc ? ctl_report(g, g->cmd ? g->cmd : "connect", rc, &err, true) : CTL_EXIT_OK;
+}
+
 int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct chipd_error *err)
 {
 	uint32_t cap = CTL_STATS_START;
@@ -244,7 +252,8 @@ int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct c
 int ctl_snapshot(const struct ctl *g, struct chipd_stat **st, uint32_t *n, struct chipd_error *err)
 {
 	chipd_conn *c;
-	int rc = chipd_connect(g->instance, &c, err);
+	/* counters need no handshake: monitoring works with every client slot taken */
+	int rc = chipd_connect_monitor(g->instance, &c, err);
 
 	if (rc == 0) {
 		rc = ctl_read_stats(c, st, n, err);

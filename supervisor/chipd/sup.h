@@ -46,6 +46,10 @@
  * heartbeats, the watchdog and dead clients need no finer grain, and an idle node
  * should not wake 20 times a second. */
 #define SUP_IDLE_TICK_MS 250u
+/* How long a mailbox slot whose owner pid has no connection (forged, or a process that
+ * never said hello) may stay in one state before it is reclaimed like a dead client's:
+ * long enough for such a process to read the refusal the router answered it with. */
+#define SUP_UNCONNECTED_MS 1000u
 /* A gap between two ticks longer than this means the supervisor itself did not run:
  * its heartbeats start again instead of counting the gap against the workers. Two
  * idle ticks: a loaded machine delays a tick by less. */
@@ -105,8 +109,10 @@ struct sup_req {
 	uint32_t chip;
 	pid_t producer; /* the worker pid the ring names */
 	uint32_t ring_gen;
+	/* the client process (the mailbox slot's owner pid, which had a live connection
+	 * when the router served the submit; 0 once nobody will read the stream): its
+	 * hang-up closes the stream's reader (sup_conn.c) */
 	pid_t client;
-	uint64_t client_start;
 	uint64_t submitted_ns;
 	/* nobody will read it (its client died, gave up on the submit, or the forward
 	 * failed): the supervisor closed the ring's reader (ring_close_reader) at
@@ -134,6 +140,25 @@ struct sup_req {
 	uint64_t rq_since_ns; /* when that worker's death was handled */
 	pid_t rq_pid;	      /* the worker the assign was posted to */
 	struct sup_post rq_post;
+};
+
+/* One connection of the handshake socket (sup_conn.c), under sup.lock. A client is a
+ * process: its identity is the connection's SO_PEERCRED pid, and what it holds (mailbox
+ * slots, requests, rings) is reclaimed when its last connection closes or its pidfd
+ * says it exited. */
+struct sup_conn {
+	int fd;	   /* -1: the entry is free */
+	int pidfd; /* the peer process, opened at accept; -1 none */
+	pid_t pid; /* SO_PEERCRED, at connect */
+	uid_t uid;
+	gid_t gid;
+	uint64_t id;	     /* the hello answer's "client" */
+	uint32_t gen;	     /* +1 each time the entry is reused: tags of stale polls */
+	bool live;	     /* hello answered: its pid may use the mailbox */
+	bool closing;	     /* retired: the loop cancels its polls, then releases it */
+	uint64_t accepted_ns;
+	/* event loop: a poll of the fd / pidfd is wanted (not armed yet) or armed */
+	bool want_fd, want_pid, armed_fd, armed_pid;
 };
 
 struct sup {
@@ -164,6 +189,19 @@ struct sup {
 	/* router thread only: the entry a submit being answered admitted (index + 1, and
 	 * its ring generation), so a discarded answer cancels that request; 0 none */
 	uint32_t router_admitted, router_admitted_gen;
+	/* the handshake socket (sup_conn.c): listening fd, its path, the connections */
+	int listen_fd;
+	char sock_path[PROTO_NODE_SOCK_MAX];
+	struct sup_conn *conns; /* cfg.max_clients entries */
+	uint64_t next_client;
+	/* +1 (release) whenever a connection goes: the router's cached "pid has a live
+	 * connection" holds while it is unchanged */
+	_Atomic uint32_t conn_epoch;
+	pid_t router_ok_pid; /* router thread only: the cache */
+	uint32_t router_ok_epoch;
+	/* event loop: what each mailbox slot of an unconnected owner held, and since when
+	 * (SUP_UNCONNECTED_MS) */
+	uint64_t *slot_seen_ctl, *slot_seen_ns;
 	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
 	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
 			    * thread is acted on at once, not at the next (idle) tick */
@@ -215,6 +253,43 @@ void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code);
 void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *m);
 /* Entries not yet ended; counts the outcome of every stream seen ended. */
 uint32_t sup_table_live(struct sup *s);
+
+/* Counts the entries of client @pid whose ring it holds (*@rings: not ended, or ended
+ * and neither read to the end nor closed) and, of those, the ones not ended
+ * (*@pending). Reads only. */
+void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings);
+
+/* ---- handshake socket and clients (sup_conn.c) ---- */
+/* Binds and listens on RUNTIME_DIR/chipd.UID.INSTANCE.sock (mode 0600; a socket left
+ * there by a dead chipd is replaced, anything else refused) and writes its path into
+ * the node descriptor. Main thread, before READY. Returns 0 or -errno (logged). */
+int sup_conn_listen(struct sup *s);
+/* Closes every connection and the socket, and unlinks it. */
+void sup_conn_close_all(struct sup *s);
+/* Accepts every pending connection (non-blocking): the peer's credentials and a pidfd
+ * are taken at once; one over --max-clients is answered queue_full and closed. Event
+ * loop. */
+void sup_conn_accept(struct sup *s);
+/* Connection @i's fd polled with @revents: the hello (answered, or refused and
+ * closed), or the hang-up of a live connection (EOF, POLLHUP, POLLRDHUP, an error, or
+ * anything sent after the hello). Event loop. */
+void sup_conn_event(struct sup *s, uint32_t i, uint32_t revents);
+/* Closes retired connection @i's descriptors once the loop cancelled its polls, and
+ * frees the entry. Event loop. */
+void sup_conn_release(struct sup *s, uint32_t i);
+/* Connection @i's process exited (its pidfd became readable). Event loop. */
+void sup_conn_exited(struct sup *s, uint32_t i);
+/* Per tick: closes connections whose hello did not come within PROTO_HELLO_WAIT_MS,
+ * and reclaims the mailbox slots of owners without a connection (at once for a dead
+ * pid, after SUP_UNCONNECTED_MS in one state otherwise). Event loop. */
+void sup_conn_tick(struct sup *s, uint64_t now);
+/* Whether @pid has a live connection. Under sup.lock. */
+bool sup_conn_pid_live(const struct sup *s, pid_t pid);
+/* The same for the router thread, without the lock while nothing changed. */
+bool sup_conn_router_check(struct sup *s, pid_t pid);
+/* Closes the readers of the streams whose client has no live connection (their
+ * workers cancel them at their next round) and sweeps the table. Under sup.lock. */
+void sup_conn_orphans(struct sup *s);
 
 /* ---- workers (sup_workers.c) ---- */
 /* Creates every worker's control region (before any fork). */

@@ -82,6 +82,17 @@ static const struct opt opts[] = {
      "admitted requests waiting in each worker", NULL},
     {"max_pending", "max-pending", "N", "CHIPD_MAX_PENDING", K_U32, FIELD(max_pending),
      SRC(max_pending), 1, PROTO_NODE_MAX_RINGS, 0, "live requests of the node (the router)", NULL},
+    {"max_clients", "max-clients", "N", "CHIPD_MAX_CLIENTS", K_U32, FIELD(max_clients),
+     SRC(max_clients), 1, SUP_MAX_CLIENTS_MAX, 0,
+     "connections of the handshake socket (client processes, each connection counted)",
+     NULL},
+    {"max_client_pending", "max-client-pending", "N", "CHIPD_MAX_CLIENT_PENDING", K_U32,
+     FIELD(max_client_pending), SRC(max_client_pending), 1, PROTO_NODE_MAX_RINGS, 0,
+     "live requests of one client process", NULL},
+    {"max_client_rings", "max-client-rings", "N", "CHIPD_MAX_CLIENT_RINGS", K_U32,
+     FIELD(max_client_rings), SRC(max_client_rings), 1, PROTO_NODE_MAX_RINGS, 0,
+     "token rings one client process holds (streams in flight or ended and not yet read)",
+     NULL},
     {"banks", "banks", "N", "CHIPD_BANKS", K_U32, FIELD(banks), SRC(banks), 1, SUP_BANKS_MAX, 0,
      "arena banks per worker (2: build one step while the last runs; more: a slow "
      "request leaves the others banks to run in)",
@@ -99,7 +110,8 @@ static const struct opt opts[] = {
     {"pidfile", "pidfile", "FILE", "CHIPD_PIDFILE", K_PATH, FIELD(pidfile), SRC(pidfile), 0, 0, 0,
      "guards one supervisor per instance", "RUNTIME_DIR/chipd.UID.INSTANCE.pid"},
     {"runtime_dir", NULL, "DIR", "CHIPD_RUNTIME_DIR", K_DIR, FIELD(runtime_dir), SRC(runtime_dir),
-     0, 0, 0, "private directory of the pidfile, the detached log and trace parts",
+     0, 0, 0,
+     "private directory of the pidfile, the handshake socket, the detached log and trace parts",
      "$XDG_RUNTIME_DIR, else /run/user/UID, else /tmp/chipd-UID"},
     {"grace_ms", "grace-ms", "MS", "CHIPD_GRACE_MS", K_U32, FIELD(grace_ms), SRC(grace_ms), 0,
      600000, 0, "stop: time for in-flight requests before the workers are killed", NULL},
@@ -248,6 +260,12 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 		cfg->gpus[i] = -1;
 	cfg->queue = 64;
 	cfg->max_pending = 256;
+	cfg->max_clients = SUP_MAX_CLIENTS_DEFAULT;
+	/* half of the node's defaults (--max-pending and its 256 rings): a client alone
+	 * can run as many streams as chipbench e2e's 64 client threads in one process
+	 * and more, and one client cannot take what every other client needs */
+	cfg->max_client_pending = 128;
+	cfg->max_client_rings = 128;
 	cfg->banks = 8;
 	cfg->log_level = SUP_LOG_INFO;
 	cfg->notify_fd = -1;
@@ -708,6 +726,18 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 		if (n < 0 || (size_t)n >= sizeof(cfg->pidfile))
 			return fail(msg, cap, "runtime dir %s: too long for the pidfile's path",
 				    cfg->runtime_dir);
+	}
+	{
+		/* the handshake socket's path must fit sun_path (and the node descriptor) */
+		char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+		int n = snprintf(sock, sizeof(sock), "%s/chipd.%u.%s.sock", cfg->runtime_dir,
+				 (unsigned)geteuid(), cfg->instance);
+
+		if (n < 0 || (size_t)n >= sizeof(sock))
+			return fail(msg, cap,
+				    "runtime dir %s: too long for the handshake socket's path "
+				    "(%d bytes, at most %zu): set CHIPD_RUNTIME_DIR to a shorter one",
+				    cfg->runtime_dir, n, sizeof(sock) - 1);
 	}
 	if (cfg->no_overlap) {
 		cfg->banks = 1;

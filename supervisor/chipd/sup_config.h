@@ -32,6 +32,11 @@
 #define SUP_REQUEST_BYTES_MAX		 (1ull << 50)
 #define SUP_REQUEST_STEPS_MAX		 (1ull << 20)
 
+/* --max-clients: each connection costs the supervisor two descriptors (the socket and
+ * the client's pidfd); the default fits the usual 4096 descriptors with room. */
+#define SUP_MAX_CLIENTS_DEFAULT 1024u
+#define SUP_MAX_CLIENTS_MAX	65536u
+
 enum sup_source { SUP_SRC_DEFAULT = 0, SUP_SRC_FLAG, SUP_SRC_ENV, SUP_SRC_SCHEDULER };
 
 /* The device layer a chip's worker opens. The supervisor never opens a device (a
@@ -53,6 +58,11 @@ struct sup_config {
 	char gpu_env[32];     /* the variable that gave them ("CUDA_VISIBLE_DEVICES"); "" none */
 	uint32_t queue;	      /* --queue: per-worker admission queue, CHIPD_QUEUE; 64 */
 	uint32_t max_pending; /* --max-pending: the router's bound, CHIPD_MAX_PENDING; 256 */
+	/* --max-clients: connections of the handshake socket, CHIPD_MAX_CLIENTS; 1024 */
+	uint32_t max_clients;
+	/* --max-client-pending, --max-client-rings (CHIPD_MAX_CLIENT_*): what one client
+	 * process may hold of the node's requests in flight and token rings; 128 each */
+	uint32_t max_client_pending, max_client_rings;
 	uint32_t banks;	      /* --banks, CHIPD_BANKS; 2 */
 	bool no_overlap;      /* --no-overlap, CHIPD_NO_OVERLAP=1 */
 	bool foreground;      /* --foreground, CHIPD_FOREGROUND=1 (else detach) */
@@ -81,7 +91,8 @@ struct sup_config {
 };
 
 struct sup_sources {
-	enum sup_source instance, backend, chips, queue, max_pending, banks, no_overlap, foreground,
+	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
+	    max_client_pending, max_client_rings, banks, no_overlap, foreground,
 	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
 	    progress_ms, backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks,
 	    max_request_host_bytes, max_request_device_bytes, max_request_steps, watchdog_usec,

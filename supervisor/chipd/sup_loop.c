@@ -1,7 +1,9 @@
 /* sup_loop.c - the supervisor's event loop on liburing: a signalfd (TERM, INT, HUP,
- * CHLD), one pidfd per running worker and a periodic timerfd. Worker deaths arrive
- * through the pidfds; the tick drives heartbeats, restarts, dead clients, readiness,
- * the watchdog, and the drain and stop sequence:
+ * CHLD), one pidfd per running worker, a periodic timerfd, and the handshake socket:
+ * the listening socket, each client connection and each client's pidfd (sup_conn.c).
+ * Worker deaths arrive through the pidfds, client ends through their connections'
+ * hang-up or pidfds; the tick drives heartbeats, restarts, hello timeouts, slots of
+ * unconnected owners, readiness, the watchdog, and the drain and stop sequence:
  *
  *   RUN -drain/stop/TERM-> DRAINING (new work refused: draining; in-flight requests
  *   finish until the grace ends) -> SHUTDOWN (every worker gets shutdown: the streams
@@ -39,7 +41,17 @@
 #define TAG_TIMER	 2ull
 #define TAG_WAKE	 3ull
 #define TAG_SPAWNER	 4ull	/* the spawner's pidfd: its death ends chipd */
+#define TAG_LISTEN	 5ull	/* the handshake socket: connections to accept */
+#define TAG_IGNORE	 6ull	/* the completion of a poll removal */
 #define TAG_PIDFD	 100ull /* + chip */
+/* A client connection's poll: kind << 56 | the entry's generation << 24 | its index,
+ * so that the completion of a poll of a released entry is recognised and dropped. */
+#define TAG_CONN_FD	 1ull
+#define TAG_CONN_PID	 2ull
+#define CONN_TAG(kind, gen, i) ((kind) << 56 | (uint64_t)(gen) << 24 | (uint64_t)(i))
+#define CONN_TAG_KIND(t)       ((t) >> 56)
+#define CONN_TAG_GEN(t)	       ((uint32_t)((t) >> 24))
+#define CONN_TAG_INDEX(t)      ((uint32_t)((t)&0xffffffu))
 #define SHUTDOWN_WAIT_MS 3000u	/* after shutdown, before SIGKILL */
 #define KILL_WAIT_MS	 2000u	/* after SIGKILL, before giving up on a pidfd */
 
@@ -88,19 +100,110 @@ static bool node_busy(struct loop *l)
 	return busy;
 }
 
-static int arm(struct loop *l, int fd, uint64_t tag)
+static struct io_uring_sqe *get_sqe(struct loop *l)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
 
 	if (!sqe) {
 		io_uring_submit(&l->ring);
 		sqe = io_uring_get_sqe(&l->ring);
-		if (!sqe)
-			return -EBUSY;
 	}
-	io_uring_prep_poll_add(sqe, fd, POLLIN);
+	return sqe;
+}
+
+static int arm_events(struct loop *l, int fd, uint64_t tag, unsigned events)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, fd, events);
 	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)tag);
 	return 0;
+}
+
+static int arm(struct loop *l, int fd, uint64_t tag)
+{
+	return arm_events(l, fd, tag, POLLIN);
+}
+
+/* Cancels the poll armed with @tag (its completion, -ECANCELED, is then dropped for
+ * its stale generation). */
+static void disarm(struct loop *l, uint64_t tag)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+
+	if (!sqe)
+		return;
+	io_uring_prep_poll_remove(sqe, tag);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)TAG_IGNORE);
+}
+
+/* Arms the polls each connection wants, and releases retired ones once their polls
+ * are cancelled. */
+static void arm_conns(struct loop *l)
+{
+	struct sup *s = l->s;
+	bool cancelled = false;
+
+	for (uint32_t i = 0; i < s->cfg.max_clients; i++) {
+		struct sup_conn *c = &s->conns[i];
+
+		if (c->fd < 0)
+			continue;
+		if (c->closing) {
+			if (c->armed_fd)
+				disarm(l, CONN_TAG(TAG_CONN_FD, c->gen, i));
+			if (c->armed_pid)
+				disarm(l, CONN_TAG(TAG_CONN_PID, c->gen, i));
+			cancelled |= c->armed_fd || c->armed_pid;
+			c->armed_fd = c->armed_pid = false;
+			continue;
+		}
+		if (c->want_fd && !c->armed_fd &&
+		    arm_events(l, c->fd, CONN_TAG(TAG_CONN_FD, c->gen, i), POLLIN | POLLRDHUP) == 0) {
+			c->armed_fd = true;
+			c->want_fd = false;
+		}
+		if (c->want_pid && !c->armed_pid &&
+		    arm(l, c->pidfd, CONN_TAG(TAG_CONN_PID, c->gen, i)) == 0) {
+			c->armed_pid = true;
+			c->want_pid = false;
+		}
+	}
+	/* the removals go in before any descriptor closes: closed under an armed poll, a
+	 * socket would stay open in the ring and its client would never see it end */
+	if (cancelled)
+		io_uring_submit(&l->ring);
+	for (uint32_t i = 0; i < s->cfg.max_clients; i++)
+		if (s->conns[i].fd >= 0 && s->conns[i].closing)
+			sup_conn_release(s, i);
+}
+
+/* A connection's poll completed with @res: dropped when the entry was released since
+ * (another generation); else the connection's event or its process's exit. */
+static void on_conn(struct loop *l, uint64_t tag, int res)
+{
+	struct sup *s = l->s;
+	uint32_t i = CONN_TAG_INDEX(tag);
+	struct sup_conn *c;
+
+	if (i >= s->cfg.max_clients)
+		return;
+	c = &s->conns[i];
+	if (c->fd < 0 || c->gen != CONN_TAG_GEN(tag))
+		return;
+	if (CONN_TAG_KIND(tag) == TAG_CONN_FD) {
+		c->armed_fd = false;
+		if (res == -ECANCELED)
+			return;
+		sup_conn_event(s, i, res < 0 ? POLLERR : (uint32_t)res);
+	} else {
+		c->armed_pid = false;
+		if (res == -ECANCELED)
+			return;
+		sup_conn_exited(s, i);
+	}
 }
 
 static void arm_pidfds(struct loop *l)
@@ -135,11 +238,12 @@ static int loop_open(struct loop *l, struct sup *s)
 	rc = set_tick(l, SUP_TICK_MS);
 	if (rc)
 		return rc;
-	rc = io_uring_queue_init(2 * CHIPD_MAX_CHIPS + 8, &l->ring, 0);
+	rc = io_uring_queue_init(256, &l->ring, 0);
 	if (rc)
 		return rc;
 	if (arm(l, l->sigfd, TAG_SIGNAL) || arm(l, l->timerfd, TAG_TIMER) ||
-	    arm(l, s->loop_wake_fd, TAG_WAKE) || arm(l, s->spawner_pidfd, TAG_SPAWNER))
+	    arm(l, s->loop_wake_fd, TAG_WAKE) || arm(l, s->spawner_pidfd, TAG_SPAWNER) ||
+	    arm(l, s->listen_fd, TAG_LISTEN))
 		return -EBUSY;
 	arm_pidfds(l);
 	return 0;
@@ -230,24 +334,17 @@ static void check_ready(struct loop *l)
 	l->phase = PH_RUN;
 }
 
-/* Clients that died with streams open: their streams' readers are closed, so each
- * request is cancelled by its worker at its next round, without a call to the worker
- * (a stuck one holds nothing up; it is the heartbeat's); their mailbox slots are
- * reaped, and the sweep reclaims the rings once ended (or takes them back). */
-static void dead_clients(struct sup *s)
+/* Clients that are gone (no live connection: sup_conn.c) with streams open: their
+ * streams' readers are closed, so each request is cancelled by its worker at its next
+ * round, without a call to the worker (a stuck one holds nothing up; it is the
+ * heartbeat's); the sweep reclaims the rings once ended (or takes them back). A
+ * client's hang-up does all this at once; the tick catches a submit the router was
+ * serving meanwhile, slots of owners that never connected and hellos that never came. */
+static void dead_clients(struct sup *s, uint64_t now)
 {
-	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap(&s->node.mbox));
+	sup_conn_tick(s, now);
 	pthread_mutex_lock(&s->lock);
-	for (uint32_t i = 0; i < s->nreqs; i++) {
-		struct sup_req *e = &s->reqs[i];
-
-		if (!e->used || e->ended || e->forwarding || e->reader_closed || e->client == 0 ||
-		    shm_proc_alive(e->client, e->client_start))
-			continue;
-		SUP_INFO((int)e->chip, e->id, "client pid %d is gone: cancelling", (int)e->client);
-		sup_table_close_reader(s, e);
-	}
-	sup_table_sweep(s);
+	sup_conn_orphans(s);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -392,7 +489,7 @@ static void on_tick(struct loop *l)
 	if (l->phase == PH_START)
 		check_ready(l);
 	if (l->phase == PH_RUN || l->phase == PH_DRAIN)
-		dead_clients(s);
+		dead_clients(s, now);
 	stop_tick(l, now);
 	if (node_busy(l) != (l->tick_ms == SUP_TICK_MS))
 		(void)set_tick(l, l->tick_ms == SUP_TICK_MS ? SUP_IDLE_TICK_MS : SUP_TICK_MS);
@@ -415,6 +512,7 @@ int sup_loop_run(struct sup *s)
 	while (l.phase != PH_DONE) {
 		struct io_uring_cqe *cqe;
 		uint64_t tag;
+		int res;
 
 		io_uring_submit(&l.ring);
 		rc = io_uring_wait_cqe(&l.ring, &cqe);
@@ -426,6 +524,7 @@ int sup_loop_run(struct sup *s)
 			break;
 		}
 		tag = (uint64_t)(uintptr_t)io_uring_cqe_get_data(cqe);
+		res = cqe->res;
 		io_uring_cqe_seen(&l.ring, cqe);
 		if (tag == TAG_SIGNAL) {
 			on_signals(&l);
@@ -443,6 +542,11 @@ int sup_loop_run(struct sup *s)
 		} else if (tag == TAG_SPAWNER) { /* not re-armed: it dies once */
 			l.exit_code = sup_spawner_lost(s);
 			on_tick(&l); /* the stop starts now */
+		} else if (tag == TAG_LISTEN) {
+			sup_conn_accept(s);
+			arm(&l, s->listen_fd, TAG_LISTEN);
+		} else if (CONN_TAG_KIND(tag) == TAG_CONN_FD || CONN_TAG_KIND(tag) == TAG_CONN_PID) {
+			on_conn(&l, tag, res);
 		} else if (tag >= TAG_PIDFD && tag < TAG_PIDFD + s->cfg.chips) {
 			uint32_t chip = (uint32_t)(tag - TAG_PIDFD);
 
@@ -452,6 +556,7 @@ int sup_loop_run(struct sup *s)
 				(void)set_tick(&l, SUP_TICK_MS);
 		}
 		arm_pidfds(&l);
+		arm_conns(&l);
 	}
 	loop_close(&l);
 	return l.exit_code;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -170,9 +171,32 @@ static void block_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* Each client connection costs two descriptors (the socket and the client's pidfd):
+ * the soft limit is raised towards the hard one to hold --max-clients of them, and
+ * the bound is lowered (with a warning) where the hard limit cannot. */
+static void fit_fd_limit(struct sup *s)
+{
+	struct rlimit rl;
+	rlim_t need = 2 * (rlim_t)s->cfg.max_clients + 256; /* the rest of chipd */
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+		return;
+	rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+		uint32_t fit = rl.rlim_cur > 512 ? (uint32_t)((rl.rlim_cur - 256) / 2) : 128u;
+
+		SUP_WARN(-1, 0, "descriptor limit %llu holds %u clients, not max-clients=%u",
+			 (unsigned long long)rl.rlim_cur, fit, s->cfg.max_clients);
+		if (fit < s->cfg.max_clients)
+			s->cfg.max_clients = fit;
+	}
+}
+
 static void cleanup(struct sup *s)
 {
 	sup_router_stop(s);
+	sup_conn_close_all(s);
 	pthread_mutex_lock(&s->lock);
 	/* streams nobody could end are ended here; every stream's outcome is counted
 	 * (one that ended since the last sweep too) */
@@ -218,6 +242,7 @@ int main(int argc, char **argv, char **envp)
 	s->log_fd = -1;
 	s->spawn_fd = -1;
 	s->spawner_pidfd = -1;
+	s->listen_fd = -1;
 	/* the pid file, the detached log and the trace parts have predictable names:
 	 * only a directory nobody else can write is safe for them */
 	rc = sup_rundir_check(s->cfg.runtime_dir, msg, sizeof(msg));
@@ -252,6 +277,12 @@ int main(int argc, char **argv, char **envp)
 		rc = sup_spawner_start(s);
 	for (uint32_t i = 0; rc == 0 && i < s->cfg.chips; i++)
 		rc = sup_worker_spawn(s, &s->workers[i]);
+	/* bound after the spawner forked, by this process: its SO_PEERCRED is the region's
+	 * creator, as clients check (docs/protocol.md §9) */
+	if (rc == 0) {
+		fit_fd_limit(s);
+		rc = sup_conn_listen(s);
+	}
 	if (rc == 0)
 		rc = sup_router_start(s);
 	if (rc) {

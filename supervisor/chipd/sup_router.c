@@ -89,10 +89,27 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	struct sup_worker *w;
 	struct sup_req *e;
 
+	uint32_t pending, rings;
+
 	if (id && sup_table_find(s, id)) {
 		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
 			   (unsigned long long)id);
 		err->request = (int64_t)id;
+		return NULL;
+	}
+	/* one client cannot take what the node has for every client */
+	sup_table_client_usage(s, s->router_client, &pending, &rings);
+	if (pending >= s->cfg.max_client_pending) {
+		proto_fail(err, CHIPD_E_QUEUE_FULL,
+			   "pid %d has %u requests in flight (the per-client bound "
+			   "max-client-pending=%u)",
+			   (int)s->router_client, pending, s->cfg.max_client_pending);
+		return NULL;
+	}
+	if (rings >= s->cfg.max_client_rings) {
+		proto_fail(err, CHIPD_E_QUEUE_FULL,
+			   "pid %d holds %u token rings (the per-client bound max-client-rings=%u)",
+			   (int)s->router_client, rings, s->cfg.max_client_rings);
 		return NULL;
 	}
 	if (sup_table_live(s) >= s->cfg.max_pending) {
@@ -120,7 +137,6 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	    .chip = w->chip,
 	    .producer = w->pid,
 	    .client = s->router_client,
-	    .client_start = shm_proc_start_time(s->router_client),
 	    .submitted_ns = shm_now_ns(),
 	    .nparams = req->nparams,
 	    .max_tokens = req->max_tokens,
@@ -441,6 +457,23 @@ static const struct proto_server router_server = {
     .refused = router_refused,
 };
 
+/* The answer to a request from a slot whose owner pid has no live connection on the
+ * handshake socket: a process that never said hello, one whose connection ended, a
+ * forked child using its parent's handle, or a pid written by hand. Not served; the
+ * tick reclaims the slot (sup_conn_tick). */
+static int unconnected(struct sup *s, pid_t pid, void *out, size_t cap, size_t *len)
+{
+	struct proto_error e;
+
+	proto_fail(&e, CHIPD_E_BAD_REQUEST,
+		   "pid %d has no connection: connect through the socket first "
+		   "(docs/protocol.md §9)",
+		   (int)pid);
+	e.chip = -1;
+	sup_count_err(s, CHIPD_E_BAD_REQUEST);
+	return proto_encode_error(&e, out, cap, len);
+}
+
 static void *router_main(void *arg)
 {
 	struct sup *s = arg;
@@ -461,8 +494,12 @@ static void *router_main(void *arg)
 		sup_count(s, PROTO_SUP_requests, 1);
 		s->router_client = ev.client;
 		s->router_admitted = 0;
-		rc = proto_dispatch(&router_server, s, ev.req, ev.len, mbox_resp_buf(mb, ev.t),
-				    mbox_resp_cap(mb), &len);
+		if (sup_conn_router_check(s, ev.client))
+			rc = proto_dispatch(&router_server, s, ev.req, ev.len,
+					    mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb), &len);
+		else
+			rc = unconnected(s, ev.client, mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb),
+					 &len);
 		if (rc != 0)
 			continue; /* cannot happen: the response buffer holds an envelope */
 		/* answered: the answer reached a client still waiting for it; otherwise the

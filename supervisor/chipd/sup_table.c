@@ -212,8 +212,10 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	}
 	e->ended = true;
 	count_end(s, e, flags);
+	/* the client's connection says whether it lives (sup_conn.c), never a pid the
+	 * ring header holds */
 	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-		      !shm_proc_alive(e->client, e->client_start);
+		      !sup_conn_pid_live(s, e->client);
 	if (ring_drained(r) || reader_gone)
 		return true;
 	pos = atomic_load_explicit(&h->tail, memory_order_relaxed);
@@ -242,6 +244,35 @@ struct sup_req *sup_table_find(struct sup *s, uint64_t id)
 		return e;
 	}
 	return NULL;
+}
+
+void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings)
+{
+	*pending = *rings = 0;
+	/* reads only: the sweep (reclaimable) alone closes readers and takes rings back,
+	 * on its own schedule; a look at every submit would catch rings in the instant
+	 * between a producer's terminal claim and its record, and judge them broken */
+	for (uint32_t i = 0; pid > 0 && i < s->nreqs; i++) {
+		struct sup_req *e = &s->reqs[i];
+		const struct ring *r = &s->rings[i];
+		uint32_t flags;
+
+		if (!e->used || e->client != pid)
+			continue;
+		if (e->forwarding) { /* a re-queue in progress: still in flight */
+			(*rings)++;
+			(*pending)++;
+			continue;
+		}
+		flags = ring_end_flags(r);
+		/* ended and nobody to read it any more: the sweep gives it back */
+		if ((flags || e->ended) &&
+		    (e->reader_closed || ring_reader_closed(r) || ring_drained(r)))
+			continue;
+		(*rings)++;
+		if (!flags && !e->ended)
+			(*pending)++;
+	}
 }
 
 struct sup_req *sup_table_alloc(struct sup *s)

@@ -491,7 +491,7 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 		return;
 	}
 	if (e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-	    !shm_proc_alive(e->client, e->client_start)) {
+	    !sup_conn_pid_live(s, e->client)) {
 		requeue_end(s, e, "nobody reads it");
 		return;
 	}

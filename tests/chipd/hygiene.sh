@@ -70,15 +70,19 @@ mkdir "$dir/out.d"
 timeout 60 "$chipctl" trace --out "$dir/out.d/t.json" --seconds 1 >/dev/null || fail "trace"
 [ "$(mode "$dir/out.d/t.json")" = 600 ] || fail "trace file mode $(mode "$dir/out.d/t.json")"
 [ "$(ls "$dir/out.d")" = t.json ] || fail "left beside the trace: $(ls "$dir/out.d")"
+sock="$dir/run/chipd.$uid.$CHIPD_INSTANCE.sock"
+[ -S "$sock" ] || fail "no handshake socket $sock"
+[ "$(mode "$sock")" = 600 ] || fail "handshake socket mode $(mode "$sock")"
 for f in "$dir/run"/* "$dir/run"/.[!.]*; do
 	case $f in
-	*.log | *.pid | */'*' | */'.[!.]*') ;;
+	*.log | *.pid | "$sock" | */'*' | */'.[!.]*') ;;
 	*) fail "left in the runtime directory: $f" ;;
 	esac
 done
 timeout 30 "$chipctl" stop >/dev/null || fail "stop"
 until_true 300 "chipd pid $pid did not exit after stop" gone "$pid"
 grep -q "stopped" "$log" || fail "the stop is not in $log"
+[ ! -e "$sock" ] || fail "the handshake socket $sock is left after the stop"
 
 # 3. runtime directories that are not private
 expect_refused() { # DIR WORDS: chipd refuses DIR with a message holding WORDS

@@ -10,6 +10,7 @@
  * of the answer is the caller's. Exit 0 with an answer; 1 when the mailbox layer
  * answered instead of chipd (its errno is printed), the call timed out or the node
  * could not be attached; 64 for bad usage. */
+#include "hello.h"
 #include "mbox.h"
 #include "node.h"
 #include "region.h"
@@ -63,6 +64,8 @@ int main(int argc, char **argv)
 	struct shm_diag diag = {""};
 	char name[SHM_NAME_MAX];
 	struct mbox_ticket t;
+	struct proto_hello hello = {.fd = -1};
+	char why[CHIPD_MSG_MAX];
 	const unsigned char *ans;
 	const void *buf;
 	unsigned long ms = 10000;
@@ -90,6 +93,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "docs_raw_call: attach %s: %s (%s)\n", name, strerror(-rc),
 			diag.msg);
 		return 1;
+	}
+	/* the handshake (docs/protocol.md §9): the supervisor serves connected pids only */
+	rc = proto_hello(&node, (uint32_t)ms, &hello, why, sizeof(why));
+	if (rc < 0) {
+		fprintf(stderr, "docs_raw_call: hello: %s\n", why);
+		goto out_detach;
 	}
 	if ((unsigned long)len > mbox_req_cap(&node.mbox)) {
 		fprintf(stderr, "docs_raw_call: %ld bytes exceed the slot's %u\n", len,
@@ -124,6 +133,8 @@ int main(int argc, char **argv)
 	}
 	mbox_release(&node.mbox, t);
 out_detach:
+	if (hello.fd >= 0)
+		close(hello.fd);
 	proto_node_detach(&node);
 	return rc < 0 ? 1 : 0;
 }

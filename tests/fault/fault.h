@@ -9,6 +9,7 @@
 
 #include "chipd_fixture.h"
 #include "mbox.h"
+#include "hello.h"
 #include "node.h"
 #include "proto.h"
 #include "testutil.h"
@@ -117,6 +118,10 @@ struct ft_raw {
  * @ms. */
 void ft_raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const void *msg,
 		  uint32_t len, unsigned ms);
+/* The same, with the supervisor SIGSTOPped by the child once it said hello and before
+ * it claims (the router cannot take what it posts); the caller sends SIGCONT. */
+void ft_raw_start_sup_stopped(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop,
+			      const void *msg, uint32_t len, unsigned ms);
 
 /* The state of slot @slot of @d's client mailbox, read through @n. */
 enum mbox_state ft_slot_state(struct proto_node *n, uint32_t slot);
@@ -127,7 +132,12 @@ bool ft_slot_wait(struct proto_node *n, uint32_t slot, enum mbox_state state, ui
 		  unsigned ms);
 
 /* Attaches @n to @d's node region (the test's own view of the raw mailbox). */
+/* Attaches @n to @d's node region and says hello on its handshake socket (the
+ * connection stays open until the calling process exits: the supervisor serves the
+ * mailbox requests of connected processes only). */
 void ft_node_attach(struct cd *d, struct proto_node *n);
+/* Says hello for this process on @n's handshake socket; returns the connection. */
+int ft_node_hello(struct proto_node *n);
 
 /* One raw round trip on @d's mailbox from this process: claims a slot, copies @msg,
  * sets req_len to @len (which may exceed the buffer: written directly, as a hostile

@@ -97,8 +97,9 @@ START_TEST(client_killed_while_posted)
 
 	ft_start(&d, one_chip);
 	ft_node_attach(&d, &n);
-	ft_sigstop(d.pid); /* the router cannot take it */
-	ft_raw_start(&r, &d, FT_RAW_POSTED, msg, (uint32_t)ping_msg(msg, sizeof(msg)), 5000);
+	/* the router cannot take it: stopped by the raw client once it said hello */
+	ft_raw_start_sup_stopped(&r, &d, FT_RAW_POSTED, msg, (uint32_t)ping_msg(msg, sizeof(msg)),
+				 5000);
 	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_POSTED);
 	tu_kill(r.pid);
 	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_POSTED);

@@ -366,6 +366,17 @@ void ft_node_attach(struct cd *d, struct proto_node *n)
 	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d->instance), 0);
 	rc = proto_node_attach(n, name, &diag);
 	ck_assert_msg(rc == 0, "proto_node_attach: %d %s", rc, diag.msg);
+	(void)ft_node_hello(n);
+}
+
+int ft_node_hello(struct proto_node *n)
+{
+	struct proto_hello h;
+	char why[CHIPD_MSG_MAX];
+	int rc = proto_hello(n, 5000, &h, why, sizeof(why));
+
+	ck_assert_msg(rc == 0, "hello: %d %s", rc, why);
+	return h.fd;
 }
 
 enum mbox_state ft_slot_state(struct proto_node *n, uint32_t slot)
@@ -396,6 +407,7 @@ struct raw_arg {
 	const void *msg;
 	uint32_t len;
 	int wfd;
+	bool stop_sup; /* SIGSTOP the supervisor once connected, before claiming */
 };
 
 static int raw_child(void *arg)
@@ -406,7 +418,11 @@ static int raw_child(void *arg)
 	uint32_t report[2];
 	int rc;
 
-	ft_node_attach(a->d, &n);
+	ft_node_attach(a->d, &n); /* with the hello: the router serves connected pids */
+	if (a->stop_sup) {
+		if (kill(a->d->pid, SIGSTOP) || !ft_all_threads_stopped(a->d->pid, 3000))
+			return 6;
+	}
 	if (mbox_claim(&n.mbox, &t))
 		return 2;
 	memcpy(mbox_req_buf(&n.mbox, t), a->msg, a->len);
@@ -425,10 +441,10 @@ static int raw_child(void *arg)
 		pause(); /* until the test kills it */
 }
 
-void ft_raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const void *msg,
-		  uint32_t len, unsigned ms)
+static void raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const void *msg,
+		      uint32_t len, unsigned ms, bool stop_sup)
 {
-	struct raw_arg a = {d, stop, msg, len, -1};
+	struct raw_arg a = {d, stop, msg, len, -1, stop_sup};
 	uint32_t report[2];
 	struct pollfd pfd;
 	int p[2];
@@ -445,6 +461,18 @@ void ft_raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const v
 	r->slot = report[0];
 	r->gen = report[1];
 	close(p[0]);
+}
+
+void ft_raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const void *msg,
+		  uint32_t len, unsigned ms)
+{
+	raw_start(r, d, stop, msg, len, ms, false);
+}
+
+void ft_raw_start_sup_stopped(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop,
+			      const void *msg, uint32_t len, unsigned ms)
+{
+	raw_start(r, d, stop, msg, len, ms, true);
 }
 
 int ft_raw_call(struct proto_node *n, const void *msg, uint32_t len, enum proto_op op,

@@ -40,7 +40,7 @@ decode)
 	;;
 region)
 	# all of libchipd and shm/: attach, counters, rings, mailbox
-	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,schema,errors,dispatch,node,client}.c
+	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,schema,errors,dispatch,node,hello,client}.c
 		"$root"/shm/{proc,wait,region,mbox,ring,ctr}.c)
 	max_len=4096 # header, descriptor, directory, counters, mailbox header
 	;;

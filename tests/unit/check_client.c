@@ -399,7 +399,10 @@ START_TEST(stats_read_from_shared_memory)
 	cx_region(&x); /* no server needed */
 	ctr_add(&x.node.wrk_ctr[1], PROTO_WRK_tokens, 42);
 	ctr_set(&x.node.sup_ctr, PROTO_SUP_queue_depth, 3);
-	c = connect_to(&x);
+	/* a monitor's handle: counters need no handshake, and any request is refused */
+	ck_assert_msg(chipd_connect_monitor(x.instance, &c, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(chipd_ping(c, T_MS, NULL, &err), -ENOTCONN);
+	ck_assert_ptr_nonnull(strstr(err.message, "chipd_connect_monitor"));
 	ck_assert_int_eq(chipd_stats(c, st, 64, &n, &err), 0);
 	ck_assert_uint_eq(n, PROTO_NSUP_CTRS + 2 * PROTO_NWRK_CTRS);
 	for (uint32_t i = 0; i < n; i++) {

@@ -156,6 +156,12 @@ static void fill_answer(struct proto_msg *m)
 	case PROTO_OP_WORKLOADS:
 		fill_workloads(m);
 		break;
+	case PROTO_OP_HELLO:
+		m->client = INT64_MAX;
+		m->pid = 4194304;
+		m->max_pending = 1;
+		m->max_rings = 4096;
+		break;
 	default:
 		break;
 	}

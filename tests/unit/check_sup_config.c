@@ -124,6 +124,9 @@ START_TEST(defaults_when_nothing_is_given)
 		ck_assert_int_eq(c.gpus[i], -1);
 	ck_assert_uint_eq(c.queue, 64);
 	ck_assert_uint_eq(c.max_pending, 256);
+	ck_assert_uint_eq(c.max_clients, 1024);
+	ck_assert_uint_eq(c.max_client_pending, 128);
+	ck_assert_uint_eq(c.max_client_rings, 128);
 	ck_assert_uint_eq(c.banks, 8);
 	ck_assert(!c.no_overlap && !c.foreground && !c.print_config);
 	ck_assert_int_eq(c.log_level, SUP_LOG_INFO);
@@ -501,6 +504,45 @@ START_TEST(request_limits_are_settings)
 }
 END_TEST
 
+/* The per-client bounds and the connection limit (docs/protocol.md §9) are settings
+ * like the others; a runtime dir too long for the handshake socket is refused. */
+START_TEST(client_bounds_are_settings)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], line[256], dir[200];
+	char *out;
+
+	clean_env();
+	ck_assert_int_eq(LOAD("--max-client-pending", "3", "--max-clients", "7"), 0);
+	ck_assert_uint_eq(c.max_client_pending, 3);
+	ck_assert_int_eq(s.max_client_pending, SUP_SRC_FLAG);
+	ck_assert_uint_eq(c.max_clients, 7);
+	setenv("CHIPD_MAX_CLIENT_RINGS", "9", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_uint_eq(c.max_client_rings, 9);
+	ck_assert_int_eq(s.max_client_rings, SUP_SRC_ENV);
+	out = printed(&c, &s);
+	line_of(out, "max_client_rings", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= 9 (env)"), "%s", line);
+	line_of(out, "max_clients", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= 1024 (default)"), "%s", line);
+	free(out);
+	unsetenv("CHIPD_MAX_CLIENT_RINGS");
+	ck_assert_int_eq(LOAD("--max-client-pending", "0"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--max-client-pending 0: out of range 1..4096"), "%s", msg);
+	ck_assert_int_eq(LOAD("--max-clients", "65537"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--max-clients 65537: out of range 1..65536"), "%s", msg);
+	memset(dir, 'd', sizeof(dir) - 1);
+	dir[0] = '/';
+	dir[sizeof(dir) - 1] = '\0';
+	setenv("CHIPD_RUNTIME_DIR", dir, 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), -EINVAL);
+	ck_assert_msg(strstr(msg, "too long for the handshake socket"), "%s", msg);
+	unsetenv("CHIPD_RUNTIME_DIR");
+}
+END_TEST
+
 START_TEST(booleans_take_the_usual_spellings)
 {
 	static const char *const yes[] = {"1", "true", "yes", "TRUE", "Yes"};
@@ -714,6 +756,12 @@ START_TEST(help_lists_every_flag_and_variable)
 	    "CHIPD_QUEUE",
 	    "--max-pending",
 	    "CHIPD_MAX_PENDING",
+	    "--max-clients",
+	    "CHIPD_MAX_CLIENTS",
+	    "--max-client-pending",
+	    "CHIPD_MAX_CLIENT_PENDING",
+	    "--max-client-rings",
+	    "CHIPD_MAX_CLIENT_RINGS",
 	    "--banks",
 	    "CHIPD_BANKS",
 	    "--no-overlap",
@@ -791,6 +839,7 @@ static Suite *sup_config_suite(void)
 	    {"bad_instance_names_say_what_is_wrong", bad_instance_names_say_what_is_wrong},
 	    {"backoff_min_ms_is_a_setting", backoff_min_ms_is_a_setting},
 	    {"request_limits_are_settings", request_limits_are_settings},
+	    {"client_bounds_are_settings", client_bounds_are_settings},
 	    {"booleans_take_the_usual_spellings", booleans_take_the_usual_spellings},
 	    {"no_overlap_forces_one_bank", no_overlap_forces_one_bank},
 	    {"paths_and_the_runtime_dir", paths_and_the_runtime_dir},

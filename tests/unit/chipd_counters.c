@@ -3,6 +3,7 @@
  * requests and answered; the gauges of the supervisor and of a worker; what an ERROR
  * record carries; and the stats op's blocks. Part of check_chipd. */
 #include "chipd_fixture.h"
+#include "hello.h"
 #include "node.h"
 #include "proto.h"
 #include "region.h"
@@ -275,6 +276,8 @@ static unsigned stats_op_blocks(struct cd *d, int64_t chip)
 	struct shm_diag diag = {""};
 	struct proto_error perr;
 	struct proto_node n;
+	struct proto_hello hello;
+	char why[CHIPD_MSG_MAX];
 	unsigned blocks = 0;
 	uint32_t alen;
 	size_t len;
@@ -282,6 +285,8 @@ static unsigned stats_op_blocks(struct cd *d, int64_t chip)
 	ck_assert(m && buf);
 	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d->instance), 0);
 	ck_assert_msg(proto_node_attach(&n, name, &diag) == 0, "%s", diag.msg);
+	/* the supervisor serves connected processes only (docs/protocol.md §9) */
+	ck_assert_msg(proto_hello(&n, CD_CALL_MS, &hello, why, sizeof(why)) == 0, "%s", why);
 	proto_msg_init(m, PROTO_OP_STATS);
 	m->chip = chip;
 	ck_assert_int_eq(proto_encode_request(m, buf, PROTO_REQ_MAX, &len, &perr), 0);
@@ -301,6 +306,7 @@ static unsigned stats_op_blocks(struct cd *d, int64_t chip)
 		else
 			ck_abort_msg("stats: key %s", key);
 	}
+	close(hello.fd);
 	proto_node_detach(&n);
 	free(buf);
 	free(m);

@@ -218,6 +218,7 @@ void cx_region_remove(struct cx *x)
 void cx_start(struct cx *x, uint32_t slots)
 {
 	make(x, slots);
+	hx_start(&x->hello, &x->node);
 	mbox_set_spin(&x->node.mbox, 0);
 	ck_assert_int_eq(pthread_create(&x->thread, NULL, serve, x), 0);
 }
@@ -226,5 +227,6 @@ void cx_stop(struct cx *x)
 {
 	atomic_store(&x->stop, 1);
 	pthread_join(x->thread, NULL);
+	hx_stop(&x->hello);
 	cx_region_remove(x);
 }

@@ -5,6 +5,7 @@
 #define CHIPD_CLIENT_FIXTURE_H
 
 #include "chipd.h"
+#include "hello_fixture.h"
 #include "node.h"
 
 #include <check.h>
@@ -25,6 +26,7 @@ struct cx {
 	char instance[CHIPD_INSTANCE_MAX];
 	char name[SHM_NAME_MAX];
 	pthread_t thread;
+	struct hx hello; /* the handshake socket (cx_start) */
 	_Atomic int stop, mode, resets_acked;
 	/* server-private: the streams it feeds (ring index = stream slot) */
 	struct cx_stream {

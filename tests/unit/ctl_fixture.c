@@ -156,6 +156,7 @@ void tsrv_start(struct tsrv *t)
 {
 	memset(t, 0, sizeof(*t));
 	cx_region(&t->x);
+	hx_start(&t->hello, &t->x.node);
 	ck_assert_int_eq(pthread_create(&t->thread, NULL, trace_serve, t), 0);
 }
 
@@ -163,5 +164,6 @@ void tsrv_stop(struct tsrv *t)
 {
 	atomic_store(&t->stop, 1);
 	pthread_join(t->thread, NULL);
+	hx_stop(&t->hello);
 	cx_region_remove(&t->x);
 }

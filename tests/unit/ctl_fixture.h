@@ -39,6 +39,7 @@ extern const char trace_json[];
 /* A server of PROTO_OP_TRACE and PROTO_OP_WORKLOADS only. */
 struct tsrv {
 	struct cx x; /* the region: x.instance is what clients connect to */
+	struct hx hello; /* its handshake socket */
 	pthread_t thread;
 	_Atomic int stop;
 	/* the first 8 trace requests, in order: read them after tsrv_stop */

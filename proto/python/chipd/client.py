@@ -512,7 +512,10 @@ def connect(instance: Optional[str] = None) -> Connection:
     """Connects to chipd @instance (None: $CHIPD_INSTANCE, then $SLURM_JOB_ID, then
     "default", as chipd and chipctl choose it). Raises ``NoSuchInstance`` when it does
     not exist, ``NotRunning`` when its supervisor is not running, ``ChipdError``
-    otherwise; OSError when libchipd cannot be loaded."""
+    otherwise; OSError when libchipd cannot be loaded. A connection belongs to the
+    process that made it (docs/protocol.md §9): a forked child, multiprocessing's
+    included, calls connect() itself; its parent's connection is refused there with
+    ``bad_request``."""
     handle = ctypes.c_void_p()
     name = None if instance is None else instance.encode()
     _call(_lib.lib().chipd_connect, name, ctypes.byref(handle))

@@ -1,0 +1,170 @@
+/* hello.c - the client's side of the handshake (see hello.h, docs/protocol.md §9). */
+#include "hello.h"
+
+#include "wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+__attribute__((format(printf, 4, 5))) static int say(char *why, size_t cap, int rc,
+						     const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && cap) {
+		va_start(ap, fmt);
+		vsnprintf(why, cap, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* Waits until @fd is readable or @deadline_ns passes. Returns 0, -ETIMEDOUT or -errno. */
+static int wait_readable(int fd, uint64_t deadline_ns)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t now = shm_now_ns();
+		int ms, rc;
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		ms = (int)((deadline_ns - now + SHM_NS_PER_MS - 1) / SHM_NS_PER_MS);
+		rc = poll(&p, 1, ms);
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_hello *out,
+		char *why, size_t cap)
+{
+	uint64_t deadline = shm_deadline_in((uint64_t)timeout_ms * SHM_NS_PER_MS);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char path[PROTO_NODE_SOCK_MAX], buf[PROTO_REQ_MAX];
+	/* the creator's pid, copied once: the header is shared memory */
+	pid_t creator = (pid_t)n->region.hdr->creator_pid;
+	struct proto_error pe;
+	struct proto_msg *m = NULL;
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	size_t len;
+	ssize_t got;
+	bool reset_seen = false;
+	int fd, rc;
+
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	if (proto_node_sock_path(n, path) < 0)
+		return say(why, cap, -EBADMSG,
+			   "node region %s names no valid handshake socket (an older chipd?)",
+			   n->region.name);
+	memcpy(sa.sun_path, path, sizeof(path) < sizeof(sa.sun_path) ? sizeof(path)
+								      : sizeof(sa.sun_path));
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return say(why, cap, -errno, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		rc = -errno;
+		say(why, cap, rc, "cannot connect to %s: %s", path, strerror(-rc));
+		goto err_close;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0) {
+		rc = -errno;
+		say(why, cap, rc, "%s: SO_PEERCRED: %s", path, strerror(-rc));
+		goto err_close;
+	}
+	if (cr.pid != creator) {
+		rc = say(why, cap, -EACCES,
+			 "%s is served by pid %d, not by the region's creator pid %d: refusing "
+			 "an impostor",
+			 path, (int)cr.pid, (int)creator);
+		goto err_close;
+	}
+	out->server_pid = cr.pid;
+	m = malloc(sizeof(*m)); /* about 41 KiB: not for an arbitrary caller's stack */
+	if (!m) {
+		rc = say(why, cap, -ENOMEM, "out of memory");
+		goto err_close;
+	}
+	proto_msg_init(m, PROTO_OP_HELLO);
+	rc = proto_encode_request(m, buf, sizeof(buf), &len, &pe);
+	if (rc) {
+		say(why, cap, rc, "hello: %s", pe.message);
+		goto err_close;
+	}
+	if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		/* a supervisor that refuses the connection at once (max-clients) answers
+		 * and closes before the hello is read: its answer is still there */
+		rc = -errno;
+		got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (got < 0 && errno == ECONNRESET) /* the error first, then what is queued */
+			got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (got <= 0) {
+			say(why, cap, rc, "%s: send: %s", path, strerror(-rc));
+			goto err_close;
+		}
+	} else {
+		got = -1;
+	}
+	while (got < 0) {
+		rc = wait_readable(fd, deadline);
+		if (rc == -ETIMEDOUT)
+			say(why, cap, rc, "%s: no answer to hello within %u ms", path, timeout_ms);
+		else if (rc)
+			say(why, cap, rc, "%s: poll: %s", path, strerror(-rc));
+		if (rc)
+			goto err_close;
+		got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		/* a supervisor that closed with our hello unread makes the first read fail
+		 * ECONNRESET (and clears the error): its answer may still be queued */
+		if (got < 0 && errno == ECONNRESET && !reset_seen) {
+			reset_seen = true;
+			got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (got < 0 && errno == EAGAIN)
+				errno = ECONNRESET;
+		}
+		if (got < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+	}
+	if (got <= 0) {
+		rc = got == 0 ? -EPIPE : -errno;
+		say(why, cap, rc, "%s: the supervisor closed the connection without an answer",
+		    path);
+		goto err_close;
+	}
+	if (proto_decode_answer(PROTO_OP_HELLO, buf, (size_t)got, m, &pe)) {
+		rc = say(why, cap, -EBADMSG, "%s: malformed hello answer: %s", path, pe.message);
+		goto err_close;
+	}
+	if (!m->ok) {
+		out->err = m->err;
+		rc = say(why, cap, -EREMOTEIO, "%s", m->err.message);
+		goto err_close;
+	}
+	if (m->pid != cr.pid) {
+		rc = say(why, cap, -EBADMSG, "%s: hello answer names pid %lld, the server is %d",
+			 path, (long long)m->pid, (int)cr.pid);
+		goto err_close;
+	}
+	out->fd = fd;
+	out->client = m->client;
+	out->max_pending = m->max_pending;
+	out->max_rings = m->max_rings;
+	free(m);
+	return 0;
+err_close:
+	free(m);
+	close(fd);
+	return rc;
+}
