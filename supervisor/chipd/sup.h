@@ -37,6 +37,9 @@
  * publishes a claimed terminal within microseconds, and cannot push into a ring whose
  * indices are out of range at all. */
 #define SUP_BROKEN_MS 1000u
+/* how long a terminal claimed with no terminal record may stand before the ring counts
+ * as broken: far above the microseconds a producer spends between the two */
+#define SUP_UNSEALED_MS 500u
 /* How long an ended stream may sit unread (its reader's tail standing still) before
  * its ring is taken back from a reader that is alive but reads no more. */
 #define SUP_UNREAD_MS 60000u
@@ -122,6 +125,10 @@ struct sup_req {
 	/* when the sweep first saw the ring broken (an index or its identity not what
 	 * the supervisor wrote, or a terminal claimed with no record): 0 while sound */
 	uint64_t broken_ns;
+	/* when the sweep first saw the terminal claimed with no terminal record, 0 when
+	 * not: a producer between its claim and its record looks like this for a
+	 * moment, so it counts as broken only after SUP_UNSEALED_MS */
+	uint64_t unsealed_ns;
 	/* ended, not drained: the reader's tail when last seen and since when it stood */
 	uint64_t seen_tail, tail_since_ns;
 	/* what a re-queue on another worker needs */

@@ -170,7 +170,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	struct ring_hdr *h;
 	uint64_t now, pos;
 	uint32_t flags;
-	bool broken, reader_gone, held;
+	bool broken, reader_gone, held, unsealed;
 
 	if (!e->used || e->forwarding)
 		return false;
@@ -179,8 +179,13 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	now = shm_now_ns();
 	/* every read below is bounded by the supervisor's own capacity (s->rings) */
 	flags = ring_end_flags(r);
+	unsealed = !flags && atomic_load_explicit(&h->terminal, memory_order_acquire);
+	if (!unsealed)
+		e->unsealed_ns = 0;
+	else if (!e->unsealed_ns)
+		e->unsealed_ns = now;
 	broken = !ring_sound(e, r) || (e->ended && !flags) ||
-		 (!flags && atomic_load_explicit(&h->terminal, memory_order_acquire));
+		 (unsealed && now - e->unsealed_ns >= SUP_UNSEALED_MS * SHM_NS_PER_MS);
 	/* the supervisor's own record of the producer, not the header's */
 	held = e->producer > 0 && e->chip < s->cfg.chips && e->producer == s->workers[e->chip].pid;
 	if (broken) {
