@@ -245,6 +245,9 @@ static int hello(chipd_conn *c, struct chipd_error *err)
 		return fail(err, rc, CHIPD_OK, "instance \"%s\": handshake: %s", c->instance,
 			    why);
 	c->fd = h.fd;
+	/* the server's liveness from here on: the pid the kernel named, never the
+	 * mailbox header's word, which any client can overwrite */
+	mbox_client_set_server(&c->node.mbox, h.server_pid);
 	return 0;
 }
 

@@ -178,10 +178,20 @@ static void raise_attention(struct mbox *mb, uint32_t i)
 
 static bool server_alive(const struct mbox *mb)
 {
-	pid_t pid = (pid_t)atomic_load_explicit(&mb->hdr->server_pid, memory_order_acquire);
-	uint64_t start = atomic_load_explicit(&mb->hdr->server_start, memory_order_relaxed);
+	pid_t pid;
+	uint64_t start;
 
+	if (mb->server_pid > 0) /* a client that knows its server from the kernel */
+		return shm_proc_alive(mb->server_pid, mb->server_start);
+	pid = (pid_t)atomic_load_explicit(&mb->hdr->server_pid, memory_order_acquire);
+	start = atomic_load_explicit(&mb->hdr->server_start, memory_order_relaxed);
 	return pid != 0 && shm_proc_alive(pid, start);
+}
+
+void mbox_client_set_server(struct mbox *mb, pid_t pid)
+{
+	mb->server_pid = pid > 0 ? pid : 0;
+	mb->server_start = mb->server_pid ? shm_proc_start_time(mb->server_pid) : 0;
 }
 
 /* Moves slot @s from @c to FREE with the next generation and wakes its sleeper. */
@@ -291,8 +301,10 @@ static bool answer_peer_lost(void *arg)
 {
 	struct client_wait *w = arg;
 	uint64_t c = load_ctl(w->s);
-	pid_t pid = (pid_t)atomic_load_explicit(&w->mb->hdr->server_pid, memory_order_acquire);
+	pid_t pid = w->mb->server_pid;
 
+	if (pid == 0)
+		pid = (pid_t)atomic_load_explicit(&w->mb->hdr->server_pid, memory_order_acquire);
 	if (pid == 0 && MBOX_CTL_STATE(c) == MBOX_POSTED)
 		return false;
 	return !server_alive(w->mb);

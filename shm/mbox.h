@@ -118,6 +118,10 @@ struct mbox {
 	/* server only: requests longer than the buffer are reported, not refused here
 	 * (mbox_server_take_oversize) */
 	bool take_oversize;
+	/* client only: the server as the kernel named it (mbox_client_set_server), or 0
+	 * to go by the header's server_pid and server_start */
+	pid_t server_pid;
+	uint64_t server_start;
 };
 
 /* A client's hold on one slot in one generation. */
@@ -163,6 +167,12 @@ void mbox_set_spin(struct mbox *mb, uint64_t spin_ns);
 
 /* Claims a FREE slot for the calling process. Reaps dead owners once if none is
  * free. Returns 0, or -EAGAIN when every slot is busy. Never blocks. */
+/* Client: takes the server's identity from a trusted source (the handshake socket's
+ * SO_PEERCRED) instead of the header, which every client can write: the client's
+ * waits then judge the server alive by @pid and its start time alone. @pid 0 goes
+ * back to the header. */
+void mbox_client_set_server(struct mbox *mb, pid_t pid);
+
 int mbox_claim(struct mbox *mb, struct mbox_ticket *t);
 
 /* The request buffer of a claimed slot (mbox_req_cap bytes). */

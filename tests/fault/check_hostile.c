@@ -15,7 +15,7 @@
  * The corruptions: the mailbox header's bitmap_words; the node descriptor's nrings,
  * rings_offset and ring_stride; the magic of the client's own ring; a ring's capacity
  * with a descriptor that makes it look as if it fits; a worker gauge above
- * UINT32_MAX. docs/reliability.md lists them in the fault matrix. */
+ * UINT32_MAX; the mailbox header's server_pid. docs/reliability.md lists them in the fault matrix. */
 #include "hostile.h"
 #include "ring.h"
 
@@ -360,6 +360,49 @@ START_TEST(worker_gauge_above_uint32_max)
 }
 END_TEST
 
+static int exit_at_once(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/* The mailbox header names another server: pid 1 (alive, not chipd) and then a pid
+ * with no process. Connected clients know their server from the handshake socket's
+ * credentials, never from this word: every call of the good client is answered. */
+START_TEST(mailbox_server_pid_rewritten)
+{
+	struct hs_client c;
+	struct hs_node node;
+	struct hs_view v;
+	struct cd d;
+	uint32_t forged[2] = {1, 0};
+
+	hostile_start(&d, &node, &c, -1);
+	forged[1] = (uint32_t)tu_fork(exit_at_once, NULL);
+	ck_assert_int_eq(tu_wait((pid_t)forged[1], 5000), 0);
+	hs_view_attach(&d, &v);
+	for (size_t k = 0; k < sizeof(forged) / sizeof(forged[0]); k++) {
+		char why[64];
+
+		hs_put32(&v.n.mbox.hdr->server_pid, forged[k]);
+		for (int i = 0; i < 20; i++) {
+			struct chipd_error err;
+			uint32_t pid = 0;
+			int rc = chipd_ping(d.conn, CD_CALL_MS, &pid, &err);
+
+			ck_assert_msg(rc == 0, "ping with server_pid %u: %d (%s)", forged[k], rc,
+				      err.message);
+			ck_assert_uint_eq(pid, (uint32_t)node.sup);
+		}
+		snprintf(why, sizeof(why), "server_pid %u", forged[k]);
+		hs_client_progress(&c, &node, 3, 10000, why);
+	}
+	hostile_survived(&d, &node, &c, "mailbox server_pid rewritten");
+	hs_put32(&v.n.mbox.hdr->server_pid, (uint32_t)node.sup);
+	hostile_end(&d, &v, &node);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -368,6 +411,7 @@ int main(void)
 	    {"own_ring_magic_zeroed", own_ring_magic_zeroed},
 	    {"ring_capacity_and_stride_raised", ring_capacity_and_stride_raised},
 	    {"worker_gauge_above_uint32_max", worker_gauge_above_uint32_max},
+	    {"mailbox_server_pid_rewritten", mailbox_server_pid_rewritten},
 	};
 	Suite *s = suite_create("hostile");
 	int rc;
