@@ -449,7 +449,11 @@ int mbox_server_attach(struct mbox *mb)
 
 	if (old != 0 && old != me && server_alive(mb))
 		return -EBUSY;
-	atomic_store_explicit(&h->server_start, shm_proc_self_start_time(), memory_order_relaxed);
+	/* the server knows itself: its own liveness checks (the reaper's) never read
+	 * the header's words, which any client can write */
+	mb->server_pid = me;
+	mb->server_start = shm_proc_self_start_time();
+	atomic_store_explicit(&h->server_start, mb->server_start, memory_order_relaxed);
 	atomic_store_explicit(&h->server_pid, (uint32_t)me, memory_order_release);
 	atomic_fetch_add_explicit(&h->server_epoch, 1, memory_order_seq_cst);
 
@@ -468,6 +472,8 @@ int mbox_server_attach(struct mbox *mb)
 
 void mbox_server_detach(struct mbox *mb)
 {
+	mb->server_pid = 0;
+	mb->server_start = 0;
 	atomic_store_explicit(&mb->hdr->server_pid, 0, memory_order_seq_cst);
 	/* Wake clients sleeping on taken slots so they notice at once. */
 	for (uint32_t i = 0; i < mb->nslots; i++)

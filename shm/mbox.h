@@ -118,8 +118,9 @@ struct mbox {
 	/* server only: requests longer than the buffer are reported, not refused here
 	 * (mbox_server_take_oversize) */
 	bool take_oversize;
-	/* client only: the server as the kernel named it (mbox_client_set_server), or 0
-	 * to go by the header's server_pid and server_start */
+	/* the server as this process knows it, or 0 to go by the header's server_pid and
+	 * server_start: a client's from the kernel (mbox_client_set_server), the
+	 * server's itself (mbox_server_attach) */
 	pid_t server_pid;
 	uint64_t server_start;
 };
