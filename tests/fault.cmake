@@ -24,6 +24,9 @@ chipd_fault_check(check_abandon 600)
 # the old layout) and the per-client bounds; each tcase sets its own timeout.
 chipd_fault_check(check_identity 300)
 target_sources(check_identity PRIVATE unit/hello_fixture.c)
+# One client cannot take the client mailbox (--max-client-slots): a hog claiming every
+# slot, one posting past its bound, threads of one process past it.
+chipd_fault_check(check_slots 300)
 # 64 clients x 50 requests in CI; FT_LOAD_REQUESTS=1000 for the full run.
 chipd_fault_check(check_load 300)
 

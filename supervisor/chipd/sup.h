@@ -209,6 +209,10 @@ struct sup {
 	/* event loop: what each mailbox slot of an unconnected owner held, and since when
 	 * (SUP_UNCONNECTED_MS) */
 	uint64_t *slot_seen_ctl, *slot_seen_ns;
+	/* event loop, --max-client-slots (sup_conn.c): each slot's control word at the
+	 * last sweep, the ones this sweep takes back (their control word; 0 none), and
+	 * the sweep's scratch (owner and slot of each held slot) */
+	uint64_t *slot_last_ctl, *slot_take_ctl, *slot_keys;
 	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
 	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
 			    * thread is acted on at once, not at the next (idle) tick */
@@ -287,11 +291,18 @@ void sup_conn_release(struct sup *s, uint32_t i);
 /* Connection @i's process exited (its pidfd became readable). Event loop. */
 void sup_conn_exited(struct sup *s, uint32_t i);
 /* Per tick: closes connections whose hello did not come within PROTO_HELLO_WAIT_MS,
- * and reclaims the mailbox slots of owners without a connection (at once for a dead
- * pid, after SUP_UNCONNECTED_MS in one state otherwise). Event loop. */
+ * reclaims the mailbox slots of owners without a connection (at once for a dead pid,
+ * after SUP_UNCONNECTED_MS in one state otherwise), and takes back the slots a
+ * connected client holds CLAIMED past its first --max-client-slots when this sweep
+ * and the last saw the same control word (FREE, next generation). Event loop. */
 void sup_conn_tick(struct sup *s, uint64_t now);
 /* Whether @pid has a live connection. Under sup.lock. */
 bool sup_conn_pid_live(const struct sup *s, pid_t pid);
+/* How many slots of mailbox @mb client @pid holds (any state but FREE, by the owner in
+ * each slot's control word, read once each, over the mailbox's own slot count), and in
+ * *@below how many of them are numbered below @slot: a slot with *@below at or past
+ * --max-client-slots is past the client's bound. Reads only; any thread. */
+uint32_t sup_conn_slots_held(const struct mbox *mb, pid_t pid, uint32_t slot, uint32_t *below);
 /* The same for the router thread, without the lock while nothing changed. */
 bool sup_conn_router_check(struct sup *s, pid_t pid);
 /* Closes the readers of the streams whose client has no live connection (their

@@ -31,6 +31,10 @@
 
 /* The longest --kv-blocks: 2^20 blocks of 2048 floats are 8 GiB per worker. */
 #define SUP_KV_BLOCKS_MAX (1u << 20)
+/* --max-client-slots' default: a quarter of the client mailbox's slots, at least 1, so
+ * that one client leaves three quarters of the mailbox to the others however many
+ * threads it runs. Its bound is the mailbox's slots (a bound of all of them is none). */
+#define SUP_MAX_CLIENT_SLOTS_DEFAULT (PROTO_NODE_SLOTS / 4 > 0 ? PROTO_NODE_SLOTS / 4 : 1u)
 /* getopt_long's value for table entry i; above every short option's character. */
 #define OPT_BASE 256
 
@@ -92,6 +96,12 @@ static const struct opt opts[] = {
     {"max_client_rings", "max-client-rings", "N", "CHIPD_MAX_CLIENT_RINGS", K_U32,
      FIELD(max_client_rings), SRC(max_client_rings), 1, PROTO_NODE_MAX_RINGS, 0,
      "token rings one client process holds (streams in flight or ended and not yet read)",
+     NULL},
+    {"max_client_slots", "max-client-slots", "N", "CHIPD_MAX_CLIENT_SLOTS", K_U32,
+     FIELD(max_client_slots), SRC(max_client_slots), 1, PROTO_NODE_SLOTS, 0,
+     "client mailbox slots one client process may hold at once (a quarter of the mailbox's "
+     "by default): a request past them is answered queue_full, and slots it leaves claimed "
+     "past them are taken back",
      NULL},
     {"banks", "banks", "N", "CHIPD_BANKS", K_U32, FIELD(banks), SRC(banks), 1, SUP_BANKS_MAX, 0,
      "arena banks per worker (2: build one step while the last runs; more: a slow "
@@ -266,6 +276,7 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 	 * and more, and one client cannot take what every other client needs */
 	cfg->max_client_pending = 128;
 	cfg->max_client_rings = 128;
+	cfg->max_client_slots = SUP_MAX_CLIENT_SLOTS_DEFAULT;
 	cfg->banks = 8;
 	cfg->log_level = SUP_LOG_INFO;
 	cfg->notify_fd = -1;

@@ -63,6 +63,9 @@ struct sup_config {
 	/* --max-client-pending, --max-client-rings (CHIPD_MAX_CLIENT_*): what one client
 	 * process may hold of the node's requests in flight and token rings; 128 each */
 	uint32_t max_client_pending, max_client_rings;
+	/* --max-client-slots (CHIPD_MAX_CLIENT_SLOTS): client mailbox slots one client
+	 * process may hold at once; a quarter of the mailbox's slots (sup_config.c) */
+	uint32_t max_client_slots;
 	uint32_t banks;	      /* --banks, CHIPD_BANKS; 2 */
 	bool no_overlap;      /* --no-overlap, CHIPD_NO_OVERLAP=1 */
 	bool foreground;      /* --foreground, CHIPD_FOREGROUND=1 (else detach) */
@@ -92,7 +95,7 @@ struct sup_config {
 
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
-	    max_client_pending, max_client_rings, banks, no_overlap, foreground,
+	    max_client_pending, max_client_rings, max_client_slots, banks, no_overlap, foreground,
 	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
 	    progress_ms, backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks,
 	    max_request_host_bytes, max_request_device_bytes, max_request_steps, watchdog_usec,

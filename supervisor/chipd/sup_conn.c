@@ -42,7 +42,11 @@ int sup_conn_listen(struct sup *s)
 	s->conns = calloc(s->cfg.max_clients, sizeof(*s->conns));
 	s->slot_seen_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_seen_ctl));
 	s->slot_seen_ns = calloc(s->node.mbox.nslots, sizeof(*s->slot_seen_ns));
-	if (!s->conns || !s->slot_seen_ctl || !s->slot_seen_ns)
+	s->slot_last_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_last_ctl));
+	s->slot_take_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_take_ctl));
+	s->slot_keys = calloc(s->node.mbox.nslots, sizeof(*s->slot_keys));
+	if (!s->conns || !s->slot_seen_ctl || !s->slot_seen_ns || !s->slot_last_ctl ||
+	    !s->slot_take_ctl || !s->slot_keys)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->cfg.max_clients; i++)
 		s->conns[i].fd = s->conns[i].pidfd = -1;
@@ -128,8 +132,12 @@ void sup_conn_close_all(struct sup *s)
 	free(s->conns);
 	free(s->slot_seen_ctl);
 	free(s->slot_seen_ns);
+	free(s->slot_last_ctl);
+	free(s->slot_take_ctl);
+	free(s->slot_keys);
 	s->conns = NULL;
 	s->slot_seen_ctl = s->slot_seen_ns = NULL;
+	s->slot_last_ctl = s->slot_take_ctl = s->slot_keys = NULL;
 }
 
 bool sup_conn_pid_live(const struct sup *s, pid_t pid)
@@ -138,6 +146,23 @@ bool sup_conn_pid_live(const struct sup *s, pid_t pid)
 		if (s->conns[i].live && s->conns[i].pid == pid)
 			return true;
 	return false;
+}
+
+uint32_t sup_conn_slots_held(const struct mbox *mb, pid_t pid, uint32_t slot, uint32_t *below)
+{
+	uint32_t held = 0;
+
+	*below = 0;
+	/* the mailbox's own slot count, never the header's; the owner field is 24 bits */
+	for (uint32_t i = 0; pid > 0 && i < mb->nslots; i++) {
+		uint64_t c = mbox_ctl(mb, i);
+
+		if (MBOX_CTL_STATE(c) == MBOX_FREE || MBOX_CTL_PID(c) != (pid & 0xffffff))
+			continue;
+		held++;
+		*below += i < slot;
+	}
+	return held;
 }
 
 bool sup_conn_router_check(struct sup *s, pid_t pid)
@@ -396,16 +421,72 @@ void sup_conn_exited(struct sup *s, uint32_t i)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Marks in slot_take_ctl what this sweep takes back for --max-client-slots: of each
+ * connected owner's slots (any state but FREE) in slot order, those past its first
+ * max_client_slots that stand CLAIMED with the control word the last sweep saw. A
+ * claim is followed by its post within microseconds; one left standing a whole tick
+ * past the bound holds a slot other clients need. A slot within the bound is never
+ * taken back, however long it is held (its client may be building a request). Every
+ * control word is read once, each slot index is below the mailbox's own count. Under
+ * sup.lock. */
+static void mark_over_bound(struct sup *s)
+{
+	const struct mbox *mb = &s->node.mbox;
+	uint32_t bound = s->cfg.max_client_slots, n = 0;
+
+	for (uint32_t i = 0; i < mb->nslots; i++) {
+		uint64_t c = mbox_ctl(mb, i);
+
+		s->slot_take_ctl[i] =
+		    MBOX_CTL_STATE(c) == MBOX_CLAIMED && c == s->slot_last_ctl[i] ? c : 0;
+		s->slot_last_ctl[i] = c;
+		if (MBOX_CTL_STATE(c) != MBOX_FREE)
+			s->slot_keys[n++] = (uint64_t)MBOX_CTL_PID(c) << 32 | i;
+	}
+	/* grouped by owner, each owner's slots in slot order */
+	qsort(s->slot_keys, n, sizeof(*s->slot_keys), cmp_key);
+	for (uint32_t k = 0, end; k < n; k = end) {
+		pid_t pid = (pid_t)(s->slot_keys[k] >> 32);
+		bool live = sup_conn_pid_live(s, pid);
+
+		for (end = k; end < n && (pid_t)(s->slot_keys[end] >> 32) == pid; end++)
+			if (!live || end - k < bound)
+				s->slot_take_ctl[(uint32_t)s->slot_keys[end]] = 0;
+	}
+}
+
+/* What the tick's reaper found: the slots it took back for --max-client-slots. */
+struct tick_ctx {
+	struct sup *s;
+	uint32_t taken;
+	pid_t pid; /* the owner of the last one */
+};
+
 /* The tick's liveness of a slot owner: connected, or a live process whose slot has not
  * stood in one state for SUP_UNCONNECTED_MS (time to read the router's refusal); a
- * dead pid is dead at once. Under sup.lock. */
+ * dead pid is dead at once. A connected owner's slot that mark_over_bound marked, with
+ * the control word it marked, counts as dead: the reaper moves it to FREE with the
+ * next generation, so the owner's late post of it fails. Under sup.lock. */
 static bool tick_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 {
-	struct sup *s = ctx;
+	struct tick_ctx *t = ctx;
+	struct sup *s = t->s;
 	uint64_t now = shm_now_ns();
 
-	if (sup_conn_pid_live(s, MBOX_CTL_PID(ctl)))
-		return true;
+	if (sup_conn_pid_live(s, MBOX_CTL_PID(ctl))) {
+		if (slot >= s->node.mbox.nslots || s->slot_take_ctl[slot] != ctl)
+			return true;
+		t->taken++;
+		t->pid = MBOX_CTL_PID(ctl);
+		return false;
+	}
 	if (!shm_proc_alive(MBOX_CTL_PID(ctl), start))
 		return false;
 	if (s->slot_seen_ctl[slot] != ctl) {
@@ -422,6 +503,8 @@ static bool tick_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 
 void sup_conn_tick(struct sup *s, uint64_t now)
 {
+	struct tick_ctx t = {.s = s};
+
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->cfg.max_clients; i++) {
 		struct sup_conn *c = &s->conns[i];
@@ -430,8 +513,14 @@ void sup_conn_tick(struct sup *s, uint64_t now)
 		    now - c->accepted_ns >= (uint64_t)PROTO_HELLO_WAIT_MS * SHM_NS_PER_MS)
 			conn_end(s, c, "sent no hello within 2 s: closed");
 	}
-	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap_by(&s->node.mbox, tick_alive, s));
+	mark_over_bound(s);
+	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap_by(&s->node.mbox, tick_alive, &t));
 	pthread_mutex_unlock(&s->lock);
+	if (t.taken)
+		SUP_WARN(-1, 0,
+			 "took back %u mailbox slots left claimed past the per-client bound "
+			 "max-client-slots=%u (pid %d)",
+			 t.taken, s->cfg.max_client_slots, (int)t.pid);
 }
 
 void sup_conn_orphans(struct sup *s)

@@ -474,6 +474,21 @@ static int unconnected(struct sup *s, pid_t pid, void *out, size_t cap, size_t *
 	return proto_encode_error(&e, out, cap, len);
 }
 
+/* The answer to a request in a slot past its client's --max-client-slots: the client
+ * holds more slots than its bound, and this one is not among its first (lowest
+ * numbered) ones. queue_full, retryable: the client's own slots coming back make room.
+ * Served that way, the first ones of a client past its bound still go through. */
+static int over_slots(struct sup *s, pid_t pid, uint32_t held, void *out, size_t cap, size_t *len)
+{
+	struct proto_error e;
+
+	proto_fail(&e, CHIPD_E_QUEUE_FULL,
+		   "pid %d holds %u mailbox slots (the per-client bound max-client-slots=%u)",
+		   (int)pid, held, s->cfg.max_client_slots);
+	sup_count_err(s, CHIPD_E_QUEUE_FULL);
+	return proto_encode_error(&e, out, cap, len);
+}
+
 static void *router_main(void *arg)
 {
 	struct sup *s = arg;
@@ -481,6 +496,7 @@ static void *router_main(void *arg)
 
 	while (!atomic_load_explicit(&s->router_quit, memory_order_acquire)) {
 		struct mbox_event ev;
+		uint32_t held, below;
 		size_t len;
 		int rc = mbox_server_next(mb, &ev, shm_now_ns() + ROUTER_SLICE_NS);
 
@@ -494,12 +510,17 @@ static void *router_main(void *arg)
 		sup_count(s, PROTO_SUP_requests, 1);
 		s->router_client = ev.client;
 		s->router_admitted = 0;
-		if (sup_conn_router_check(s, ev.client))
-			rc = proto_dispatch(&router_server, s, ev.req, ev.len,
-					    mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb), &len);
-		else
+		if (!sup_conn_router_check(s, ev.client))
 			rc = unconnected(s, ev.client, mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb),
 					 &len);
+		else if ((held = sup_conn_slots_held(mb, ev.client, ev.t.slot, &below)) >
+			     s->cfg.max_client_slots &&
+			 below >= s->cfg.max_client_slots)
+			rc = over_slots(s, ev.client, held, mbox_resp_buf(mb, ev.t),
+					mbox_resp_cap(mb), &len);
+		else
+			rc = proto_dispatch(&router_server, s, ev.req, ev.len,
+					    mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb), &len);
 		if (rc != 0)
 			continue; /* cannot happen: the response buffer holds an envelope */
 		/* answered: the answer reached a client still waiting for it; otherwise the

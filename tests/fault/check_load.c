@@ -12,7 +12,9 @@
  *   every one (answered); its err_<code> equals, code by code, what the clients
  *   saw end with it: refusals, cancels of ended requests (not_found) and stream
  *   ends (cancelled, timeout), each request once.
- * Refusals (queue_full, no_capacity: retryable) are retried and counted apart.
+ * Refusals (queue_full, no_capacity: retryable) of submits and cancels are retried and
+ * counted apart: the clients are threads of one process, past its --max-client-slots
+ * whenever more of them than that are in a call at once.
  *
  * The size is a parameter: FT_LOAD_CLIENTS (default 64) and FT_LOAD_REQUESTS (default
  * 50, the CI size); the full 64 x 1000 run of docs/reliability.md is
@@ -97,7 +99,16 @@ static void *load_thread(void *arg)
 		for (;;) {
 			if (cancel && n == read_before_cancel) {
 				c->cancel_tries++;
-				rc = chipd_cancel(conn, id, CD_CALL_MS, &err);
+				/* refused for now (queue_full: this process's threads hold more
+				 * mailbox slots than its bound): retried, like a submit */
+				for (unsigned tries = 0;; tries++) {
+					rc = chipd_cancel(conn, id, CD_CALL_MS, &err);
+					if (!(rc == -EREMOTEIO && err.retryable && tries < 10000))
+						break;
+					c->l.refused_by[err.code]++;
+					c->retries++;
+					usleep(1000);
+				}
 				if (rc == 0)
 					c->cancels++;
 				else if (!(rc == -EREMOTEIO && err.code == CHIPD_E_NOT_FOUND)) {

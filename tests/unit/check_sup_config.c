@@ -127,6 +127,7 @@ START_TEST(defaults_when_nothing_is_given)
 	ck_assert_uint_eq(c.max_clients, 1024);
 	ck_assert_uint_eq(c.max_client_pending, 128);
 	ck_assert_uint_eq(c.max_client_rings, 128);
+	ck_assert_uint_eq(c.max_client_slots, 16); /* a quarter of the mailbox's 64 slots */
 	ck_assert_uint_eq(c.banks, 8);
 	ck_assert(!c.no_overlap && !c.foreground && !c.print_config);
 	ck_assert_int_eq(c.log_level, SUP_LOG_INFO);
@@ -533,6 +534,24 @@ START_TEST(client_bounds_are_settings)
 	ck_assert_msg(strstr(msg, "--max-client-pending 0: out of range 1..4096"), "%s", msg);
 	ck_assert_int_eq(LOAD("--max-clients", "65537"), -EINVAL);
 	ck_assert_msg(strstr(msg, "--max-clients 65537: out of range 1..65536"), "%s", msg);
+	/* the mailbox slots: 1 up to all of the mailbox's */
+	ck_assert_int_eq(LOAD("--max-client-slots", "1"), 0);
+	ck_assert_uint_eq(c.max_client_slots, 1);
+	ck_assert_int_eq(s.max_client_slots, SUP_SRC_FLAG);
+	setenv("CHIPD_MAX_CLIENT_SLOTS", "64", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_uint_eq(c.max_client_slots, 64);
+	ck_assert_int_eq(s.max_client_slots, SUP_SRC_ENV);
+	out = printed(&c, &s);
+	line_of(out, "max_client_slots", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= 64 (env)"), "%s", line);
+	free(out);
+	setenv("CHIPD_MAX_CLIENT_SLOTS", "65", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), -EINVAL);
+	ck_assert_msg(strstr(msg, "CHIPD_MAX_CLIENT_SLOTS=65: out of range 1..64"), "%s", msg);
+	unsetenv("CHIPD_MAX_CLIENT_SLOTS");
+	ck_assert_int_eq(LOAD("--max-client-slots", "0"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--max-client-slots 0: out of range 1..64"), "%s", msg);
 	memset(dir, 'd', sizeof(dir) - 1);
 	dir[0] = '/';
 	dir[sizeof(dir) - 1] = '\0';
@@ -762,6 +781,8 @@ START_TEST(help_lists_every_flag_and_variable)
 	    "CHIPD_MAX_CLIENT_PENDING",
 	    "--max-client-rings",
 	    "CHIPD_MAX_CLIENT_RINGS",
+	    "--max-client-slots N  [CHIPD_MAX_CLIENT_SLOTS, default: 16]",
+	    "a quarter of the mailbox's",
 	    "--banks",
 	    "CHIPD_BANKS",
 	    "--no-overlap",
