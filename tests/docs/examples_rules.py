@@ -53,6 +53,11 @@ RULES = [
          "every benchmark, minutes; the test command runs the pipeline with --quick",
          elsewhere=(("deploy/check.sh", "tests/bench/report.sh --quick"),
                     ("tests/bench/report.sh", "--keep)"), ("tests/bench/report.sh", "--gpu)"))),
+    Rule(r"docs/performance\.md", r"^tests/bench/compare\.sh ",
+         "two builds of two commits and minutes of measuring; chipbench_compare_smoke "
+         "runs the script for one --quick round with the build under test on both sides",
+         elsewhere=(("tests/bench/CMakeLists.txt", "compare_check.sh"),
+                    ("tests/bench/compare_check.sh", "compare.sh\" --quick --rounds 1"))),
     Rule(r"README\.md|docs/performance\.md", r"^build-release/tests/bench/chipbench ",
          "a benchmark: seconds to minutes of measuring; report.sh runs every mode with "
          "--json and the test command runs report.sh --quick",
