@@ -14,3 +14,9 @@ target_link_libraries(ctl_prom_sample PRIVATE chipctl_core chipd_proto)
 add_test(NAME ctl_promtool
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ctl/promtool.sh $<TARGET_FILE:ctl_prom_sample>)
 set_tests_properties(ctl_promtool PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# The bash completion (deploy/bash-completion/chipctl) against a running chipd.
+add_test(NAME ctl_completion
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ctl/completion.sh
+                 $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
+set_tests_properties(ctl_completion PROPERTIES TIMEOUT 60)
