@@ -80,6 +80,18 @@ __attribute__((format(printf, 2, 3))) int ctl_usage(const struct ctl *g, const c
 /* Parses a decimal integer of [@min, @max] (the whole string). Returns 0 or -EINVAL. */
 int ctl_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
+/* Request ids as a person reads and types them. The supervisor picks ids in the top
+ * half (2^62 + N, sup_router.c) so that they never meet the small ids clients choose:
+ * such an id is written "@N" (the quick start's 4611686018427387905 is "@1"), any other
+ * id in decimal. --json always carries the full decimal id. */
+#define CTL_ID_TOP   ((uint64_t)1 << 62)
+#define CTL_ID_CHARS 24 /* "@" and 19 digits, or 19 digits, and the NUL */
+/* Writes @id into @buf as above; returns @buf. */
+const char *ctl_id_str(uint64_t id, char buf[CTL_ID_CHARS]);
+/* Parses an id as ctl_id_str writes it, or in decimal: "@N" with N in 1..2^62-1, or
+ * 1..2^63-1. Returns 0 or -EINVAL. */
+int ctl_parse_id(const char *s, uint64_t *out);
+
 /* Sets g->timeout_ms from --timeout-ms @arg (1..86400000). Returns 0, or
  * CTL_EXIT_USAGE after saying why. */
 int ctl_opt_timeout(struct ctl *g, const char *arg);

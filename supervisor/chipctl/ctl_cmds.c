@@ -165,30 +165,33 @@ out:
 
 static const char cancel_usage[] =
     "Usage: chipctl cancel [--json] ID\n"
-    "Cancels request ID; its stream ends with \"cancelled\".\n" CTL_HELP_COMMON;
+    "Cancels request ID (as submit printed it: @N or a number); its stream ends with\n"
+    "\"cancelled\".\n" CTL_HELP_COMMON;
 
 int ctl_cmd_cancel(struct ctl *g, int argc, char **argv)
 {
 	const struct ctl_args a = {.usage = cancel_usage, .json = true, .min_pos = 1, .max_pos = 1};
 	struct chipd_error err;
 	chipd_conn *c;
-	int64_t id;
+	char text[CTL_ID_CHARS];
+	uint64_t id;
 	int rc = ctl_args(g, argc, argv, &a);
 
 	if (rc)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
-	if (ctl_parse_i64(argv[optind], 1, INT64_MAX, &id))
-		return ctl_usage(g, "'%s' is not a request id (1..2^63-1)", argv[optind]);
+	if (ctl_parse_id(argv[optind], &id))
+		return ctl_usage(g, "'%s' is not a request id (1..2^63-1, or @N)", argv[optind]);
 	rc = ctl_connect(g, &c);
 	if (rc)
 		return rc;
-	rc = chipd_cancel(c, (uint64_t)id, g->timeout_ms, &err);
+	rc = chipd_cancel(c, id, g->timeout_ms, &err);
 	if (rc)
 		rc = ctl_report(g, "cancel", rc, &err, false);
 	else if (g->json)
-		printf("{\"v\":%d,\"ok\":true,\"id\":%lld}\n", CTL_JSON_VERSION, (long long)id);
+		printf("{\"v\":%d,\"ok\":true,\"id\":%llu}\n", CTL_JSON_VERSION,
+		       (unsigned long long)id);
 	else
-		printf("request %lld: cancelled\n", (long long)id);
+		printf("request %s: cancelled\n", ctl_id_str(id, text));
 	chipd_close(c);
 	return rc;
 }

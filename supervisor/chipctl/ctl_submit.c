@@ -40,7 +40,8 @@ static const char submit_usage[] =
     "Submits a request for WORKLOAD with integer parameters KEY=VALUE (at most 16).\n"
     "Prints the request id(s), then reads the stream(s) to the end: a stream lives\n"
     "as long as its reader, so submit returns when the request has ended.\n"
-    "  --id N            request id, 1..2^63-1 (default: the supervisor picks one)\n"
+    "  --id N            request id, 1..2^63-1 or @N (default: the supervisor picks\n"
+    "                    one; it prints the ids it picks as @N, N = id - 2^62)\n"
     "  --chip N          run on chip N (default: any)\n"
     "  --max-tokens N    at most N tokens, 1..1048576 (default: the workload's)\n"
     "  --deadline-ms N   the request fails with \"timeout\" after N ms\n"
@@ -58,8 +59,7 @@ static int submit_opt(void *ctx, struct ctl *g, int opt, const char *arg)
 		const char *name;
 		int64_t min, max;
 	} range[] = {
-	    [OPT_ID] = {"--id", 1, INT64_MAX},
-	    [OPT_CHIP] = {"--chip", 0, CHIPD_MAX_CHIPS - 1},
+		    [OPT_CHIP] = {"--chip", 0, CHIPD_MAX_CHIPS - 1},
 	    [OPT_MAX_TOKENS] = {"--max-tokens", 1, MAX_TOKENS_MAX},
 	    [OPT_DEADLINE] = {"--deadline-ms", 1, DEADLINE_MAX_MS},
 	    [OPT_COUNT] = {"--count", 1, COUNT_MAX},
@@ -72,12 +72,16 @@ static int submit_opt(void *ctx, struct ctl *g, int opt, const char *arg)
 		sb->follow = true;
 		return 0;
 	}
+	if (opt == OPT_ID) {
+		if (ctl_parse_id(arg, &sb->req.id))
+			return ctl_usage(g, "--id: '%s' is not a request id (1..2^63-1, or @N)",
+					 arg);
+		return 0;
+	}
 	if (ctl_parse_i64(arg, range[opt].min, range[opt].max, &v))
 		return ctl_usage(g, "%s: '%s' is not %lld..%lld", range[opt].name, arg,
 				 (long long)range[opt].min, (long long)range[opt].max);
-	if (opt == OPT_ID)
-		sb->req.id = (uint64_t)v;
-	else if (opt == OPT_CHIP)
+	if (opt == OPT_CHIP)
 		sb->req.chip = (int32_t)v;
 	else if (opt == OPT_MAX_TOKENS)
 		sb->req.max_tokens = (uint32_t)v;
@@ -115,7 +119,9 @@ static int parse_params(struct ctl *g, struct submit *sb, int argc, char **argv)
 /* The one-line report of @f's failure on stderr. */
 static void report_end(const struct flow *f, const struct chipd_error *err)
 {
-	fprintf(stderr, "chipctl submit: request %llu: %s [%s%s]\n", (unsigned long long)f->id,
+	char id[CTL_ID_CHARS];
+
+	fprintf(stderr, "chipctl submit: request %s: %s [%s%s]\n", ctl_id_str(f->id, id),
 		err->message, err->code != CHIPD_OK ? chipd_code_name(err->code) : "local",
 		err->retryable ? ", retryable" : "");
 }
@@ -125,6 +131,7 @@ static void print_end(const struct ctl *g, const struct flow *f, int rc,
 		      const struct chipd_error *err)
 {
 	double ms = (double)(ctl_now_ns() - f->t0_ns) / 1e6;
+	char id[CTL_ID_CHARS];
 	/* @err is filled only when the stream failed */
 	const char *code = rc == 0		   ? "completed"
 			   : err->code != CHIPD_OK ? chipd_code_name(err->code)
@@ -133,7 +140,7 @@ static void print_end(const struct ctl *g, const struct flow *f, int rc,
 	if (rc)
 		report_end(f, err);
 	if (!g->json) {
-		printf("request %llu: %s, %llu tokens, %.3f ms\n", (unsigned long long)f->id,
+		printf("request %s: %s, %llu tokens, %.3f ms\n", ctl_id_str(f->id, id),
 		       rc == 0 ? "completed" : code, (unsigned long long)f->tokens, ms);
 		return;
 	}
@@ -150,13 +157,15 @@ static void print_end(const struct ctl *g, const struct flow *f, int rc,
 
 static void print_token(const struct ctl *g, const struct chipd_token *t)
 {
+	char id[CTL_ID_CHARS];
+
 	if (g->json)
 		printf("{\"v\":%d,\"id\":%llu,\"seq\":%u,\"value\":%llu,\"ts_ns\":%llu%s}\n",
 		       CTL_JSON_VERSION, (unsigned long long)t->request, (unsigned)t->seq,
 		       (unsigned long long)t->value, (unsigned long long)t->ts_ns,
 		       t->final ? ",\"final\":true" : "");
 	else
-		printf("%llu %u %llu\n", (unsigned long long)t->request, (unsigned)t->seq,
+		printf("%s %u %llu\n", ctl_id_str(t->request, id), (unsigned)t->seq,
 		       (unsigned long long)t->value);
 }
 
@@ -243,7 +252,9 @@ static int submit_all(const struct ctl *g, chipd_conn *c, struct submit *sb, str
 		if (rc)
 			return ctl_report(g, "submit", rc, &err, false);
 		if (!g->json && !sb->follow) {
-			printf("%llu\n", (unsigned long long)f->id);
+			char id[CTL_ID_CHARS];
+
+			printf("%s\n", ctl_id_str(f->id, id));
 			fflush(stdout); /* a script may cancel it while we read */
 		}
 	}

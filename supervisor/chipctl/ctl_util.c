@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -39,6 +40,31 @@ int ctl_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 	if (errno || end == s || *end || v < min || v > max)
 		return -EINVAL;
 	*out = v;
+	return 0;
+}
+
+const char *ctl_id_str(uint64_t id, char buf[CTL_ID_CHARS])
+{
+	if (id > CTL_ID_TOP && id <= (uint64_t)INT64_MAX)
+		snprintf(buf, CTL_ID_CHARS, "@%" PRIu64, id - CTL_ID_TOP);
+	else
+		snprintf(buf, CTL_ID_CHARS, "%" PRIu64, id);
+	return buf;
+}
+
+int ctl_parse_id(const char *s, uint64_t *out)
+{
+	int64_t v;
+
+	if (s[0] == '@') {
+		if (ctl_parse_i64(s + 1, 1, (int64_t)(CTL_ID_TOP - 1), &v))
+			return -EINVAL;
+		*out = CTL_ID_TOP + (uint64_t)v;
+		return 0;
+	}
+	if (ctl_parse_i64(s, 1, INT64_MAX, &v))
+		return -EINVAL;
+	*out = (uint64_t)v;
 	return 0;
 }
 

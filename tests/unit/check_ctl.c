@@ -274,6 +274,38 @@ END_TEST
 
 /* ---- chipd_trace on the wire, against ctl_fixture.c's server ---- */
 
+/* Request ids as a person reads and types them: the supervisor's picks (2^62 + N) as
+ * "@N", every other id in decimal; both forms parse back to the same id. */
+START_TEST(request_ids_read_and_type_back)
+{
+	static const struct {
+		uint64_t id;
+		const char *text;
+	} cases[] = {
+	    {4611686018427387905ull, "@1"}, /* the quick start's first request */
+	    {4611686018427387904ull, "4611686018427387904"}, /* 2^62 itself: no @0 */
+	    {9223372036854775807ull, "@4611686018427387903"}, /* 2^63-1 */
+	    {7, "7"},
+	    {1, "1"},
+	};
+	static const char *const bad[] = {"@0", "@", "@-1", "@4611686018427387904", "0", "-3",
+					   "9223372036854775808", "12x", "@1x", "", "@@1"};
+	char buf[CTL_ID_CHARS];
+	uint64_t id;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_str_eq(ctl_id_str(cases[i].id, buf), cases[i].text);
+		ck_assert_int_eq(ctl_parse_id(cases[i].text, &id), 0);
+		ck_assert_uint_eq(id, cases[i].id);
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)cases[i].id);
+		ck_assert_int_eq(ctl_parse_id(buf, &id), 0); /* the full id of --json */
+		ck_assert_uint_eq(id, cases[i].id);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(ctl_parse_id(bad[i], &id) == -EINVAL, "'%s' parsed", bad[i]);
+}
+END_TEST
+
 START_TEST(chipd_trace_sends_act_and_path)
 {
 	struct tsrv t;
@@ -326,6 +358,7 @@ static Suite *ctl_suite(void)
 	    {"trace_summary_overlap_and_latency", trace_summary_overlap_and_latency},
 	    {"trace_summary_refuses_malformed", trace_summary_refuses_malformed},
 	    {"chipd_trace_sends_act_and_path", chipd_trace_sends_act_and_path},
+	    {"request_ids_read_and_type_back", request_ids_read_and_type_back},
 	};
 	Suite *s = suite_create("ctl");
 

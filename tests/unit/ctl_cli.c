@@ -133,6 +133,7 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"cancel", NULL},
 	    {"cancel", "0", NULL},
 	    {"cancel", "12x", NULL},
+	    {"cancel", "@0", NULL},
 	    {"stats", "--prom", "--json", NULL},
 	    {"drain", "--grace-ms", "-1", NULL},
 	    {"top", "--interval", "0", NULL},
@@ -283,6 +284,9 @@ START_TEST(cli_calls_against_server)
 	RUN(r, "--instance", x.instance, "cancel", "424242");
 	EXPECT(r, 1);
 	ck_assert_msg(strstr(r->err, "not_found"), "%s", r->err);
+	RUN(r, "--instance", x.instance, "cancel", "@5");
+	EXPECT(r, 1);
+	ck_assert_msg(strstr(r->err, "not_found"), "%s", r->err);
 	RUN(r, "--instance", x.instance, "stats", "--prom");
 	EXPECT(r, 0);
 	ck_assert_msg(strstr(r->out, "chipd_worker_tokens_total{chip=\"1\"} 0\n"), "%s", r->out);
@@ -314,6 +318,15 @@ START_TEST(cli_submit_follows_tokens)
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=2");
 	EXPECT(r, 0);
 	ck_assert_str_eq(r->out, "1\n"); /* the fixture's first chosen id */
+	/* an id in the supervisor's half is printed, and typed back, as @N */
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id", "@3", "--follow");
+	EXPECT(r, 0);
+	ck_assert_msg(strstr(r->out, "@3 0 100\nrequest @3: completed, 1 tokens"), "%s", r->out);
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id", "@4", "--json");
+	EXPECT(r, 0);
+	ck_assert_msg(strstr(r->out, "\"ids\":[4611686018427387908]"), "%s", r->out);
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id", "@0");
+	EXPECT(r, 64);
 	RUN(r, "--instance", x.instance, "submit", "fail", "--follow", "--json");
 	EXPECT(r, 1);
 	ck_assert_msg(strstr(r->out, "\"end\":\"failed\"") &&
