@@ -155,7 +155,7 @@ submit() { # submit NAME [SCRIPT [SBATCH-ARGS...]]: the job id
 }
 # The job's processes are gone and so is its region.
 tokens() { # tokens FILE: how many token lines (ID SEQ VALUE) FILE has
-	if [ -e "$1" ]; then grep -cE '^[0-9]+ [0-9]+ [0-9]+$' "$1" || true; else echo 0; fi
+	if [ -e "$1" ]; then grep -cE '^@?[0-9]+ [0-9]+ [0-9]+$' "$1" || true; else echo 0; fi
 }
 wait_job() { # wait_job ID SECONDS: until the job has ended; prints its final state
 	local state
@@ -190,7 +190,7 @@ out=$dir/jobs/ok.out
 expect 'chipd.sbatch: chipd ready' "chipd was not ready"
 [ "$(tokens "$out")" = 48 ] ||
 	fail "job $id: not 48 tokens (4 requests of 12)"
-[ "$(grep -cE '^request [0-9]+: completed, 12 tokens' "$out")" = 4 ] ||
+[ "$(grep -cE '^request @?[0-9]+: completed, 12 tokens' "$out")" = 4 ] ||
 	fail "job $id: not 4 completed requests"
 expect '^  tokens  *[1-9]' "no stats printed"
 expect 'chipd\[[0-9]*\] info: stopped' "chipd did not log its stop"
@@ -228,7 +228,7 @@ expect 'chipd\[[0-9]*\] info: stopped' "chipd did not log its stop"
 expect 'chipd.sbatch: chipd stopped: step exit status' "the script missed the step's end"
 check_nothing_left "$id"
 say "job $id: drained and stopped in $took s, nothing left"
-grep -vE '^[0-9]+ [0-9]+ [0-9]+$' "$out"
+grep -vE '^@?[0-9]+ [0-9]+ [0-9]+$' "$out"
 
 # 3. The time limit's early warning (--signal=B:TERM@90) reaches only the batch shell:
 # its trap drains chipd, the running requests get the drain's grace (2 s here) and
@@ -246,7 +246,7 @@ expect 'chipd\[[0-9]*\] warn: grace over with 2 requests in flight' "no cut-off 
 expect 'chipd.sbatch: chipd stopped: step exit status 0' "chipd's step did not end with status 0"
 check_nothing_left "$id"
 say "job $id: drained, requests cut off after the grace, chipd stopped cleanly"
-grep -vE '^[0-9]+ [0-9]+ [0-9]+$' "$out"
+grep -vE '^@?[0-9]+ [0-9]+ [0-9]+$' "$out"
 
 # 4. The multi-node example, on this cluster's one node: the driver reaches chipd
 # through `srun --overlap --nodelist=NODE`.
@@ -259,11 +259,11 @@ out=$dir/jobs/multi.out
 say "job $id (multi-node example, 1 node): $state, ExitCode $exitcode, $((SECONDS - t4)) s"
 [ "$state/$exitcode" = COMPLETED/0:0 ] ||
 	fail "job $id: state $state, ExitCode $exitcode (bound 120 s)"
-[ "$(grep -cE "^$host: request [0-9]+: completed, 12 tokens" "$out")" = 4 ] ||
+[ "$(grep -cE "^$host: request @?[0-9]+: completed, 12 tokens" "$out")" = 4 ] ||
 	fail "job $id: not 4 completed requests on $host"
 expect "chipd stopped on $host: step exit status 0; work status 0" "no clean stop"
 check_nothing_left "$id"
-grep -vE "^$host: [0-9]+ [0-9]+ [0-9]+$" "$out"
+grep -vE "^$host: @?[0-9]+ [0-9]+ [0-9]+$" "$out"
 
 # 5. A GPU mask selects the hip backend; no GPU 99 exists, so chipd fails to start
 # and the job says so with a failed exit status instead of waiting for it.
