@@ -1,12 +1,13 @@
 # The deploy files against the built chipd and chipctl (tests/deploy/*.sh): the Slurm
-# job scripts on a private single-node Slurm cluster (root; installs Debian's Slurm
-# and munge when missing; about 20 s), chipd under systemd's notify protocol and the
+# job scripts on a private single-node Slurm cluster and on a two-node one made of
+# network namespaces (root; installs Debian's Slurm and munge when missing; about 20 s
+# each), chipd under systemd's notify protocol and the
 # unit files, and the Prometheus alert rules through promtool. 77 = skipped.
 # The Slurm job runs in the plain build only: it tests the scripts and the scheduler
 # path, and chipd under the sanitizers is covered by the process-level suites.
 set(chipd_deploy_tests systemd_notify prom_rules)
 if(NOT CHIPD_SANITIZE)
-  list(APPEND chipd_deploy_tests slurm)
+  list(APPEND chipd_deploy_tests slurm slurm_multinode)
 endif()
 foreach(t ${chipd_deploy_tests})
   add_test(NAME deploy_${t}
@@ -14,7 +15,11 @@ foreach(t ${chipd_deploy_tests})
                    $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
   set_tests_properties(deploy_${t} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
-# Fixed ports, daemons and a cluster-wide lock: never beside another test.
+# Fixed ports, daemons and a cluster-wide lock (/tmp/chipd-slurm-test.lock): the two
+# Slurm tests never run at once. The single-node one runs alone (its node is this
+# machine); the two-node one has its own namespaces and ports and may run beside
+# other tests.
 if(TEST deploy_slurm)
-  set_tests_properties(deploy_slurm PROPERTIES RUN_SERIAL TRUE)
+  set_tests_properties(deploy_slurm PROPERTIES RUN_SERIAL TRUE RESOURCE_LOCK chipd_slurm)
+  set_tests_properties(deploy_slurm_multinode PROPERTIES RESOURCE_LOCK chipd_slurm)
 endif()
