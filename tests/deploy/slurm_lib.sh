@@ -2,7 +2,7 @@
 # private Slurm cluster on this machine, with its own munged socket and key, config,
 # state, logs, pid files and ports in a temporary directory; nothing of the host's
 # Slurm or munge is used or changed. Every wait is bounded.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # slurm_prog, chipd, chipctl, root: the caller's
 
 # The caller sets before sourcing: slurm_prog (its name, for messages), chipd, chipctl
 # (absolute paths) and root (the source tree).

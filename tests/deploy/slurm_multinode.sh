@@ -30,8 +30,9 @@ nodes=(chipdn1 chipdn2)
 declare -A addr=([chipdn1]=$net.11 [chipdn2]=$net.12) holder=()
 
 [ "$(id -u)" = 0 ] || skip "needs root (namespaces, a bridge and Slurm's daemons)"
-command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v ip >/dev/null ||
-	skip "needs unshare, nsenter and ip (util-linux, iproute2)"
+for tool in unshare nsenter ip; do
+	command -v "$tool" >/dev/null || skip "needs unshare, nsenter and ip (util-linux, iproute2)"
+done
 unshare --net --uts --mount true 2>/dev/null ||
 	skip "cannot make network, UTS and mount namespaces here"
 # The test's directory is outside /tmp: each node mounts its own /tmp.

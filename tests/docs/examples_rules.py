@@ -74,11 +74,25 @@ RULES = [
          "installing into /usr/local needs root and changes the machine: a scratch "
          "prefix laid out as Debian's (bin/ and share/man/ exist, man1/ and man8/ not)",
          sub=(r"/usr/local/", "$CHIPD_EX_TMP/usr/local/")),
+    Rule(r"docs/operations\.md", r"^(ip|unshare|nsenter) ",
+         "root, and makes a bridge and namespaces on the machine; "
+         "deploy_slurm_multinode makes the two nodes the same way in a temporary "
+         "directory and tears them down",
+         elsewhere=(("tests/deploy/slurm_multinode.sh", 'ip link add name "$bridge" type bridge'),
+                    ("tests/deploy/slurm_multinode.sh",
+                     "unshare --net --uts --mount --propagation private sleep infinity"),
+                    ("tests/deploy/slurm_multinode.sh", "nsenter -t"),
+                    ("tests/deploy/slurm_lib.sh", 'slurmd -N "$node"'))),
+    Rule(r"docs/operations\.md", r"^sbatch --nodes=2 ",
+         "needs a multi-node Slurm cluster; deploy_slurm_multinode runs the job on a "
+         "private two-node one",
+         elsewhere=(("tests/deploy/slurm_multinode.sh",
+                     "submit two chipd-multinode.sbatch --nodes=2"),)),
     Rule(r"docs/operations\.md", r"^(CHIPD_\w+=\S+ )*sbatch ",
          "needs a Slurm cluster; deploy_slurm runs the job scripts on a private "
          "single-node cluster (driver, bin dir and sim chips set the same way)",
          elsewhere=(("tests/deploy/slurm.sh", "chipd.sbatch"),
-                    ("tests/deploy/slurm.sh", "CHIPD_BIN_DIR="))),
+                    ("tests/deploy/slurm_lib.sh", "CHIPD_BIN_DIR="))),
     Rule(r"docs/operations\.md",
          r"^(adduser --system|systemctl |sudo -u chipd )|/etc/systemd/system/|>/etc/default/",
          "root and a running systemd; deploy_systemd_notify runs chipd under the notify "
