@@ -10,7 +10,8 @@ slurm_t0=$SECONDS
 slurm_status=1       # set to 0 by the caller when every check passed
 slurm_pidfiles=()    # daemons to stop at the end: "PIDFILE NAME"
 slurm_jobs=()        # jobs to cancel at the end
-slurm_cleanups=()    # the caller's own teardown commands, run after the daemons stop
+slurm_cleanups=()    # the caller's own teardown commands, run after the daemons stop,
+                     # newest first
 
 say() { echo "$slurm_prog [$((SECONDS - slurm_t0))s]: $*"; }
 fail() {
@@ -94,8 +95,8 @@ slurm_cleanup() {
 	done
 	[ "$slurm_status" = 0 ] || slurm_dump
 	slurm_stop_daemons "${slurm_pidfiles[@]}"
-	for c in "${slurm_cleanups[@]}"; do
-		eval "$c" || true
+	for ((c = ${#slurm_cleanups[@]} - 1; c >= 0; c--)); do
+		eval "${slurm_cleanups[$c]}" || true
 	done
 	rm -rf "$dir"
 	say "daemons stopped"

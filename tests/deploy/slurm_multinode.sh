@@ -51,6 +51,16 @@ on_node() {
 	shift
 	nsenter -t "${holder[$node]}" -n -u -m "$@"
 }
+# stop_holder PID: ends a node's namespaces (with its mounts) once its last process,
+# the holder, is gone; waits up to 5 s for it.
+stop_holder() {
+	kill "$1" 2>/dev/null || return 0
+	for _ in $(seq 50); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	echo "$slurm_prog: the namespaces' holder $1 did not end in 5 s" >&2
+}
 # The hosts file every node sees (slurmd and srun look names up).
 {
 	echo "127.0.0.1 localhost"
@@ -62,7 +72,7 @@ on_node() {
 for node in "${nodes[@]}"; do
 	unshare --net --uts --mount --propagation private sleep infinity &
 	holder[$node]=$!
-	slurm_cleanups+=("kill ${holder[$node]} 2>/dev/null")
+	slurm_cleanups+=("stop_holder ${holder[$node]}")
 	for _ in $(seq 100); do # unshare has made the namespaces once it is sleep
 		[ "$(readlink "/proc/${holder[$node]}/ns/net")" != "$(readlink /proc/self/ns/net)" ] &&
 			break
@@ -75,6 +85,7 @@ for node in "${nodes[@]}"; do
 	on_node "$node" mount -t tmpfs -o mode=1777 "tmp-$node" /tmp
 	on_node "$node" mount --bind "$dir/hosts" /etc/hosts
 	ip link add "veth-$node" type veth peer name eth0 netns "${holder[$node]}"
+	slurm_cleanups+=("ip link del veth-$node 2>/dev/null")
 	ip link set "veth-$node" master "$bridge" up
 	on_node "$node" ip link set lo up
 	on_node "$node" ip addr add "${addr[$node]}/24" dev eth0
