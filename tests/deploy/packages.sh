@@ -25,6 +25,13 @@ command -v dpkg >/dev/null || {
 	echo "packages.sh: skipped: not a Debian machine (no dpkg)"
 	exit 77
 }
+# One run at a time on the machine (two build trees' ctest runs included): it installs
+# and removes the packages system-wide.
+exec 9>/run/lock/chipd-deploy-packages.lock
+flock -w 900 9 || {
+	echo "packages.sh: FAIL: another run holds /run/lock/chipd-deploy-packages.lock" >&2
+	exit 1
+}
 for p in "${packages[@]}"; do
 	if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
 		echo "packages.sh: skipped: $p is installed here, and this test would remove it"
@@ -51,6 +58,7 @@ cleanup() {
 	exit $rc
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # ctest's timeout: clean up too
 fail() {
 	echo "packages.sh: FAIL: $*" >&2
 	for f in "$tmp"/run/*.log "$tmp"/*.out; do
@@ -111,6 +119,12 @@ if ls /etc/systemd/system/*.wants/chipd*.service >/dev/null 2>&1; then
 fi
 if [ -d /run/systemd/system ] && systemctl --quiet is-active chipd.service; then
 	fail "chipd.service was started"
+fi
+if command -v systemd-analyze >/dev/null; then
+	for unit in chipd.service chipd@.service chipd-export.service; do
+		out=$(systemd-analyze verify --man=no "/lib/systemd/system/$unit" 2>&1) ||
+			fail "systemd-analyze verify $unit: $out"
+	done
 fi
 ldconfig -p | grep -q 'libchipd\.so\.0 ' || fail "libchipd.so.0 is not in ld.so's cache"
 for f in /usr/share/man/man8/chipd.8.gz /usr/share/man/man1/chipctl.1.gz \
