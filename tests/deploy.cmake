@@ -15,6 +15,17 @@ foreach(t ${chipd_deploy_tests})
                    $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
   set_tests_properties(deploy_${t} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
+# The Debian packages (tests/deploy/packages.sh, root): built from a Release tree of
+# their own (deploy-packages/ here), installed with dpkg, used, removed and purged.
+# The lock keeps it away from the other tests of the machine's chipd, units and dpkg.
+if(NOT CHIPD_SANITIZE)
+  add_test(NAME deploy_packages
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/packages.sh
+                   ${CMAKE_BINARY_DIR}/deploy-packages)
+  set_tests_properties(deploy_packages PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                       RESOURCE_LOCK chipd_system)
+  set_tests_properties(deploy_systemd_notify PROPERTIES RESOURCE_LOCK chipd_system)
+endif()
 # Fixed ports, daemons and a cluster-wide lock (/tmp/chipd-slurm-test.lock): the two
 # Slurm tests never run at once. The single-node one runs alone (its node is this
 # machine); the two-node one has its own namespaces and ports and may run beside

@@ -30,10 +30,12 @@ CHIPD_BUILD_PACKAGES=(build-essential cmake pkg-config check libsubunit-dev libb
 	liburing-dev libmsgpack-dev)
 # What the test command needs beyond the build: clang's libFuzzer for the decoder's
 # fuzz run; promtool (package prometheus: 22.5 MB to download with its dependencies)
-# to check `chipctl stats --prom`; pytest and pip for the Python client (tests/python).
+# to check `chipctl stats --prom`; pytest and pip for the Python client (tests/python);
+# dpkg-dev (dpkg-shlibdeps, dpkg-buildflags) and lintian for the Debian packages
+# (deploy/package.sh, tests/deploy/packages.sh).
 # shellcheck disable=SC2034
 CHIPD_TEST_PACKAGES=(clang libclang-rt-14-dev prometheus python3-pytest python3-pip
-	python3-setuptools python3-wheel)
+	python3-setuptools python3-wheel dpkg-dev lintian)
 # Optional peers of the benchmarks, installed by the quick start: StarPU, the baseline
 # of `chipbench dispatch` (libstarpu-dev: up to 14.0 MB to download with its dependencies,
 # 63 MB installed; too big for the test command, and the benchmark skips the peer

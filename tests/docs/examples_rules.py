@@ -67,6 +67,17 @@ RULES = [
     Rule(r"docs/operations\.md", r"^\. deploy/lib/packages\.sh && chipd_need_packages ",
          "apt-get as root; the test command installs the same packages",
          elsewhere=(("deploy/check.sh", 'chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}"'),)),
+    Rule(r"docs/operations\.md", r"^deploy/package\.sh ",
+         "a Release build of the tree and CPack (minutes); deploy_packages runs it into "
+         "a scratch directory",
+         elsewhere=(("tests/deploy/packages.sh", '"$root/deploy/package.sh" "$tmp/debs"'),)),
+    Rule(r"docs/operations\.md", r"^dpkg -[irP] ",
+         "installs and removes packages as root, changing the machine; deploy_packages "
+         "runs dpkg -i (then apt-get -f install if needed), dpkg -r and dpkg -P",
+         elsewhere=(("tests/deploy/packages.sh", 'dpkg -i "${debs[@]}"'),
+                    ("tests/deploy/packages.sh", "apt-get -f install -y"),
+                    ("tests/deploy/packages.sh", 'dpkg -r "${packages[@]}"'),
+                    ("tests/deploy/packages.sh", 'dpkg -P "${packages[@]}"'))),
     Rule(r"docs/operations\.md", r"^cmake (-S \. -B|--build) build-release\b",
          "a second build of the tree (minutes); the test command builds build-release",
          elsewhere=(("deploy/check.sh", "-B build-release -DCMAKE_BUILD_TYPE=Release"),)),
