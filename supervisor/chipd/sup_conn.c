@@ -497,17 +497,16 @@ static struct sup_conn *conn_of_pid(struct sup *s, pid_t pid)
 	return NULL;
 }
 
-
 /* The tick's liveness of a slot owner: connected, or a live process whose slot has not
  * stood in one state for SUP_UNCONNECTED_MS (time to read the router's refusal); a
  * dead pid is dead at once. A connected owner's slot that mark_over_bound marked, with
- * the control word it marked, counts as dead: the reaper moves it to FREE with the
- * next generation, so the owner's late post of it fails. Under sup.lock. */
+ * the control word it marked, counts as dead (and towards the owner's next warning):
+ * the reaper moves it to FREE with the next generation (a TAKEN one through RESET), so
+ * the owner's late post, wait or read of it fails. Under sup.lock. */
 static bool tick_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 {
 	struct sup *s = ctx;
 	uint64_t now = shm_now_ns();
-
 	struct sup_conn *owner = conn_of_pid(s, MBOX_CTL_PID(ctl));
 
 	if (owner) {
