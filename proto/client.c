@@ -103,6 +103,21 @@ static struct call *call_new(enum proto_op op, struct chipd_error *err)
 	return k;
 }
 
+/* A call whose slot moved on to a new generation under it: a restarted supervisor
+ * recovered it, or the live one took it back because this client held more than
+ * --max-client-slots slots and left this one unread (docs/protocol.md §9.3). Both are
+ * -ECONNRESET, retryable; the second says queue_full, like a refusal for the bound. */
+static int taken_back(const struct mbox *mb, const char *op, struct chipd_error *err)
+{
+	if (!mbox_server_alive(mb))
+		return fail(err, -ECONNRESET, CHIPD_OK, "%s: the supervisor restarted and dropped it",
+			    op);
+	return fail(err, -ECONNRESET, CHIPD_E_QUEUE_FULL,
+		    "%s: the supervisor took the answer back: this client held more than "
+		    "max-client-slots mailbox slots, this one unread",
+		    op);
+}
+
 /* One round trip through a mailbox slot: encode k->req straight into the slot, post,
  * wait until @timeout_ms, decode the answer into k->ans. Every way out after the
  * claim either releases the slot or gives it up (acknowledged reset). Returns 0,
@@ -129,15 +144,19 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 		return fail(err, rc, CHIPD_E_QUEUE_FULL,
 			    "%s: all %" PRIu32 " mailbox slots are busy", op, mb->nslots);
 	rc = proto_encode_request(&k->req, mbox_req_buf(mb, t), mbox_req_cap(mb), &len, &pe);
-	if (rc == 0)
-		rc = mbox_post(mb, t, (uint32_t)len);
-	else
+	if (rc)
 		rc = from_proto(err, rc, &pe);
+	else if ((rc = mbox_post(mb, t, (uint32_t)len)) == -ESTALE)
+		/* the claim was taken back before the post: nothing to undo */
+		return taken_back(mb, op, err);
+	else if (rc)
+		fail(err, rc, CHIPD_E_INTERNAL, "%s: the mailbox refused the post (%s)", op,
+		     strerror(-rc));
 	if (rc)
 		goto err_give_up;
 	rc = mbox_wait(mb, t, deadline);
-	if (rc == -ECONNRESET) /* a new supervisor took the slot back: nothing to undo */
-		return fail(err, rc, CHIPD_OK, "%s: the supervisor restarted and dropped it", op);
+	if (rc == -ECONNRESET) /* the slot was taken back: nothing to undo */
+		return taken_back(mb, op, err);
 	if (rc == -ETIMEDOUT)
 		fail(err, rc, CHIPD_E_TIMEOUT, "%s: no answer within %" PRIu32 " ms", op,
 		     timeout_ms);
@@ -146,6 +165,8 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 	if (rc)
 		goto err_give_up;
 	rc = mbox_response(mb, t, &resp, &rlen);
+	if (rc == -ESTALE) /* taken back between the wake and the read */
+		return taken_back(mb, op, err);
 	/* Decoded in place: each pass of the decoder checks every bound itself, so
 	 * bytes changing underneath can only make it fail. */
 	if (rc)

@@ -188,6 +188,11 @@ static bool server_alive(const struct mbox *mb)
 	return pid != 0 && shm_proc_alive(pid, start);
 }
 
+bool mbox_server_alive(const struct mbox *mb)
+{
+	return server_alive(mb);
+}
+
 void mbox_client_set_server(struct mbox *mb, pid_t pid)
 {
 	mb->server_pid = pid > 0 ? pid : 0;
@@ -724,8 +729,14 @@ int mbox_reap_by(struct mbox *mb, mbox_owner_fn alive, void *ctx)
 		if (server < 0) /* a /proc read: an idle mailbox's reap costs none */
 			server = server_alive(mb);
 		if (st == MBOX_RESET || (st == MBOX_TAKEN && !server)) {
-			if (!server && free_slot(s, c))
-				freed++;
+			if (!server) {
+				if (free_slot(s, c))
+					freed++;
+			} else if (st == MBOX_RESET) {
+				/* the server acknowledges it: heals a lost doorbell, and a RESET
+				 * a client wrote by hand without raising attention */
+				raise_attention(mb, i);
+			}
 			continue;
 		}
 		if (alive ? alive(ctx, i, c, owner_start(s, c)) : owner_alive(s, c)) {

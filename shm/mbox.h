@@ -174,6 +174,11 @@ void mbox_set_spin(struct mbox *mb, uint64_t spin_ns);
  * back to the header. */
 void mbox_client_set_server(struct mbox *mb, pid_t pid);
 
+/* Whether the server this client knows (mbox_client_set_server, else the header's) is
+ * alive: after -ECONNRESET, a live server took the slot back itself (chipd's bound on
+ * slots per client) rather than a new one recovering it. */
+bool mbox_server_alive(const struct mbox *mb);
+
 int mbox_claim(struct mbox *mb, struct mbox_ticket *t);
 
 /* The request buffer of a claimed slot (mbox_req_cap bytes). */
@@ -259,7 +264,8 @@ int mbox_ack_reset(struct mbox *mb, struct mbox_ticket t);
 
 /* Frees slots whose owner died (CLAIMED, POSTED, DONE), turns TAKEN slots of dead
  * owners into RESET for the server to acknowledge, frees TAKEN and RESET slots when
- * the server is gone, and re-rings the doorbell for POSTED slots. Returns how many
+ * the server is gone, and re-raises attention for POSTED and RESET slots (a lost
+ * doorbell, or a RESET a client wrote without raising it). Returns how many
  * slots it freed: a slot it turned RESET is freed, and counted, by the server's
  * acknowledgement, so that each reset is counted once. */
 int mbox_reap(struct mbox *mb);

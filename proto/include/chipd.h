@@ -146,7 +146,9 @@ struct chipd_request {
 /* Submits @req. Returns 0 with the request id in *@id and an open stream in
  * *@stream (close it with chipd_stream_close), or a failure: -EREMOTEIO with the
  * server's error, -EAGAIN every mailbox slot busy (queue_full), -ETIMEDOUT, -EPIPE
- * the supervisor died, -EINVAL a malformed @req (nothing was sent). */
+ * the supervisor died, -ECONNRESET the slot was taken back (retryable: queue_full when
+ * this process held more than max-client-slots slots, no code when the supervisor
+ * restarted), -EINVAL a malformed @req (nothing was sent). */
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err);
 

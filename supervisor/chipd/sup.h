@@ -53,6 +53,14 @@
  * never said hello) may stay in one state before it is reclaimed like a dead client's:
  * long enough for such a process to read the refusal the router answered it with. */
 #define SUP_UNCONNECTED_MS 1000u
+/* How long a connected client's mailbox slot past its first --max-client-slots may stand
+ * DONE (an answer it does not read) or TAKEN with one control word before the tick takes
+ * it back: a client reads its answer microseconds after the wake, so a slot this old
+ * past the bound is hoarded, or forged. */
+#define SUP_UNREAD_SLOT_MS 500u
+/* At most one warning per client this often about the slots taken back from it (the
+ * line carries the count since the last one). */
+#define SUP_SLOT_WARN_MS 10000u
 /* A gap between two ticks longer than this means the supervisor itself did not run:
  * its heartbeats start again instead of counting the gap against the workers. Two
  * idle ticks: a loaded machine delays a tick by less. */
@@ -166,6 +174,10 @@ struct sup_conn {
 	uint64_t accepted_ns;
 	/* event loop: a poll of the fd / pidfd is wanted (not armed yet) or armed */
 	bool want_fd, want_pid, armed_fd, armed_pid;
+	/* event loop, --max-client-slots: slots taken back since the last warning, and
+	 * when that warning was logged (0 never), for SUP_SLOT_WARN_MS */
+	uint32_t slots_taken;
+	uint64_t slots_warned_ns;
 };
 
 struct sup {
@@ -210,9 +222,10 @@ struct sup {
 	 * (SUP_UNCONNECTED_MS) */
 	uint64_t *slot_seen_ctl, *slot_seen_ns;
 	/* event loop, --max-client-slots (sup_conn.c): each slot's control word at the
-	 * last sweep, the ones this sweep takes back (their control word; 0 none), and
-	 * the sweep's scratch (owner and slot of each held slot) */
-	uint64_t *slot_last_ctl, *slot_take_ctl, *slot_keys;
+	 * last sweep and when a sweep first saw it (private: never in shared memory), the
+	 * ones this sweep takes back (their control word; 0 none), and the sweep's scratch
+	 * (owner and slot of each held slot) */
+	uint64_t *slot_last_ctl, *slot_last_ns, *slot_take_ctl, *slot_keys;
 	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
 	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
 			    * thread is acted on at once, not at the next (idle) tick */
@@ -293,8 +306,10 @@ void sup_conn_exited(struct sup *s, uint32_t i);
 /* Per tick: closes connections whose hello did not come within PROTO_HELLO_WAIT_MS,
  * reclaims the mailbox slots of owners without a connection (at once for a dead pid,
  * after SUP_UNCONNECTED_MS in one state otherwise), and takes back the slots a
- * connected client holds CLAIMED past its first --max-client-slots when this sweep
- * and the last saw the same control word (FREE, next generation). Event loop. */
+ * connected client holds past its first --max-client-slots: CLAIMED when this sweep
+ * and the last saw the same control word, DONE (an answer left unread) or TAKEN when
+ * it stood SUP_UNREAD_SLOT_MS (FREE, next generation; a TAKEN one by way of RESET).
+ * Event loop. */
 void sup_conn_tick(struct sup *s, uint64_t now);
 /* Whether @pid has a live connection. Under sup.lock. */
 bool sup_conn_pid_live(const struct sup *s, pid_t pid);

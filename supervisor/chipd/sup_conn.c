@@ -43,10 +43,11 @@ int sup_conn_listen(struct sup *s)
 	s->slot_seen_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_seen_ctl));
 	s->slot_seen_ns = calloc(s->node.mbox.nslots, sizeof(*s->slot_seen_ns));
 	s->slot_last_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_last_ctl));
+	s->slot_last_ns = calloc(s->node.mbox.nslots, sizeof(*s->slot_last_ns));
 	s->slot_take_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_take_ctl));
 	s->slot_keys = calloc(s->node.mbox.nslots, sizeof(*s->slot_keys));
 	if (!s->conns || !s->slot_seen_ctl || !s->slot_seen_ns || !s->slot_last_ctl ||
-	    !s->slot_take_ctl || !s->slot_keys)
+	    !s->slot_last_ns || !s->slot_take_ctl || !s->slot_keys)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->cfg.max_clients; i++)
 		s->conns[i].fd = s->conns[i].pidfd = -1;
@@ -133,11 +134,12 @@ void sup_conn_close_all(struct sup *s)
 	free(s->slot_seen_ctl);
 	free(s->slot_seen_ns);
 	free(s->slot_last_ctl);
+	free(s->slot_last_ns);
 	free(s->slot_take_ctl);
 	free(s->slot_keys);
 	s->conns = NULL;
 	s->slot_seen_ctl = s->slot_seen_ns = NULL;
-	s->slot_last_ctl = s->slot_take_ctl = s->slot_keys = NULL;
+	s->slot_last_ctl = s->slot_last_ns = s->slot_take_ctl = s->slot_keys = NULL;
 }
 
 bool sup_conn_pid_live(const struct sup *s, pid_t pid)
@@ -266,6 +268,8 @@ void sup_conn_accept(struct sup *s)
 		c->id = 0;
 		c->live = false;
 		c->accepted_ns = shm_now_ns();
+		c->slots_taken = 0;
+		c->slots_warned_ns = 0;
 		c->want_fd = c->want_pid = true;
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -428,25 +432,46 @@ static int cmp_key(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Whether a slot past its owner's bound that has held control word @c for @held_ns
+ * (since the sweep that first saw it; 0 when this sweep did) is taken back: CLAIMED
+ * once two sweeps saw it (a claim is posted within microseconds), DONE (an answer left
+ * unread) or TAKEN (the router's own answers come within SUP_FORWARD_MS, queue_full
+ * at once past the bound; one standing this long may be forged) after
+ * SUP_UNREAD_SLOT_MS. POSTED is the router's to take, RESET its to acknowledge. */
+static bool over_bound_stale(uint64_t c, uint64_t held_ns, bool seen_before)
+{
+	switch (MBOX_CTL_STATE(c)) {
+	case MBOX_CLAIMED:
+		return seen_before;
+	case MBOX_DONE:
+	case MBOX_TAKEN:
+		return seen_before && held_ns >= (uint64_t)SUP_UNREAD_SLOT_MS * SHM_NS_PER_MS;
+	default:
+		return false;
+	}
+}
+
 /* Marks in slot_take_ctl what this sweep takes back for --max-client-slots: of each
  * connected owner's slots (any state but FREE) in slot order, those past its first
- * max_client_slots that stand CLAIMED with the control word the last sweep saw. A
- * claim is followed by its post within microseconds; one left standing a whole tick
- * past the bound holds a slot other clients need. A slot within the bound is never
- * taken back, however long it is held (its client may be building a request). Every
- * control word is read once, each slot index is below the mailbox's own count. Under
- * sup.lock. */
-static void mark_over_bound(struct sup *s)
+ * max_client_slots that over_bound_stale picks. One left standing that long past the
+ * bound holds a slot other clients need. A slot within the bound is never taken back,
+ * however long it is held (its client may be building a request, or read its answer
+ * later). Every control word is read once, each slot index is below the mailbox's own
+ * count; the times are the supervisor's own, never in shared memory. Under sup.lock. */
+static void mark_over_bound(struct sup *s, uint64_t now)
 {
 	const struct mbox *mb = &s->node.mbox;
 	uint32_t bound = s->cfg.max_client_slots, n = 0;
 
 	for (uint32_t i = 0; i < mb->nslots; i++) {
 		uint64_t c = mbox_ctl(mb, i);
+		bool seen = c == s->slot_last_ctl[i];
 
-		s->slot_take_ctl[i] =
-		    MBOX_CTL_STATE(c) == MBOX_CLAIMED && c == s->slot_last_ctl[i] ? c : 0;
-		s->slot_last_ctl[i] = c;
+		if (!seen) {
+			s->slot_last_ctl[i] = c;
+			s->slot_last_ns[i] = now;
+		}
+		s->slot_take_ctl[i] = over_bound_stale(c, now - s->slot_last_ns[i], seen) ? c : 0;
 		if (MBOX_CTL_STATE(c) != MBOX_FREE)
 			s->slot_keys[n++] = (uint64_t)MBOX_CTL_PID(c) << 32 | i;
 	}
@@ -462,29 +487,32 @@ static void mark_over_bound(struct sup *s)
 	}
 }
 
-/* What the tick's reaper found: the slots it took back for --max-client-slots. */
-struct tick_ctx {
-	struct sup *s;
-	uint32_t taken;
-	pid_t pid; /* the owner of the last one */
-};
+/* The connection entry of live client @pid (the first, when it has several), or NULL.
+ * Under sup.lock. */
+static struct sup_conn *conn_of_pid(struct sup *s, pid_t pid)
+{
+	for (uint32_t i = 0; pid > 0 && i < s->cfg.max_clients; i++)
+		if (s->conns[i].live && s->conns[i].pid == pid)
+			return &s->conns[i];
+	return NULL;
+}
 
 /* The tick's liveness of a slot owner: connected, or a live process whose slot has not
  * stood in one state for SUP_UNCONNECTED_MS (time to read the router's refusal); a
  * dead pid is dead at once. A connected owner's slot that mark_over_bound marked, with
- * the control word it marked, counts as dead: the reaper moves it to FREE with the
- * next generation, so the owner's late post of it fails. Under sup.lock. */
+ * the control word it marked, counts as dead (and towards the owner's next warning):
+ * the reaper moves it to FREE with the next generation (a TAKEN one through RESET), so
+ * the owner's late post, wait or read of it fails. Under sup.lock. */
 static bool tick_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 {
-	struct tick_ctx *t = ctx;
-	struct sup *s = t->s;
+	struct sup *s = ctx;
 	uint64_t now = shm_now_ns();
+	struct sup_conn *owner = conn_of_pid(s, MBOX_CTL_PID(ctl));
 
-	if (sup_conn_pid_live(s, MBOX_CTL_PID(ctl))) {
+	if (owner) {
 		if (slot >= s->node.mbox.nslots || s->slot_take_ctl[slot] != ctl)
 			return true;
-		t->taken++;
-		t->pid = MBOX_CTL_PID(ctl);
+		owner->slots_taken++;
 		return false;
 	}
 	if (!shm_proc_alive(MBOX_CTL_PID(ctl), start))
@@ -501,10 +529,30 @@ static bool tick_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 	return false;
 }
 
+/* One warning per client per SUP_SLOT_WARN_MS about the slots taken back from it,
+ * with the count since the last: a hoarding client cannot flood the log. Under
+ * sup.lock. */
+static void warn_taken(struct sup *s, uint64_t now)
+{
+	for (uint32_t i = 0; i < s->cfg.max_clients; i++) {
+		struct sup_conn *c = &s->conns[i];
+
+		if (!c->slots_taken || (c->slots_warned_ns != 0 &&
+					now - c->slots_warned_ns <
+					    (uint64_t)SUP_SLOT_WARN_MS * SHM_NS_PER_MS))
+			continue;
+		SUP_WARN(-1, 0,
+			 "took back %u mailbox slots held past the per-client bound "
+			 "max-client-slots=%u (claimed and not posted, or answers left unread "
+			 "for %u ms) (pid %d)",
+			 c->slots_taken, s->cfg.max_client_slots, SUP_UNREAD_SLOT_MS, (int)c->pid);
+		c->slots_taken = 0;
+		c->slots_warned_ns = now;
+	}
+}
+
 void sup_conn_tick(struct sup *s, uint64_t now)
 {
-	struct tick_ctx t = {.s = s};
-
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->cfg.max_clients; i++) {
 		struct sup_conn *c = &s->conns[i];
@@ -513,14 +561,10 @@ void sup_conn_tick(struct sup *s, uint64_t now)
 		    now - c->accepted_ns >= (uint64_t)PROTO_HELLO_WAIT_MS * SHM_NS_PER_MS)
 			conn_end(s, c, "sent no hello within 2 s: closed");
 	}
-	mark_over_bound(s);
-	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap_by(&s->node.mbox, tick_alive, &t));
+	mark_over_bound(s, now);
+	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap_by(&s->node.mbox, tick_alive, s));
+	warn_taken(s, now);
 	pthread_mutex_unlock(&s->lock);
-	if (t.taken)
-		SUP_WARN(-1, 0,
-			 "took back %u mailbox slots left claimed past the per-client bound "
-			 "max-client-slots=%u (pid %d)",
-			 t.taken, s->cfg.max_client_slots, (int)t.pid);
 }
 
 void sup_conn_orphans(struct sup *s)

@@ -10,12 +10,22 @@
  * - 8 libchipd threads of one process pinging under --max-client-slots 2, first while
  *   the process holds its 2 slots claimed by hand (never taken back), then freely:
  *   only successes and queue_full, every thread succeeds on retry, and err_queue_full
- *   counts exactly the refusals the threads saw.
+ *   counts exactly the refusals the threads saw;
+ * - a connected client that posts a ping in every slot and never reads the answers:
+ *   another client's ping and submit go through, the 60 past its first 4 (answered
+ *   queue_full) are taken back after SUP_UNREAD_SLOT_MS (mbox_resets + 60 exactly,
+ *   err_queue_full + 60), its first 4 answers stay readable;
+ * - a libchipd call whose slot, past its process's bound, stands TAKEN (forged while
+ *   the supervisor was stopped): taken back, the call returns -ECONNRESET, queue_full,
+ *   retryable, naming max-client-slots;
+ * - a slot a client writes RESET by hand, without raising attention: acknowledged
+ *   (FREE, next generation, one mbox_resets).
  */
 #include "fault.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +307,257 @@ START_TEST(posts_past_the_bound_answered_queue_full)
 }
 END_TEST
 
+/* Slot @i's control word, writable: what a hostile client forges. */
+static _Atomic uint64_t *ctl_word(struct proto_node *n, uint32_t i)
+{
+	return &((struct mbox_slot *)(n->mbox.slots + (size_t)i * n->mbox.stride))->ctl;
+}
+
+/* ---- a hoarder that never reads its answers ---- */
+
+struct hoard_after {
+	int first_code[4]; /* the first 4 answers: 0 ok, else the error code, -1 unread */
+	uint32_t reset;	   /* of the rest, how many waits saw -ECONNRESET */
+};
+
+/* Connects, claims every slot (in slot order), posts a ping in each, reports its
+ * tickets and reads nothing. On the parent's go: reads the first 4 answers and waits
+ * on the rest (each taken back: -ECONNRESET), reports, then sleeps until killed. */
+static int hoarder(void *arg)
+{
+	struct hog *h = arg;
+	struct proto_msg *m = malloc(sizeof(*m));
+	struct hog_report r = {0};
+	struct hoard_after a = {{-1, -1, -1, -1}, 0};
+	struct proto_node n;
+	struct proto_error pe;
+	unsigned char msg[256];
+	uint32_t len = (uint32_t)ping_msg(msg, sizeof(msg));
+	char go;
+
+	if (!m)
+		return 2;
+	ft_node_attach(h->d, &n);
+	atomic_store(&n.mbox.claim_cursor, 0);
+	while (r.count < HOG_MAX && mbox_claim(&n.mbox, &r.t[r.count]) == 0)
+		r.count++;
+	/* every claim before any post: the router sees 64 held at each take */
+	for (uint32_t i = 0; i < r.count; i++) {
+		memcpy(mbox_req_buf(&n.mbox, r.t[i]), msg, len);
+		if (mbox_post(&n.mbox, r.t[i], len))
+			return 3;
+	}
+	if (write(h->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		return 4;
+	if (!read_all(h->rfd, &go, 1, 30000))
+		return 5;
+	for (uint32_t i = 0; i < r.count; i++) {
+		int rc = mbox_wait(&n.mbox, r.t[i], shm_deadline_in(5000ull * SHM_NS_PER_MS));
+		const void *ans;
+		uint32_t alen;
+
+		if (i >= 4) {
+			a.reset += rc == -ECONNRESET;
+			continue;
+		}
+		if (rc == 0 && mbox_response(&n.mbox, r.t[i], &ans, &alen) == 0 &&
+		    proto_decode_answer(PROTO_OP_PING, ans, alen, m, &pe) == 0)
+			a.first_code[i] = m->ok ? 0 : (int)m->err.code;
+	}
+	if (write(h->wfd, &a, sizeof(a)) != (ssize_t)sizeof(a))
+		return 6;
+	free(m);
+	for (;;)
+		pause();
+	return 0;
+}
+
+START_TEST(unread_answers_past_the_bound_taken_back)
+{
+	static const char *const args[] = {"--chips", "1", "--max-client-slots", "4", NULL};
+	struct hog_report r;
+	struct hoard_after a;
+	struct chipd_error err;
+	struct proto_node n;
+	enum chipd_code code;
+	chipd_stream *s;
+	struct hog h;
+	struct cd d;
+	uint64_t resets0, t0;
+	int up[2], down[2], rc;
+	pid_t pid;
+	char go = 1;
+
+	ft_start(&d, args);
+	ft_node_attach(&d, &n);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	resets0 = cd_stat(&d, "supervisor", "mbox_resets");
+	h = (struct hog){&d, up[1], down[0]};
+	pid = tu_fork(hoarder, &h);
+	close(up[1]);
+	close(down[0]);
+	ck_assert_msg(read_all(up[0], &r, sizeof(r), 10000), "the hoarder did not report");
+	ck_assert_uint_eq(r.count, n.mbox.nslots);
+	/* served once the answers past the bound, left unread, were taken back */
+	for (t0 = ft_now_ms(); (rc = chipd_ping(d.conn, 5000, NULL, &err)) != 0;) {
+		ck_assert_msg(err.code == CHIPD_E_QUEUE_FULL && err.retryable, "ping: %d %s", rc,
+			      err.message);
+		ck_assert_msg(ft_now_ms() - t0 < 5000, "no slot after 5 s: %s", err.message);
+		usleep(2000);
+	}
+	ck_assert_msg(ft_submit(&d, 2, 0, 0, -1, 0, &s, &err) == 0, "submit: %s", err.message);
+	ck_assert_uint_eq(cd_drain_stream(s, &code, 5000), 2);
+	ck_assert_int_eq(code, CHIPD_OK);
+	chipd_stream_close(s, 1000);
+	for (t0 = ft_now_ms(); slots_of(&n, pid) != 4;)
+		ck_assert_msg(ft_now_ms() - t0 < 3000, "the hoarder holds %u slots",
+			      slots_of(&n, pid));
+	/* the first 4 served, the 60 past them answered queue_full, then taken back */
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_queue_full"), r.count - 4);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "mbox_resets"), resets0 + r.count - 4);
+	for (uint32_t i = 0; i < 4; i++)
+		ck_assert_uint_eq(mbox_ctl(&n.mbox, r.t[i].slot),
+				  MBOX_CTL(r.t[i].gen, pid, MBOX_DONE));
+	ck_assert_int_eq(write(down[1], &go, 1), 1);
+	ck_assert_msg(read_all(up[0], &a, sizeof(a), 10000), "the hoarder did not report");
+	for (uint32_t i = 0; i < 4; i++)
+		ck_assert_int_eq(a.first_code[i], 0);
+	ck_assert_uint_eq(a.reset, r.count - 4);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "mbox_resets"), resets0 + r.count - 4);
+	tu_kill(pid);
+	close(up[0]);
+	close(down[1]);
+	proto_node_detach(&n);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+/* What a libchipd call past its process's bound returned. */
+struct late_call {
+	int rc;
+	int code;
+	bool retryable;
+	char message[CHIPD_MSG_MAX];
+};
+
+/* Holds its first 4 slots claimed (within the bound), connects through libchipd and,
+ * on the parent's go, pings: the ping lands past the bound. Reports what it got. */
+static int late_caller(void *arg)
+{
+	struct hog *h = arg;
+	struct late_call lc = {0};
+	struct mbox_ticket t[4];
+	struct chipd_error err;
+	struct proto_node n;
+	chipd_conn *conn;
+	char go;
+
+	ft_node_attach(h->d, &n);
+	atomic_store(&n.mbox.claim_cursor, 0);
+	for (int i = 0; i < 4; i++)
+		if (mbox_claim(&n.mbox, &t[i]))
+			return 2;
+	if (chipd_connect(h->d->instance, &conn, &err))
+		return 3;
+	if (write(h->wfd, &go, 1) != 1 || !read_all(h->rfd, &go, 1, 30000))
+		return 4;
+	lc.rc = chipd_ping(conn, 10000, NULL, &err);
+	lc.code = (int)err.code;
+	lc.retryable = err.retryable;
+	snprintf(lc.message, sizeof(lc.message), "%s", err.message);
+	if (write(h->wfd, &lc, sizeof(lc)) != (ssize_t)sizeof(lc))
+		return 5;
+	for (;;)
+		pause();
+	return 0;
+}
+
+START_TEST(libchipd_call_taken_back_reports_queue_full)
+{
+	static const char *const args[] = {"--chips", "1", "--max-client-slots", "4", NULL};
+	struct late_call lc;
+	struct proto_node n;
+	struct hog h;
+	struct cd d;
+	uint64_t resets0, t0;
+	uint32_t slot = UINT32_MAX;
+	int up[2], down[2];
+	pid_t pid;
+	char go = 1;
+
+	ft_start(&d, args);
+	ft_node_attach(&d, &n);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	resets0 = cd_stat(&d, "supervisor", "mbox_resets");
+	h = (struct hog){&d, up[1], down[0]};
+	pid = tu_fork(late_caller, &h);
+	close(up[1]);
+	close(down[0]);
+	ck_assert_msg(read_all(up[0], &go, 1, 10000), "the caller did not get ready");
+	/* the router must not take the ping first: stopped, the ping stays POSTED and is
+	 * forged TAKEN (as a hostile client could), then left to the supervisor */
+	ft_sigstop(d.pid);
+	ck_assert_int_eq(write(down[1], &go, 1), 1);
+	for (t0 = ft_now_ms(); slot == UINT32_MAX; usleep(1000)) {
+		for (uint32_t i = 0; i < n.mbox.nslots && slot == UINT32_MAX; i++) {
+			uint64_t c = mbox_ctl(&n.mbox, i);
+
+			if (MBOX_CTL_PID(c) == pid && MBOX_CTL_STATE(c) == MBOX_POSTED &&
+			    atomic_compare_exchange_strong(
+				ctl_word(&n, i), &c,
+				MBOX_CTL(MBOX_CTL_GEN(c), pid, MBOX_TAKEN)))
+				slot = i;
+		}
+		if (slot == UINT32_MAX && ft_now_ms() - t0 > 5000)
+			break;
+	}
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	ck_assert_msg(slot != UINT32_MAX, "the ping was never posted");
+	ck_assert_uint_ge(slot, 4); /* past the process's first 4 */
+	ck_assert_msg(read_all(up[0], &lc, sizeof(lc), 10000), "the caller did not report");
+	ck_assert_int_eq(lc.rc, -ECONNRESET);
+	ck_assert_int_eq(lc.code, CHIPD_E_QUEUE_FULL);
+	ck_assert(lc.retryable);
+	ck_assert_msg(strstr(lc.message, "max-client-slots"), "%s", lc.message);
+	/* the RESET the reaper made, acknowledged once */
+	for (t0 = ft_now_ms(); ft_slot_state(&n, slot) != MBOX_FREE;)
+		ck_assert_msg(ft_now_ms() - t0 < 3000, "slot %u not FREE", slot);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "mbox_resets"), resets0 + 1);
+	ck_assert_uint_eq(slots_of(&n, pid), 4);
+	tu_kill(pid);
+	close(up[0]);
+	close(down[1]);
+	proto_node_detach(&n);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
+START_TEST(forged_reset_is_acknowledged)
+{
+	static const char *const args[] = {"--chips", "1", NULL};
+	struct mbox_ticket t;
+	struct proto_node n;
+	struct cd d;
+	uint64_t resets0, c;
+
+	ft_start(&d, args);
+	ft_node_attach(&d, &n);
+	resets0 = cd_stat(&d, "supervisor", "mbox_resets");
+	ck_assert_int_eq(mbox_claim(&n.mbox, &t), 0);
+	/* RESET written by hand, no attention raised: only the reaper can see it */
+	c = mbox_ctl(&n.mbox, t.slot);
+	atomic_store(ctl_word(&n, t.slot), MBOX_CTL(t.gen, MBOX_CTL_PID(c), MBOX_RESET));
+	ck_assert_msg(ft_slot_wait(&n, t.slot, MBOX_FREE, t.gen, 3000),
+		      "the forged RESET of slot %u stuck", t.slot);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "mbox_resets"), resets0 + 1);
+	ck_assert_int_eq(chipd_ping(d.conn, 5000, NULL, NULL), 0);
+	proto_node_detach(&n);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
 /* ---- a well-behaved client with more threads than its bound ---- */
 
 #define PINGERS	   8
@@ -411,6 +672,10 @@ int main(void)
 	    {"posts_past_the_bound_answered_queue_full", posts_past_the_bound_answered_queue_full},
 	    {"threads_past_the_bound_get_queue_full_then_succeed",
 	     threads_past_the_bound_get_queue_full_then_succeed},
+	    {"unread_answers_past_the_bound_taken_back", unread_answers_past_the_bound_taken_back},
+	    {"libchipd_call_taken_back_reports_queue_full",
+	     libchipd_call_taken_back_reports_queue_full},
+	    {"forged_reset_is_acknowledged", forged_reset_is_acknowledged},
 	};
 	Suite *s = suite_create("slots");
 	int rc;
