@@ -187,9 +187,8 @@ static int check_part(const struct proto_node *n, const char *what, uint64_t off
 {
 	if (off % 64 || off < *end || size == 0 || size > limit || off > limit - size)
 		return say(diag, -EMSGSIZE,
-			   "node region %s: %s at %" PRIu64 " (+%" PRIu64 ") is misaligned, "
-			   "overlaps the part before it or ends past its region (%" PRIu64
-			   " bytes)",
+			   "node region %s: %s at %" PRIu64 "+%" PRIu64 ": misaligned, overlaps "
+			   "or out of its region (%" PRIu64 " bytes)",
 			   n->region.name, what, off, size, limit);
 	*end = off + size;
 	return 0;
@@ -252,9 +251,9 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 			   "node region %s: exchange region shape out of range (%" PRIu64
 			   " bytes, consumer lines %" PRIu32 " apart)",
 			   name, x->total_size, x->cons_stride);
-	if ((rc = check_part(n, "client mailbox (exchange region)", x->mbox_offset, x->mbox_size,
+	if ((rc = check_part(n, "client mailbox (xchg)", x->mbox_offset, x->mbox_size,
 			     x->total_size, &end, diag)) ||
-	    (rc = check_part(n, "ring consumer lines (exchange region)", x->cons_offset,
+	    (rc = check_part(n, "ring consumer lines (xchg)", x->cons_offset,
 			     (uint64_t)x->nrings * x->cons_stride, x->total_size, &end, diag)))
 		return rc;
 	map_parts(n);
