@@ -881,6 +881,68 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 }
 END_TEST
 
+/* RING_VERSION 2: the producer part (header and records) and the consumer line live
+ * apart. Here the consumer sees the producer part through a read-only mapping of the
+ * same memfd (as a client maps the node region) and its line in another mapping (the
+ * exchange region): a whole stream, a reader close and a reset work, and the consumer
+ * writes nothing of the producer part (its mapping would fault). */
+START_TEST(split_producer_part_and_consumer_line)
+{
+	enum { CAP = 8 };
+	size_t size = ring_size(CAP);
+	int fd = memfd_create("ring-split", MFD_CLOEXEC);
+	struct ring owner, reader;
+	struct ring_cons *line;
+	struct ring_rec out;
+	void *rw, *ro;
+
+	ck_assert_uint_eq(RING_VERSION, 2);
+	ck_assert_uint_eq(sizeof(struct ring_hdr), 128);
+	ck_assert_uint_eq(RING_CONS_SIZE, 64);
+	ck_assert_uint_eq(size, 128 + CAP * sizeof(struct ring_rec));
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	rw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ro = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert(rw != MAP_FAILED && ro != MAP_FAILED);
+	line = tu_shared(RING_CONS_SIZE);
+
+	ck_assert_int_eq(ring_init(&owner, rw, size, CAP, line), 0);
+	ck_assert_ptr_eq(owner.cons, line);
+	(void)ring_reset(&owner, REQ_ID, getpid(), getpid());
+	ck_assert_int_eq(ring_attach(&reader, ro, size, line), 0);
+	ck_assert_uint_eq(reader.capacity, CAP);
+	for (uint32_t i = 0; i < 3 * CAP; i++) { /* laps: the tail moves in the line only */
+		push_ok(&owner, i, 0);
+		pop_expect(&reader, i, 0);
+	}
+	ck_assert_uint_eq(atomic_load(&line->tail), 3 * CAP);
+	ck_assert_uint_eq(atomic_load(&owner.hdr->head), 3 * CAP);
+	ring_close_reader(&reader);
+	ck_assert(ring_reader_closed(&owner));
+	ck_assert_uint_eq(atomic_load(&line->closed), atomic_load(&owner.hdr->generation));
+	push_ok(&owner, 3 * CAP, RING_F_FINAL);
+	pop_expect(&reader, 3 * CAP, RING_F_FINAL);
+	ck_assert_int_eq(ring_try_pop(&reader, &out), -ENODATA);
+	ck_assert(ring_drained(&owner));
+	/* the owner's reset empties the line too */
+	(void)ring_reset(&owner, REQ_ID + 1, getpid(), getpid());
+	ck_assert_uint_eq(atomic_load(&line->tail), 0);
+	ck_assert_uint_eq(atomic_load(&line->closed), 0);
+	ck_assert(!ring_reader_closed(&reader));
+	push_ok(&owner, 0, RING_F_FINAL);
+	pop_expect(&reader, 0, RING_F_FINAL);
+	/* a line that is missing or misaligned is refused */
+	ck_assert_int_eq(ring_bind(&reader, ro, CAP, NULL), -EINVAL);
+	ck_assert_int_eq(ring_attach(&reader, ro, size, (struct ring_cons *)(void *)((char *)line + 8)),
+			 -EMSGSIZE);
+	tu_unmap(line, RING_CONS_SIZE);
+	munmap(ro, size);
+	munmap(rw, size);
+	close(fd);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("ring");
@@ -917,6 +979,7 @@ static Suite *ring_suite(void)
 	    {"stale_close_does_not_close_the_next_stream",
 	     stale_close_does_not_close_the_next_stream, 0},
 	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring, 0},
+	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
