@@ -134,10 +134,11 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 	size_t len;
 	int rc;
 
-	if (c->fd < 0)
+	/* no handshake, no mailbox: the exchange region comes with the hello answer */
+	if (c->fd < 0 || !mb->hdr)
 		return fail(err, -ENOTCONN, CHIPD_OK,
-			    "%s: this handle only reads counters (chipd_connect_monitor); "
-			    "use chipd_connect to send requests",
+			    "%s: this handle only reads counters (chipd_connect_monitor): it has "
+			    "no mailbox before a handshake; use chipd_connect to send requests",
 			    op);
 	rc = mbox_claim(mb, &t);
 	if (rc)

@@ -1,6 +1,7 @@
 /* hello.c - the client's side of the handshake (see hello.h, docs/protocol.md §9). */
 #include "hello.h"
 
+#include "fdpass.h"
 #include "wait.h"
 
 #include <errno.h>
@@ -46,7 +47,26 @@ static int wait_readable(int fd, uint64_t deadline_ns)
 	}
 }
 
-int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_hello *out,
+/* recv(2) of one answer datagram that may carry the exchange region's fd (into
+ * *@xfd, which must be -1): the bytes, or -1 with errno set, as recv answers. */
+static ssize_t recv_answer(int fd, void *buf, size_t cap, int *xfd)
+{
+	int got_fd = -1;
+	ssize_t n = fdpass_recv(fd, buf, cap, &got_fd, MSG_DONTWAIT);
+
+	if (n < 0) {
+		errno = (int)-n;
+		return -1;
+	}
+	if (got_fd >= 0) {
+		if (*xfd >= 0)
+			close(*xfd);
+		*xfd = got_fd;
+	}
+	return n;
+}
+
+int proto_hello(struct proto_node *n, uint32_t timeout_ms, struct proto_hello *out,
 		char *why, size_t cap)
 {
 	uint64_t deadline = shm_deadline_in((uint64_t)timeout_ms * SHM_NS_PER_MS);
@@ -61,7 +81,8 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 	size_t len;
 	ssize_t got;
 	bool reset_seen = false;
-	int fd, rc;
+	int fd, rc, xfd = -1;
+	struct shm_diag diag = {""};
 
 	memset(out, 0, sizeof(*out));
 	out->fd = -1;
@@ -107,9 +128,9 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 		/* a supervisor that refuses the connection at once (max-clients) answers
 		 * and closes before the hello is read: its answer is still there */
 		rc = -errno;
-		got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		got = recv_answer(fd, buf, sizeof(buf), &xfd);
 		if (got < 0 && errno == ECONNRESET) /* the error first, then what is queued */
-			got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			got = recv_answer(fd, buf, sizeof(buf), &xfd);
 		if (got <= 0) {
 			say(why, cap, rc, "%s: send: %s", path, strerror(-rc));
 			goto err_close;
@@ -125,12 +146,12 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 			say(why, cap, rc, "%s: poll: %s", path, strerror(-rc));
 		if (rc)
 			goto err_close;
-		got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		got = recv_answer(fd, buf, sizeof(buf), &xfd);
 		/* a supervisor that closed with our hello unread makes the first read fail
 		 * ECONNRESET (and clears the error): its answer may still be queued */
 		if (got < 0 && errno == ECONNRESET && !reset_seen) {
 			reset_seen = true;
-			got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			got = recv_answer(fd, buf, sizeof(buf), &xfd);
 			if (got < 0 && errno == EAGAIN)
 				errno = ECONNRESET;
 		}
@@ -157,6 +178,20 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 			 path, (long long)m->pid, (int)cr.pid);
 		goto err_close;
 	}
+	if (xfd < 0) {
+		rc = say(why, cap, -EPROTO,
+			 "%s: the hello answer carries no exchange region (an older chipd?): use "
+			 "the libchipd and chipctl of the running chipd",
+			 path);
+		goto err_close;
+	}
+	/* the mailbox and the consumer lines: checked (seals, size, header) and mapped */
+	rc = proto_node_attach_xchg(n, xfd, &diag);
+	xfd = -1; /* taken */
+	if (rc && rc != -EALREADY) {
+		say(why, cap, rc, "%s", diag.msg);
+		goto err_close;
+	}
 	out->fd = fd;
 	out->client = m->client;
 	out->max_pending = m->max_pending;
@@ -164,6 +199,8 @@ int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_he
 	free(m);
 	return 0;
 err_close:
+	if (xfd >= 0)
+		close(xfd);
 	free(m);
 	close(fd);
 	return rc;

@@ -37,14 +37,18 @@ struct proto_hello {
 
 /* Connects to @n's handshake socket (SOCK_SEQPACKET, close-on-exec), checks that its
  * server is the region's creator, sends {"v":1,"op":"hello"} and waits up to
- * @timeout_ms for the answer. Returns 0 with @out filled (out->fd open: close it to
- * end the session); -EREMOTEIO when the supervisor answered with the error envelope
+ * @timeout_ms for the answer, which carries the exchange region's memfd (SCM_RIGHTS):
+ * it is checked and mapped into @n (proto_node_attach_xchg: n->mbox and the rings'
+ * consumer lines usable from then on; a node that has one already keeps it). Returns 0
+ * with @out filled (out->fd open: close it to end the session); -EREMOTEIO when the supervisor answered with the error envelope
  * (out->err; the connection is closed); or a local failure with @why (@cap bytes)
  * saying what: -EBADMSG no valid socket path in the descriptor or a malformed answer,
- * -EACCES the server is not the region's creator (an impostor), -ETIMEDOUT no answer
+ * -EACCES the server is not the region's creator (an impostor), -EPROTO an answer
+ * without the exchange region, what proto_node_attach_xchg returns (a memfd without
+ * its seals: -EPERM; of the wrong size or header: -EMSGSIZE...), -ETIMEDOUT no answer
  * in time, -EPIPE the supervisor closed the connection without an answer, or the
  * -errno of socket, connect, send or recv. */
-int proto_hello(const struct proto_node *n, uint32_t timeout_ms, struct proto_hello *out,
+int proto_hello(struct proto_node *n, uint32_t timeout_ms, struct proto_hello *out,
 		char *why, size_t cap);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
 #define PAGE	   4096u
@@ -44,6 +45,7 @@ int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_des
 	size_t sup = ctr_size(PROTO_NSUP_CTRS), wrk = ctr_size(PROTO_NWRK_CTRS);
 	size_t mb = mbox_size(cfg->mbox_slots, cfg->req_cap, cfg->resp_cap);
 	size_t ring = ring_size(cfg->ring_capacity);
+	struct proto_xchg_geom x;
 	uint64_t off;
 
 	if (cfg->nworkers < 1 || cfg->nworkers > CHIPD_MAX_CHIPS || cfg->nrings < 1 ||
@@ -67,17 +69,19 @@ int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_des
 	d->wrk_ctr_offset = (uint32_t)off;
 	d->wrk_ctr_stride = (uint32_t)ALIGN64(wrk);
 	off += (uint64_t)cfg->nworkers * d->wrk_ctr_stride;
-	d->mbox_offset = (uint32_t)(off = ALIGN64(off));
-	d->mbox_size = (uint32_t)ALIGN64(mb);
-	off += d->mbox_size;
-	/* Rings start on a page: the hot producer/consumer lines of the first ring do
-	 * not share a page with the mailbox. */
+	/* Rings start on a page: the producer lines of the first ring do not share a
+	 * page with the counters. */
 	d->rings_offset = (uint32_t)(off = (off + PAGE - 1) / PAGE * PAGE);
 	d->ring_stride = (uint32_t)ALIGN64(ring);
 	off += (uint64_t)cfg->nrings * d->ring_stride;
 	d->total_size = (off + PAGE - 1) / PAGE * PAGE;
-	if (d->total_size > SHM_REGION_MAX_SIZE)
+	if (d->total_size > SHM_REGION_MAX_SIZE || proto_xchg_layout(ALIGN64(mb), cfg->nrings, &x))
 		return -EMSGSIZE;
+	d->xchg_size = x.total_size;
+	d->mbox_offset = x.mbox_offset;
+	d->mbox_size = x.mbox_size;
+	d->cons_offset = x.cons_offset;
+	d->cons_stride = x.cons_stride;
 	return 0;
 }
 
@@ -105,13 +109,22 @@ static void geom_of(const struct proto_node_desc *d, struct proto_node_geom *g)
 	g->sup_ctr_size = PEEK(d->sup_ctr_size);
 	g->wrk_ctr_offset = PEEK(d->wrk_ctr_offset);
 	g->wrk_ctr_stride = PEEK(d->wrk_ctr_stride);
-	g->mbox_offset = PEEK(d->mbox_offset);
-	g->mbox_size = PEEK(d->mbox_size);
 	g->rings_offset = PEEK(d->rings_offset);
 	g->ring_stride = PEEK(d->ring_stride);
 	g->nrings = PEEK(d->nrings);
 	g->ring_capacity = PEEK(d->ring_capacity);
 	g->total_size = PEEK(d->total_size);
+	g->xchg.total_size = PEEK(d->xchg_size);
+	g->xchg.mbox_offset = PEEK(d->mbox_offset);
+	g->xchg.mbox_size = PEEK(d->mbox_size);
+	g->xchg.cons_offset = PEEK(d->cons_offset);
+	g->xchg.cons_stride = PEEK(d->cons_stride);
+	g->xchg.nrings = g->nrings;
+}
+
+static char *xat(const struct proto_node *n, uint64_t off)
+{
+	return n->xchg.base + off;
 }
 
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
@@ -121,15 +134,20 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	int rc = proto_node_layout(cfg, &d);
 
 	memset(n, 0, sizeof(*n));
+	n->xchg.fd = -1;
 	if (rc)
 		return say(diag, rc, "node region %s: shape out of range", name);
-	rc = shm_region_create(&n->region, name, SHM_KIND_NODE, d.total_size, flags, diag);
+	rc = shm_region_create(&n->region, name, SHM_KIND_NODE, d.total_size,
+			       flags | SHM_CREATE_READONLY, diag);
 	if (rc)
 		return rc;
 	n->desc = (struct proto_node_desc *)shm_region_body(&n->region);
 	memcpy(n->desc, &d, sizeof(d));
 	geom_of(&d, &n->geom);
 	map_parts(n);
+	rc = proto_xchg_create(&n->xchg, &n->geom.xchg, diag);
+	if (rc)
+		goto err_unlink;
 	for (uint32_t i = 0; i < d.nworkers; i++) {
 		n->dir[i].chip = i;
 		n->dir[i].gpu = -1;
@@ -141,13 +159,14 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 			      at(n, d.wrk_ctr_offset + (uint64_t)i * d.wrk_ctr_stride),
 			      d.wrk_ctr_stride, wrk_ctrs, PROTO_NWRK_CTRS);
 	if (rc == 0)
-		rc = mbox_init(&n->mbox, at(n, d.mbox_offset), d.mbox_size, cfg->mbox_slots,
+		rc = mbox_init(&n->mbox, xat(n, d.mbox_offset), d.mbox_size, cfg->mbox_slots,
 			       cfg->req_cap, cfg->resp_cap);
 	for (uint32_t i = 0; rc == 0 && i < d.nrings; i++) {
 		struct ring r;
 
 		rc = ring_init(&r, at(n, d.rings_offset + (uint64_t)i * d.ring_stride),
-			       d.ring_stride, d.ring_capacity);
+			       d.ring_stride, d.ring_capacity,
+			       proto_xchg_cons(&n->xchg, &n->geom.xchg, i));
 	}
 	if (rc) {
 		say(diag, rc, "node region %s: laying out its parts failed (%d)", name, rc);
@@ -156,6 +175,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	return 0;
 err_unlink:
 	shm_region_unlink(name);
+	proto_xchg_close(&n->xchg);
 	shm_region_detach(&n->region);
 	return rc;
 }
@@ -163,14 +183,13 @@ err_unlink:
 /* Checks that the part [@off, @off + @size) is aligned, lies after @*end (the end of
  * the previous part) and inside the region; advances @*end. */
 static int check_part(const struct proto_node *n, const char *what, uint64_t off, uint64_t size,
-		      uint64_t *end, struct shm_diag *diag)
+		      uint64_t limit, uint64_t *end, struct shm_diag *diag)
 {
-	if (off % 64 || off < *end || size == 0 || size > n->region.size ||
-	    off > n->region.size - size)
+	if (off % 64 || off < *end || size == 0 || size > limit || off > limit - size)
 		return say(diag, -EMSGSIZE,
-			   "node region %s: %s at %" PRIu64 " (+%" PRIu64 ") is misaligned, "
-			   "overlaps the part before it or ends past the region (%zu bytes)",
-			   n->region.name, what, off, size, n->region.size);
+			   "node region %s: %s at %" PRIu64 "+%" PRIu64 ": misaligned, overlaps "
+			   "or out of its region (%" PRIu64 " bytes)",
+			   n->region.name, what, off, size, limit);
 	*end = off + size;
 	return 0;
 }
@@ -179,6 +198,8 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 {
 	const struct proto_node_desc *sd = n->desc;
 	struct proto_node_geom *d = &n->geom;
+	const struct proto_xchg_geom *x = &d->xchg;
+	const uint64_t lim = n->region.size;
 	const char *name = n->region.name;
 	uint64_t end = PROTO_NODE_DESC_OFFSET + sizeof(*sd), magic;
 	uint32_t version, wire, desc_size;
@@ -214,14 +235,26 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 			   ", rings %" PRIu32 " x %" PRIu32 ", total %" PRIu64 ")",
 			   name, d->nworkers, d->nrings, d->ring_capacity, d->total_size);
 	if ((rc = check_part(n, "worker directory", d->dir_offset,
-			     (uint64_t)d->nworkers * d->dir_stride, &end, diag)) ||
-	    (rc = check_part(n, "supervisor counters", d->sup_ctr_offset, d->sup_ctr_size, &end,
-			     diag)) ||
+			     (uint64_t)d->nworkers * d->dir_stride, lim, &end, diag)) ||
+	    (rc = check_part(n, "supervisor counters", d->sup_ctr_offset, d->sup_ctr_size, lim,
+			     &end, diag)) ||
 	    (rc = check_part(n, "worker counters", d->wrk_ctr_offset,
-			     (uint64_t)d->nworkers * d->wrk_ctr_stride, &end, diag)) ||
-	    (rc = check_part(n, "client mailbox", d->mbox_offset, d->mbox_size, &end, diag)) ||
+			     (uint64_t)d->nworkers * d->wrk_ctr_stride, lim, &end, diag)) ||
 	    (rc = check_part(n, "token rings", d->rings_offset,
-			     (uint64_t)d->nrings * d->ring_stride, &end, diag)))
+			     (uint64_t)d->nrings * d->ring_stride, lim, &end, diag)))
+		return rc;
+	/* the exchange region's parts, against its size as the descriptor gives it (the
+	 * memfd is checked against the same size when it comes, proto_xchg_open) */
+	end = PROTO_XCHG_HDR;
+	if (x->total_size > SHM_REGION_MAX_SIZE || x->cons_stride != RING_CONS_SIZE)
+		return say(diag, -EMSGSIZE,
+			   "node region %s: exchange region shape out of range (%" PRIu64
+			   " bytes, consumer lines %" PRIu32 " apart)",
+			   name, x->total_size, x->cons_stride);
+	if ((rc = check_part(n, "client mailbox (xchg)", x->mbox_offset, x->mbox_size,
+			     x->total_size, &end, diag)) ||
+	    (rc = check_part(n, "ring consumer lines (xchg)", x->cons_offset,
+			     (uint64_t)x->nrings * x->cons_stride, x->total_size, &end, diag)))
 		return rc;
 	map_parts(n);
 	rc = ctr_attach(&n->sup_ctr, at(n, d->sup_ctr_offset), d->sup_ctr_size);
@@ -231,10 +264,6 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 				d->wrk_ctr_stride);
 	if (rc)
 		return say(diag, rc, "node region %s: a counter block is invalid (%d)", name, rc);
-	rc = mbox_attach(&n->mbox, at(n, d->mbox_offset), d->mbox_size);
-	if (rc)
-		return say(diag, rc, "node region %s: the client mailbox is invalid (%d)", name,
-			   rc);
 	return 0;
 }
 
@@ -243,7 +272,8 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
 	int rc;
 
 	memset(n, 0, sizeof(*n));
-	rc = shm_region_attach(&n->region, name, SHM_KIND_NODE, 0, diag);
+	n->xchg.fd = -1;
+	rc = shm_region_attach_ro(&n->region, name, SHM_KIND_NODE, 0, diag);
 	if (rc)
 		return rc;
 	n->desc = (struct proto_node_desc *)shm_region_body(&n->region);
@@ -254,13 +284,39 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
 err_detach:
 	shm_region_detach(&n->region);
 	memset(n, 0, sizeof(*n));
+	n->xchg.fd = -1;
 	return rc;
+}
+
+int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag)
+{
+	const struct proto_xchg_geom *g = &n->geom.xchg;
+	int rc;
+
+	if (n->xchg.base) {
+		close(fd);
+		return say(diag, -EALREADY, "node region %s: the exchange region is mapped already",
+			   n->region.name);
+	}
+	rc = proto_xchg_open(&n->xchg, fd, g, diag);
+	if (rc)
+		return rc;
+	rc = mbox_attach(&n->mbox, xat(n, g->mbox_offset), g->mbox_size);
+	if (rc) {
+		proto_xchg_close(&n->xchg);
+		memset(&n->mbox, 0, sizeof(n->mbox));
+		return say(diag, rc, "node region %s: the client mailbox is invalid (%d)",
+			   n->region.name, rc);
+	}
+	return 0;
 }
 
 void proto_node_detach(struct proto_node *n)
 {
+	proto_xchg_close(&n->xchg);
 	shm_region_detach(&n->region);
 	memset(n, 0, sizeof(*n));
+	n->xchg.fd = -1;
 }
 
 int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
@@ -270,10 +326,13 @@ int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
 	memset(r, 0, sizeof(*r));
 	if (idx >= g->nrings)
 		return -ERANGE;
+	if (!n->xchg.base)
+		return -ENOTCONN;
 	/* validated at create or attach: the ring lies inside the region, 64-aligned,
-	 * and ring_stride holds ring_size(ring_capacity) */
+	 * and ring_stride holds ring_size(ring_capacity); its consumer line inside the
+	 * exchange region, whose size was checked against the same geometry */
 	return ring_bind(r, at(n, g->rings_offset + (uint64_t)idx * g->ring_stride),
-			 g->ring_capacity);
+			 g->ring_capacity, proto_xchg_cons(&n->xchg, &g->xchg, idx));
 }
 
 int proto_node_sock_path(const struct proto_node *n, char *out)

@@ -1,5 +1,7 @@
 /* node.h - the node region "/chipd.<uid>.<instance>": what the supervisor creates and
- * every client attaches to.
+ * every client attaches to, read-only (layout 3: mode 0400, mapped PROT_READ; only the
+ * supervisor and the workers it forks write it). What clients write lives in the
+ * exchange region (xchg.h), a sealed memfd each client gets with its hello answer.
  *
  * After the 64-byte region header (shm/region.h) the body holds, each part at a
  * 64-aligned offset recorded in the node descriptor (offsets from the region start):
@@ -9,8 +11,11 @@
  *        worker directory: nworkers records of 64 bytes (chip, state, pid, gpu, ...)
  *        supervisor counters (shm/ctr.h block)
  *        worker counters: nworkers blocks, one every wrk_ctr_stride bytes
- *        client mailbox (shm/mbox.h): requests to the supervisor's router
- *        token rings (shm/ring.h): nrings rings, one every ring_stride bytes
+ *        token rings (shm/ring.h): nrings producer parts (header and records), one
+ *        every ring_stride bytes; their consumer lines are in the exchange region
+ * The descriptor also gives the exchange region's shape: its size, where its client
+ * mailbox (mbox_offset, mbox_size) and its consumer lines (cons_offset, cons_stride)
+ * lie in it.
  *
  * Attach trusts nothing: every offset and size is bound-checked against the region
  * before use, and the parts must not overlap. docs/protocol.md §8.1 is normative.
@@ -26,13 +31,14 @@
 #include "mbox.h"
 #include "region.h"
 #include "ring.h"
+#include "xchg.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define PROTO_NODE_MAGIC       0x45444f4e44504843ull /* "CHPDNODE" in little-endian bytes */
-#define PROTO_NODE_VERSION     2u
+#define PROTO_NODE_VERSION     3u
 #define PROTO_NODE_DESC_OFFSET SHM_BODY_OFFSET
 #define PROTO_NODE_MAX_RINGS   4096u
 /* The handshake socket's path in the descriptor, NUL included: sun_path's size. */
@@ -65,12 +71,15 @@ struct proto_node_desc {
 	uint32_t dir_stride; /* sizeof(struct proto_node_worker) */
 	uint32_t sup_ctr_offset, sup_ctr_size;
 	uint32_t wrk_ctr_offset, wrk_ctr_stride;
-	uint32_t mbox_offset, mbox_size;
+	uint32_t mbox_offset, mbox_size; /* the client mailbox, in the exchange region */
 	uint32_t rings_offset, ring_stride;
 	uint32_t nrings, ring_capacity;
 	uint64_t total_size;	     /* == the region's size */
 	_Atomic uint64_t started_ns; /* CLOCK_MONOTONIC when the supervisor became ready */
-	uint8_t reserved0[40];
+	uint64_t xchg_size;	     /* the exchange region's size (its memfd's) */
+	uint32_t cons_offset;	     /* ring consumer lines, in the exchange region */
+	uint32_t cons_stride;	     /* RING_CONS_SIZE */
+	uint8_t reserved0[24];
 	/* the handshake socket (SOCK_SEQPACKET, docs/protocol.md §9): an absolute path,
 	 * NUL-terminated; written by the supervisor before READY */
 	char sock_path[PROTO_NODE_SOCK_MAX];
@@ -82,6 +91,8 @@ _Static_assert(offsetof(struct proto_node_desc, mbox_offset) == 48, "desc.mbox_o
 _Static_assert(offsetof(struct proto_node_desc, nrings) == 64, "desc.nrings");
 _Static_assert(offsetof(struct proto_node_desc, total_size) == 72, "desc.total_size");
 _Static_assert(offsetof(struct proto_node_desc, started_ns) == 80, "desc.started_ns");
+_Static_assert(offsetof(struct proto_node_desc, xchg_size) == 88, "desc.xchg_size");
+_Static_assert(offsetof(struct proto_node_desc, cons_offset) == 96, "desc.cons_offset");
 _Static_assert(offsetof(struct proto_node_desc, sock_path) == 128, "desc.sock_path");
 
 /* One worker's record in the directory; written by the supervisor only. */
@@ -162,10 +173,10 @@ struct proto_node_geom {
 	uint32_t dir_offset, dir_stride;
 	uint32_t sup_ctr_offset, sup_ctr_size;
 	uint32_t wrk_ctr_offset, wrk_ctr_stride;
-	uint32_t mbox_offset, mbox_size;
 	uint32_t rings_offset, ring_stride;
 	uint32_t nrings, ring_capacity;
 	uint64_t total_size;
+	struct proto_xchg_geom xchg; /* the exchange region's shape */
 };
 
 /* One process's mapping of a node region. */
@@ -176,7 +187,10 @@ struct proto_node {
 	struct proto_node_worker *dir; /* geom.nworkers records */
 	struct ctr_block sup_ctr;
 	struct ctr_block wrk_ctr[CHIPD_MAX_CHIPS];
-	struct mbox mbox;
+	/* the exchange region: the creator's from create on; a client's once its hello
+	 * brought the memfd (proto_hello), xchg.base NULL before */
+	struct proto_xchg xchg;
+	struct mbox mbox; /* in the exchange region: unattached (hdr NULL) until then */
 };
 
 /* The default shape for @nworkers chips (the PROTO_NODE_* constants). */
@@ -187,22 +201,31 @@ void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
  * SHM_REGION_MAX_SIZE. */
 int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *desc);
 
-/* Creates the node region @name with the shape @cfg (flags as shm_region_create)
- * and lays out every part: directory records (state EMPTY, gpu -1), counters (zero),
- * the mailbox, the rings. The region stays CREATING: fill in the directory, then
+/* Creates the node region @name with the shape @cfg (flags as shm_region_create;
+ * SHM_CREATE_READONLY is always added) and the exchange region, and lays out every
+ * part: directory records (state EMPTY, gpu -1), counters (zero), the mailbox, the
+ * rings (producer parts here, consumer lines in the exchange region). The region stays CREATING: fill in the directory, then
  * call shm_region_ready(&n->region). Returns 0 or -errno, with @diag (may be NULL)
  * saying why. */
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
 		      unsigned flags, struct shm_diag *diag);
 
-/* Attaches the node region @name: shm_region_attach (kind NODE) and then the node
- * descriptor, checked field by field: -EBADMSG bad magic, -EPROTONOSUPPORT another
- * node layout or wire version, -EMSGSIZE a part out of bounds, misaligned or
- * overlapping another, or what the attach of the counters and the mailbox return.
- * On error nothing stays mapped and @diag says which check failed. */
+/* Attaches the node region @name read-only: shm_region_attach_ro (kind NODE) and then
+ * the node descriptor, checked field by field: -EBADMSG bad magic, -EPROTONOSUPPORT
+ * another node layout or wire version, -EMSGSIZE a part out of bounds, misaligned or
+ * overlapping another (the exchange region's shape included), or what the attach of
+ * the counters returns. The mailbox and the rings' consumer lines are not there yet:
+ * proto_hello brings the exchange region (proto_node_attach_xchg). On error nothing
+ * stays mapped and @diag says which check failed. */
 int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *diag);
 
-/* Unmaps @n (does not unlink). Safe on a zeroed struct. */
+/* Maps the exchange region @fd (taken: kept in n->xchg, or closed on error) into the
+ * attached node @n after proto_xchg_open's checks against n->geom.xchg, and attaches
+ * the client mailbox in it. Returns 0, -EALREADY when @n already has one (@fd closed),
+ * or what proto_xchg_open and mbox_attach return, with @diag saying why. */
+int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag);
+
+/* Unmaps @n and its exchange region (does not unlink). Safe on a zeroed struct. */
 void proto_node_detach(struct proto_node *n);
 
 /* Copies the handshake socket's path of @n into @out (PROTO_NODE_SOCK_MAX bytes).
@@ -211,9 +234,10 @@ void proto_node_detach(struct proto_node *n);
 int proto_node_sock_path(const struct proto_node *n, char *out);
 
 /* Attaches @r to ring @idx of the node, found and bound through the node's private
- * geometry (n->geom: its offset, stride and capacity), and checks that the ring's
- * header still says so (ring_check). Returns 0, -ERANGE for an index not below
- * geom.nrings, or -EBADMSG, -EPROTONOSUPPORT, -EMSGSIZE when a peer overwrote the
+ * geometry (n->geom: its offset, stride and capacity; its consumer line in the
+ * exchange region), and checks that the ring's header still says so (ring_check).
+ * Returns 0, -ERANGE for an index not below geom.nrings, -ENOTCONN when @n has no
+ * exchange region yet (no hello), or -EBADMSG, -EPROTONOSUPPORT, -EMSGSIZE when a peer overwrote the
  * header's identity. On error @r is zeroed (hdr NULL): check the return before any
  * ring call. Every ring call on an attached @r stays inside the ring's records
  * whatever a peer writes into its header later (ring.h). */
@@ -221,7 +245,7 @@ int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r);
 
 /* Binds @r to ring @idx with the node's private geometry, reading nothing of the
  * ring's header: for the region's creator, which laid the ring out and rewrites its
- * identity itself. Returns 0 or -ERANGE (@r zeroed). */
+ * identity itself. Returns 0, -ERANGE or -ENOTCONN (@r zeroed). */
 int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r);
 
 /* Checks @name against the instance naming rule: 1..CHIPD_INSTANCE_MAX-1 characters of

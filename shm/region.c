@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #define REGION_MODE 0600
+#define REGION_MODE_READONLY 0400 /* SHM_CREATE_READONLY: only its creator writes */
 /* An existing region without a readable creator (crashed between shm_open and
  * writing the header) is treated as abandoned once it is this old. */
 #define ABANDONED_AFTER_S 2
@@ -131,6 +132,7 @@ out_close:
 int shm_region_create(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
 		      unsigned flags, struct shm_diag *diag)
 {
+	mode_t mode = (flags & SHM_CREATE_READONLY) ? REGION_MODE_READONLY : REGION_MODE;
 	int fd, rc;
 
 	memset(r, 0, sizeof(*r));
@@ -144,7 +146,7 @@ int shm_region_create(struct shm_region *r, const char *name, enum shm_kind kind
 	/* Two tries: the second after reclaiming a stale region. */
 	for (int attempt = 0;; attempt++) {
 		fd =
-		    shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, REGION_MODE);
+		    shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd >= 0)
 			break;
 		if (errno != EEXIST)
@@ -165,8 +167,9 @@ int shm_region_create(struct shm_region *r, const char *name, enum shm_kind kind
 	}
 
 	/* The umask may have cleared bits we asked for, never added any; set the mode
-	 * explicitly so it is exactly 0600. */
-	if (fchmod(fd, REGION_MODE) != 0 || ftruncate(fd, (off_t)size) != 0) {
+	 * explicitly so it is exactly 0600 (0400). The creating open keeps its write
+	 * access whatever the mode says: later opens are checked against the mode. */
+	if (fchmod(fd, mode) != 0 || ftruncate(fd, (off_t)size) != 0) {
 		rc = fail(diag, -errno, "%s: fchmod/ftruncate: %s", name, strerror(errno));
 		goto err_unlink;
 	}
@@ -242,6 +245,13 @@ static int open_failed(const char *name, struct shm_diag *diag)
 	if (err == EACCES && lstat(path, &st) == 0 && st.st_uid != geteuid())
 		return fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
 			    (unsigned)st.st_uid, (unsigned)geteuid());
+	/* A read-write open of a region its creator made read-only (SHM_CREATE_READONLY):
+	 * a client built for an older layout, which mapped the node region writable. */
+	if (err == EACCES && lstat(path, &st) == 0 && !(st.st_mode & 0200))
+		return fail(diag, -EACCES,
+			    "%s is read-only (mode %04o): the node uses a newer layout that clients "
+			    "map read-only; use the libchipd and chipctl of the running chipd",
+			    name, (unsigned)(st.st_mode & 07777));
 	return fail(diag, -err, "%s: shm_open: %s", name, strerror(err));
 }
 
@@ -299,8 +309,9 @@ static int check_header(const struct shm_header *h, const char *name, enum shm_k
 	return 0;
 }
 
-int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
-		      struct shm_diag *diag)
+/* The attach of shm_region_attach (@writable) and shm_region_attach_ro. */
+static int attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
+		  bool writable, struct shm_diag *diag)
 {
 	struct stat st;
 	int fd, rc;
@@ -309,7 +320,7 @@ int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind
 	rc = check_name(name, diag);
 	if (rc)
 		return rc;
-	fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		return open_failed(name, diag);
 	rc = check_file(fd, name, &st, diag);
@@ -317,7 +328,8 @@ int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind
 		goto out_close;
 
 	size_t file_size = (size_t)st.st_size;
-	void *base = mmap(NULL, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *base = mmap(NULL, file_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+			  MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = fail(diag, -errno, "%s: mmap: %s", name, strerror(errno));
 		goto out_close;
@@ -334,6 +346,18 @@ int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind
 out_close:
 	close(fd);
 	return rc;
+}
+
+int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
+		      struct shm_diag *diag)
+{
+	return attach(r, name, kind, size, true, diag);
+}
+
+int shm_region_attach_ro(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
+			 struct shm_diag *diag)
+{
+	return attach(r, name, kind, size, false, diag);
 }
 
 void shm_region_detach(struct shm_region *r)

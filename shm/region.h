@@ -79,9 +79,13 @@ struct shm_diag {
 
 /* Flags for shm_region_create. */
 #define SHM_CREATE_RECLAIM_STALE 0x1u /* unlink an existing region whose creator is dead */
+/* mode 0400: only the creator's own mapping (and what inherits it across fork) can
+ * write; every later open is O_RDONLY (shm_region_attach_ro), for root as well by
+ * convention. A read-write open by anyone but root fails EACCES. */
+#define SHM_CREATE_READONLY 0x2u
 
 /* Creates the named region @name ("/chipd.<uid>.<instance>") of @size bytes (header
- * included, at least SHM_BODY_OFFSET), mode 0600, kind @kind, state CREATING, body
+ * included, at least SHM_BODY_OFFSET), mode 0600 (0400 with SHM_CREATE_READONLY), kind @kind, state CREATING, body
  * zeroed. With SHM_CREATE_RECLAIM_STALE an existing region whose creator is dead is
  * unlinked and created anew; a live one is refused. Call shm_region_ready() once the
  * body is initialized.
@@ -100,7 +104,8 @@ void shm_region_ready(struct shm_region *r);
 
 /* Attaches to the named region @name after validating, in this order: it exists
  * (-ENOENT), is not a symlink (-ELOOP), is a regular file (-EMEDIUMTYPE), is owned by
- * the effective uid (-EPERM), has no group/other permission bits (-EACCES), has a
+ * the effective uid (-EPERM), has no group/other permission bits (-EACCES; also a
+ * read-write open of a SHM_CREATE_READONLY region by a non-root caller), has a
  * size within [SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE] (-EMSGSIZE), has been initialized
  * (-EAGAIN: magic not yet stored), has the right magic (-EBADMSG), layout version
  * (-EPROTONOSUPPORT), kind (-EPROTOTYPE), a header size equal to the file size and to
@@ -109,6 +114,12 @@ void shm_region_ready(struct shm_region *r);
  * On error nothing stays mapped and @diag says which check failed with the values. */
 int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
 		      struct shm_diag *diag);
+
+/* As shm_region_attach, but opens O_RDONLY and maps PROT_READ: for the readers of a
+ * region created with SHM_CREATE_READONLY. Any write through the mapping faults
+ * (SIGSEGV), and mprotect(PROT_WRITE) of it fails EACCES. */
+int shm_region_attach_ro(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
+			 struct shm_diag *diag);
 
 /* Unmaps @r. Does not unlink (see shm_region_unlink). Safe on a zeroed struct. */
 void shm_region_detach(struct shm_region *r);

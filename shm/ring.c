@@ -25,15 +25,16 @@ size_t ring_size(uint32_t capacity)
 /* Binds @r to the ring at @h with @capacity records: the capacity, and so every index
  * mask and the extent of the records, is the caller's from here on. Of the shared
  * header only the tail is read, as the producer's first cached value (a hint). */
-static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity)
+static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity, struct ring_cons *c)
 {
 	memset(r, 0, sizeof(*r));
 	r->hdr = h;
+	r->cons = c;
 	r->recs = (struct ring_rec *)((char *)h + sizeof(*h));
 	r->capacity = capacity;
 	r->mask = capacity - 1;
 	r->spin_ns = SHM_SPIN_NS_DEFAULT;
-	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+	r->cached_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
 }
 
 /* One read of a plain header word a peer may write at any time. */
@@ -42,17 +43,19 @@ static uint32_t peek32(const uint32_t *p)
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity)
+int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity, struct ring_cons *cons)
 {
 	size_t need = ring_size(capacity);
 
-	if (need == 0 || ((uintptr_t)mem & (RING_LINE - 1)))
+	if (need == 0 || ((uintptr_t)mem & (RING_LINE - 1)) || !cons ||
+	    ((uintptr_t)cons & (RING_LINE - 1)))
 		return -EINVAL;
 	if (need > avail)
 		return -EMSGSIZE;
 	/* The header only: a record is written before head publishes it and never read
 	 * otherwise, so untouched records of a fresh region cost no memory until used. */
 	memset(mem, 0, sizeof(struct ring_hdr));
+	memset(cons, 0, sizeof(*cons));
 
 	struct ring_hdr *h = mem;
 	h->magic = RING_MAGIC;
@@ -60,26 +63,28 @@ int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity)
 	h->capacity = capacity;
 	h->rec_size = sizeof(struct ring_rec);
 	atomic_init(&h->generation, 1);
-	shm_wake_init(&h->wake);
-	bind(r, h, capacity);
+	shm_wake_init(&cons->wake);
+	bind(r, h, capacity, cons);
 	return 0;
 }
 
-int ring_bind(struct ring *r, void *mem, uint32_t capacity)
+int ring_bind(struct ring *r, void *mem, uint32_t capacity, struct ring_cons *cons)
 {
 	memset(r, 0, sizeof(*r));
-	if (!capacity_ok(capacity) || ((uintptr_t)mem & (RING_LINE - 1)))
+	if (!capacity_ok(capacity) || ((uintptr_t)mem & (RING_LINE - 1)) || !cons ||
+	    ((uintptr_t)cons & (RING_LINE - 1)))
 		return -EINVAL;
-	bind(r, mem, capacity);
+	bind(r, mem, capacity, cons);
 	return 0;
 }
 
-int ring_attach(struct ring *r, void *mem, size_t avail)
+int ring_attach(struct ring *r, void *mem, size_t avail, struct ring_cons *cons)
 {
 	struct ring_hdr *h = mem;
 
 	memset(r, 0, sizeof(*r));
-	if (avail < sizeof(*h) || ((uintptr_t)mem & (RING_LINE - 1)))
+	if (avail < sizeof(*h) || ((uintptr_t)mem & (RING_LINE - 1)) || !cons ||
+	    ((uintptr_t)cons & (RING_LINE - 1)))
 		return -EMSGSIZE;
 	if (peek32(&h->magic) != RING_MAGIC)
 		return -EBADMSG;
@@ -90,7 +95,7 @@ int ring_attach(struct ring *r, void *mem, size_t avail)
 	size_t need = ring_size(capacity);
 	if (need == 0 || need > avail || peek32(&h->rec_size) != sizeof(struct ring_rec))
 		return -EMSGSIZE;
-	bind(r, h, capacity);
+	bind(r, h, capacity, cons);
 	return 0;
 }
 
@@ -112,14 +117,14 @@ uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t c
 	struct ring_hdr *h = r->hdr;
 
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
-	atomic_store_explicit(&h->tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->cons->tail, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->terminal, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->request_id, request_id, memory_order_relaxed);
 	atomic_store_explicit(&h->producer_start, shm_proc_start_time(producer),
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)producer, memory_order_relaxed);
 	atomic_store_explicit(&h->consumer_pid, (uint32_t)consumer, memory_order_relaxed);
-	atomic_store_explicit(&h->closed, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->cons->closed, 0, memory_order_relaxed);
 	r->cached_tail = 0;
 	return atomic_fetch_add_explicit(&h->generation, 1, memory_order_seq_cst) + 1;
 }
@@ -137,7 +142,7 @@ static uint32_t free_records(struct ring *r, uint64_t head, uint32_t want)
 	uint64_t used = head - r->cached_tail;
 
 	if (used > r->capacity || r->capacity - used < want) {
-		r->cached_tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+		r->cached_tail = atomic_load_explicit(&r->cons->tail, memory_order_acquire);
 		used = head - r->cached_tail;
 	}
 	return used > r->capacity ? 0 : (uint32_t)(r->capacity - used);
@@ -175,7 +180,7 @@ int ring_push(struct ring *r, const struct ring_rec *rec)
 	/* seq_cst: publishes the record and orders against the consumer's sleepers
 	 * announcement (wait.h). */
 	atomic_store_explicit(&h->head, head + 1, memory_order_seq_cst);
-	shm_wake_all(&h->wake);
+	shm_wake_all(&r->cons->wake);
 	return 0;
 }
 
@@ -192,7 +197,7 @@ uint32_t ring_space(struct ring *r)
 int ring_try_pop(struct ring *r, struct ring_rec *out)
 {
 	struct ring_hdr *h = r->hdr;
-	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
 	/* The terminal flag is read before head: once it is seen set, the producer
 	 * writes only the terminal record's own slot (at head), never the slot at
 	 * tail - 1 read below. Read after head, the flag could belong to a terminal
@@ -213,25 +218,31 @@ int ring_try_pop(struct ring *r, struct ring_rec *out)
 	if (head - tail > r->capacity)
 		return -EBADMSG; /* indices corrupted by a peer */
 	*out = r->recs[tail & r->mask];
-	atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
+	atomic_store_explicit(&r->cons->tail, tail + 1, memory_order_release);
 	return 0;
 }
 
 static bool has_record(void *arg)
 {
-	struct ring_hdr *h = arg;
+	const struct ring *r = arg;
 
-	return atomic_load_explicit(&h->head, memory_order_seq_cst) !=
-	       atomic_load_explicit(&h->tail, memory_order_relaxed);
+	return atomic_load_explicit(&r->hdr->head, memory_order_seq_cst) !=
+	       atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
 }
 
-static bool producer_lost(void *arg)
+static bool hdr_producer_lost(const struct ring_hdr *h)
 {
-	struct ring_hdr *h = arg;
 	pid_t pid = (pid_t)atomic_load_explicit(&h->producer_pid, memory_order_acquire);
 
 	return pid != 0 &&
 	       !shm_proc_alive(pid, atomic_load_explicit(&h->producer_start, memory_order_relaxed));
+}
+
+static bool producer_lost(void *arg)
+{
+	const struct ring *r = arg;
+
+	return hdr_producer_lost(r->hdr);
 }
 
 int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns)
@@ -239,7 +250,7 @@ int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns)
 	struct shm_waiter how = {
 	    .ready = has_record,
 	    .peer_lost = producer_lost,
-	    .arg = r->hdr,
+	    .arg = r,
 	    .spin_ns = r->spin_ns,
 	};
 
@@ -247,7 +258,7 @@ int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns)
 		int rc = ring_try_pop(r, out);
 		if (rc != -EAGAIN)
 			return rc;
-		rc = shm_wait(&r->hdr->wake, &how, deadline_ns);
+		rc = shm_wait(&r->cons->wake, &how, deadline_ns);
 		if (rc == -EPIPE)
 			return -EOWNERDEAD;
 		if (rc)
@@ -260,7 +271,7 @@ int ring_take_over(struct ring *r)
 	struct ring_hdr *h = r->hdr;
 	pid_t pid = (pid_t)atomic_load_explicit(&h->producer_pid, memory_order_acquire);
 
-	if (pid != 0 && pid != shm_proc_self() && !producer_lost(h))
+	if (pid != 0 && pid != shm_proc_self() && !hdr_producer_lost(h))
 		return -EBUSY;
 	/* A producer killed between claiming the terminal record (ring_push's CAS) and
 	 * publishing it leaves the claim set with no terminal record in the ring: the
@@ -274,7 +285,7 @@ int ring_take_over(struct ring *r)
 		atomic_store_explicit(&h->terminal, 0, memory_order_release);
 	atomic_store_explicit(&h->producer_start, shm_proc_self_start_time(), memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)shm_proc_self(), memory_order_release);
-	r->cached_tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+	r->cached_tail = atomic_load_explicit(&r->cons->tail, memory_order_acquire);
 	return 0;
 }
 
@@ -288,13 +299,13 @@ void ring_close_reader(struct ring *r)
 	 * ring after the close cannot have its tail = 0 overwritten by a late one. The
 	 * generation, not a flag: a reset between the load above and this store bumps
 	 * the generation, so the stale value closes nothing. */
-	atomic_store_explicit(&h->closed, gen, memory_order_release);
+	atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
 }
 
 bool ring_reader_closed(const struct ring *r)
 {
 	const struct ring_hdr *h = r->hdr;
-	uint32_t closed = atomic_load_explicit(&h->closed, memory_order_acquire);
+	uint32_t closed = atomic_load_explicit(&r->cons->closed, memory_order_acquire);
 
 	/* the generation may be relaxed: the reader stored the value it read from it */
 	return closed != 0 &&
@@ -343,5 +354,5 @@ bool ring_drained(const struct ring *r)
 	uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
 
 	return ring_finished(r) &&
-	       atomic_load_explicit(&r->hdr->tail, memory_order_acquire) == head;
+	       atomic_load_explicit(&r->cons->tail, memory_order_acquire) == head;
 }

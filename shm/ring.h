@@ -9,8 +9,12 @@
  * If the producer dies, whoever supervises it may take the ring over
  * (ring_take_over) and write the terminal record itself.
  *
- * Layout: a 192-byte header (three cache lines: identity, producer index, consumer
- * index and futex) and capacity 32-byte records. docs/protocol.md is normative.
+ * Layout (RING_VERSION 2): the producer part, a 128-byte header (two cache lines:
+ * identity, producer index) followed by capacity 32-byte records, and apart from it
+ * the consumer's line (struct ring_cons: consumer index, futex, reader-closed word).
+ * The two may live in different regions: the chipd node keeps the producer part in
+ * the node region, which clients map read-only, and the consumer lines in the
+ * exchange region clients may write (docs/protocol.md §5, normative).
  */
 #ifndef CHIPD_SHM_RING_H
 #define CHIPD_SHM_RING_H
@@ -24,7 +28,7 @@
 #include <sys/types.h>
 
 #define RING_MAGIC	  0x31474e52u /* "RNG1" little-endian */
-#define RING_VERSION	  1u
+#define RING_VERSION	  2u
 #define RING_MIN_CAPACITY 2u
 #define RING_MAX_CAPACITY 65536u
 
@@ -59,25 +63,31 @@ struct ring_hdr {
 	/* line 1: written by the producer only */
 	_Atomic uint64_t head; /* records published so far */
 	uint8_t reserved1[56];
-	/* line 2: written by the consumer only */
+};
+_Static_assert(sizeof(struct ring_hdr) == 128, "ring header is two lines");
+_Static_assert(offsetof(struct ring_hdr, producer_start) == 32, "ring.producer_start");
+_Static_assert(offsetof(struct ring_hdr, head) == 64, "ring.head");
+
+/* The consumer's line: written by the consumer (and by the ring's owner on reset). */
+struct ring_cons {
 	_Atomic uint64_t tail; /* records consumed so far */
 	struct shm_wake wake;  /* the consumer sleeps here */
 	_Atomic uint32_t closed; /* 0, or the generation whose reader closed (ring_close_reader) */
-	uint8_t reserved2[44];
+	uint8_t reserved[44];
 };
-_Static_assert(sizeof(struct ring_hdr) == 192, "ring header is three lines");
-_Static_assert(offsetof(struct ring_hdr, producer_start) == 32, "ring.producer_start");
-_Static_assert(offsetof(struct ring_hdr, head) == 64, "ring.head");
-_Static_assert(offsetof(struct ring_hdr, tail) == 128, "ring.tail");
-_Static_assert(offsetof(struct ring_hdr, wake) == 136, "ring.wake");
-_Static_assert(offsetof(struct ring_hdr, closed) == 144, "ring.closed");
+_Static_assert(sizeof(struct ring_cons) == 64, "ring consumer line is one line");
+_Static_assert(offsetof(struct ring_cons, wake) == 8, "ring_cons.wake");
+_Static_assert(offsetof(struct ring_cons, closed) == 16, "ring_cons.closed");
+
+#define RING_CONS_SIZE sizeof(struct ring_cons)
 
 /* One process's handle on a ring. The capacity and mask are this process's own,
  * taken at init, bind or attach: every record index is masked with them, so whatever a
  * peer writes into the header (capacity, head, tail, magic) no call reads or writes
  * outside the ring's records. */
 struct ring {
-	struct ring_hdr *hdr;
+	struct ring_hdr *hdr;	/* producer part: identity, head, then the records */
+	struct ring_cons *cons; /* consumer line, anywhere (64-byte aligned) */
 	struct ring_rec *recs;
 	uint32_t capacity;
 	uint32_t mask; /* capacity - 1 */
@@ -85,25 +95,27 @@ struct ring {
 	uint64_t cached_tail; /* producer: last tail seen, saves a shared read per push */
 };
 
-/* Bytes for a ring of @capacity records, or 0 if @capacity is not a power of two in
- * [RING_MIN_CAPACITY, RING_MAX_CAPACITY]. */
+/* Bytes for the producer part (header and records) of a ring of @capacity records, or
+ * 0 if @capacity is not a power of two in [RING_MIN_CAPACITY, RING_MAX_CAPACITY]. The
+ * consumer line (RING_CONS_SIZE bytes) is extra, wherever the caller puts it. */
 size_t ring_size(uint32_t capacity);
 
-/* Lays out an empty ring in @mem (64-byte aligned). Creator only. Returns 0, -EINVAL
- * (capacity or alignment), -EMSGSIZE (does not fit in @avail). */
-int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity);
+/* Lays out an empty ring: its producer part in @mem (64-byte aligned), its consumer
+ * line at @cons (64-byte aligned). Creator only. Returns 0, -EINVAL (capacity or
+ * alignment), -EMSGSIZE (does not fit in @avail). */
+int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity, struct ring_cons *cons);
 
 /* Attaches to a ring laid out by another process, validating magic (-EBADMSG),
  * version (-EPROTONOSUPPORT) and shape (-EMSGSIZE); the capacity is read from the
  * header once. For a ring whose geometry the caller knows (it laid it out, or holds a
  * validated private copy of the layout), ring_bind and ring_check instead. */
-int ring_attach(struct ring *r, void *mem, size_t avail);
+int ring_attach(struct ring *r, void *mem, size_t avail, struct ring_cons *cons);
 
 /* Binds @r to the ring at @mem (64-byte aligned, ring_size(@capacity) bytes the caller
- * knows to be there) with @capacity records, reading nothing of the header's identity:
+ * knows to be there) and its consumer line @cons with @capacity records, reading nothing of the header's identity:
  * the ring's owner and its producer bind with the geometry that was laid out. Returns
  * 0 or -EINVAL (capacity or alignment). */
-int ring_bind(struct ring *r, void *mem, uint32_t capacity);
+int ring_bind(struct ring *r, void *mem, uint32_t capacity, struct ring_cons *cons);
 
 /* Whether the header's identity still says what @r was bound with: 0, -EBADMSG (magic),
  * -EPROTONOSUPPORT (version), -EMSGSIZE (capacity or record size). A hint for the

@@ -24,6 +24,11 @@ chipd_fault_check(check_abandon 600)
 # the old layout) and the per-client bounds; each tcase sets its own timeout.
 chipd_fault_check(check_identity 300)
 target_sources(check_identity PRIVATE unit/hello_fixture.c)
+# What a client may write, enforced by the kernel (node layout 3): the node region
+# read-only (its client part runs as nobody), the exchange memfd sealed, old layouts
+# refused. Root only (77 otherwise).
+chipd_fault_check(check_readonly 300)
+target_sources(check_readonly PRIVATE unit/hello_fixture.c)
 # One client cannot take the client mailbox (--max-client-slots): a hog claiming every
 # slot, one posting past its bound, threads of one process past it.
 chipd_fault_check(check_slots 300)

@@ -18,6 +18,7 @@
 #include "sup_files.h"
 #include "sup_log.h"
 
+#include "fdpass.h"
 #include "hello.h"
 #include "proc.h"
 #include "wait.h"
@@ -370,7 +371,10 @@ static bool hello(struct sup *s, struct sup_conn *c)
 			c->live = true;
 			count_clients(s);
 			pthread_mutex_unlock(&s->lock);
-			ok = send(c->fd, out, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
+			/* with the exchange region: the client's mailbox and consumer
+			 * lines (docs/protocol.md §8.7, §9) */
+			ok = fdpass_send(c->fd, out, len, s->node.xchg.fd, MSG_DONTWAIT) ==
+			     (ssize_t)len;
 			if (ok)
 				SUP_DEBUG(-1, 0, "client %llu: pid %d", (unsigned long long)c->id,
 					  (int)c->pid);

@@ -21,6 +21,8 @@
  * spawner that dies first ends chipd (sup_spawner_lost): its replacement could only be
  * forked from the threaded supervisor, which is what it exists to avoid. */
 #include "sup.h"
+
+#include "fdpass.h"
 #include "sup_files.h"
 #include "sup_log.h"
 
@@ -71,25 +73,7 @@ static void reap(void)
 /* Sends the reply @m, with @pidfd attached when it is >= 0. Returns 0 or -errno. */
 static int reply(int fd, const struct spawn_msg *m, int pidfd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl = {0};
-	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-
-	if (pidfd >= 0) {
-		struct cmsghdr *c;
-
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
-	}
-	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*m) ? 0 : -EPIPE;
+	return fdpass_send(fd, m, sizeof(*m), pidfd, 0) == (ssize_t)sizeof(*m) ? 0 : -EPIPE;
 }
 
 static void spawner_main(struct sup *s, int fd, pid_t supervisor)
@@ -189,16 +173,6 @@ pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd)
 {
 	struct spawn_msg m = {.chip = chip};
 	struct pollfd pfd = {.fd = s->spawn_fd, .events = POLLIN};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl.buf,
-			    .msg_controllen = sizeof(ctl)};
-	struct cmsghdr *c;
 	ssize_t n;
 	int fd = -1;
 
@@ -212,13 +186,8 @@ pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd)
 	while (n < 0 && errno == EINTR);
 	if (n != 1)
 		return -ETIMEDOUT;
-	n = recvmsg(s->spawn_fd, &mh, MSG_CMSG_CLOEXEC);
-	c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-	    c->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	if (n != (ssize_t)sizeof(m) || m.chip != chip || (m.pid > 0) != (fd >= 0) ||
-	    (mh.msg_flags & MSG_CTRUNC)) {
+	n = fdpass_recv(s->spawn_fd, &m, sizeof(m), &fd, 0);
+	if (n != (ssize_t)sizeof(m) || m.chip != chip || (m.pid > 0) != (fd >= 0)) {
 		if (fd >= 0) { /* a worker we could not account for: it must not run */
 			(void)sup_pidfd_signal(fd, SIGKILL);
 			close(fd);

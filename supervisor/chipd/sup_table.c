@@ -82,13 +82,13 @@ void sup_table_close_reader(struct sup *s, struct sup_req *e)
 }
 
 /* Whether @r still holds what the supervisor wrote for @e and indices a producer and a
- * reader can leave: the header is the reader's to write, so nothing in it is trusted
- * (the capacity and records used are the supervisor's own binding). Tail is read
+ * reader can leave: the consumer line is the reader's to write, so nothing in it is
+ * trusted (the capacity and records used are the supervisor's own binding). Tail is read
  * before head, so a moving stream never looks out of range. */
 static bool ring_sound(const struct sup_req *e, const struct ring *r)
 {
 	const struct ring_hdr *h = r->hdr;
-	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&r->cons->tail, memory_order_acquire);
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
 
 	return ring_check(r) == 0 &&
@@ -223,7 +223,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 		      !sup_conn_pid_live(s, e->client);
 	if (ring_drained(r) || reader_gone)
 		return true;
-	pos = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	pos = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
 	if (!e->tail_since_ns || pos != e->seen_tail) {
 		e->seen_tail = pos;
 		e->tail_since_ns = now;

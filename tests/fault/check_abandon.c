@@ -293,10 +293,17 @@ START_TEST(broken_rings_do_not_hold_the_stop)
 	}
 	ft_node_attach(&d, &n);
 	ring_of_request(&n, id[0], &r);
-	atomic_store_explicit(&r.hdr->terminal, 1, memory_order_release);
+	/* the terminal claim is in the read-only node region (layout 3): only root can
+	 * fake it; otherwise this stream's reader breaks its tail as well */
+	if (cd_node_make_writable(&n)) {
+		atomic_store_explicit(&r.hdr->terminal, 1, memory_order_release);
+	} else {
+		head = atomic_load_explicit(&r.hdr->head, memory_order_acquire);
+		atomic_store_explicit(&r.cons->tail, head + 9, memory_order_release);
+	}
 	ring_of_request(&n, id[1], &r);
 	head = atomic_load_explicit(&r.hdr->head, memory_order_acquire);
-	atomic_store_explicit(&r.hdr->tail, head + 7, memory_order_release);
+	atomic_store_explicit(&r.cons->tail, head + 7, memory_order_release);
 	proto_node_detach(&n);
 	/* the worker's push into the ring with a claimed terminal fails, and so does the
 	 * terminal record of the request it fails: counted, not dropped (the other ring's

@@ -1,6 +1,8 @@
-/* check_hostile.c - one stray or hostile write into the node region, by a client
- * through its own read-write mapping, does not take the node down (issue 16's
- * examples). Each tcase starts chipd with 2 sim chips and a good client streaming
+/* check_hostile.c - one stray or hostile write into the node's shared memory does not
+ * take the node down (issue 16's examples). Since node layout 3 a client can write only
+ * the exchange region (the mailbox header's bitmap_words and server_pid cases); the
+ * corruptions of the node region (descriptor, ring header, gauge) are made as root
+ * through a read-write remapping, a writer no client can be, and skipped otherwise. Each tcase starts chipd with 2 sim chips and a good client streaming
  * synthetic requests (its own process, its own connection, every token checked against
  * the workload's reference), applies one corruption, and then asserts:
  *
@@ -129,6 +131,8 @@ START_TEST(descriptor_rings_rewritten_then_submit)
 	struct hs_view v;
 	struct cd d;
 
+	if (geteuid() != 0) /* a node region write: root only (hostile.h) */
+		return;
 	hostile_start(&d, &node, &c, -1);
 	hs_view_attach(&d, &v);
 	desc = v.n.desc; /* the shared one; v.desc is the copy taken at attach */
@@ -177,6 +181,8 @@ START_TEST(own_ring_magic_zeroed)
 	struct cd d;
 	int rc;
 
+	if (geteuid() != 0) /* a node region write: root only (hostile.h) */
+		return;
 	hostile_start(&d, &node, &c, -1);
 	hs_view_attach(&d, &v);
 	rc = hs_submit(d.conn, 1u << 20, 1000, 7, 0, 0, CD_CALL_MS, &s, &err);
@@ -258,6 +264,8 @@ START_TEST(ring_capacity_and_stride_raised)
 	uint64_t head;
 	struct cd d;
 
+	if (geteuid() != 0) /* a node region write: root only (hostile.h) */
+		return;
 	hostile_start(&d, &node, &c, 1);
 	hs_view_attach(&d, &v);
 	desc = v.n.desc; /* the shared one; v.desc is the copy taken at attach */
@@ -270,7 +278,6 @@ START_TEST(ring_capacity_and_stride_raised)
 	ck_assert_int_eq(pthread_create(&th, NULL, bg_submit_main, &b), 0);
 	k = hs_view_ring_of(&v, STRIDE_ID, 5000);
 	ck_assert_uint_lt(k + 1, v.desc.nrings);
-	ck_assert_uint_le((uint64_t)k * stride, v.desc.rings_offset);
 	r = hs_view_ring(&v, k);
 	next = hs_view_ring(&v, k + 1);
 	before = malloc(stride);
@@ -280,7 +287,8 @@ START_TEST(ring_capacity_and_stride_raised)
 
 	hs_put32(&r->capacity, 2 * cap);
 	hs_put32(&desc->ring_stride, 2 * stride);
-	hs_put32(&desc->rings_offset, v.desc.rings_offset - k * stride);
+	if ((uint64_t)k * stride <= v.desc.rings_offset) /* ring k at the raised stride */
+		hs_put32(&desc->rings_offset, v.desc.rings_offset - k * stride);
 	ck_assert_int_eq(kill(node.worker[0], SIGCONT), 0);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	/* the worker may refuse the assign (the ring's identity is not what was laid out)
@@ -330,6 +338,8 @@ START_TEST(worker_gauge_above_uint32_max)
 	int qd;
 
 	ck_assert_ptr_nonnull(st);
+	if (geteuid() != 0) /* a node region write: root only (hostile.h) */
+		return;
 	hostile_start(&d, &node, &c, -1);
 	hs_view_attach(&d, &v);
 	qd = ctr_find(&v.n.wrk_ctr[0], "queue_depth");

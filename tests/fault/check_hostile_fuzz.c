@@ -1,13 +1,20 @@
-/* check_hostile_fuzz.c - a corruption fuzzer of the node region: while 3 good clients
- * stream synthetic requests (hostile.h: every token checked), a hostile process maps
- * the region read-write, as any client of the uid can, and writes into one part of it,
+/* check_hostile_fuzz.c - a corruption fuzzer of the node's shared memory: while 3 good
+ * clients stream synthetic requests (hostile.h: every token checked), a hostile process
+ * maps it as a client does and writes into one part of it,
  * about 20 000 times a second: random bytes and runs of bytes, and chosen values (0, 1, 0xff..,
  * sizes and counts at and past their bounds, 2^32 + 5, 2^63, its own pid, the pids of
  * the supervisor, the workers, the good clients and the test, a dead pid, 1). One
- * tcase per part, so a failure names it: fuzz_descriptor (the region header and the
- * node descriptor), fuzz_directory, fuzz_counters (every counter block: headers,
- * names, values), fuzz_mailbox_header (header and attention bitmap), fuzz_slots (the
- * slots' control lines and buffers), fuzz_rings (headers and records).
+ * tcase per part, so a failure names it. What a client can write, the exchange region
+ * (node layout 3), every byte of it: fuzz_exchange_header (its header, the mailbox
+ * header and the attention bitmap), fuzz_slots (the slots' control lines and buffers),
+ * fuzz_consumer_lines (every ring's consumer line). What a client cannot write:
+ * fuzz_read_only tries every kind of write at random offsets of the node region
+ * through a client's read-only mapping and asserts that each one faults and changes
+ * nothing (and that the mapping cannot be made writable). The node region's parts, as
+ * root through a read-write remapping (a writer no client can be; skipped when not
+ * root): fuzz_descriptor (the region header and the node descriptor), fuzz_directory,
+ * fuzz_counters (every counter block: headers, names, values), fuzz_rings (the
+ * producer parts: headers and records).
  *
  * With one region that every client writes, a hostile client can break the other
  * clients' requests (a slot's control word, a ring's indices, the mailbox's server
@@ -38,10 +45,12 @@
 #include "ring.h"
 
 #include <errno.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,10 +59,33 @@
 #define HS_SPARE_SLOTS 4u
 #define MAX_PIDS       16
 
-enum area { A_DESCRIPTOR, A_DIRECTORY, A_COUNTERS, A_MAILBOX, A_SLOTS, A_RINGS, NAREAS };
+enum area {
+	A_DESCRIPTOR,
+	A_DIRECTORY,
+	A_COUNTERS,
+	A_XHEADER,
+	A_SLOTS,
+	A_RINGS,
+	A_CONS,
+	A_READ_ONLY,
+	NAREAS
+};
 
-static const char *const area_names[NAREAS] = {"descriptor",	 "directory", "counters",
-					       "mailbox_header", "slots",     "rings"};
+static const char *const area_names[NAREAS] = {
+    "descriptor", "directory", "counters",	 "exchange_header",
+    "slots",	  "rings",     "consumer_lines", "read_only"};
+
+/* The parts in the exchange region, which a client maps read-write. */
+static bool in_xchg(enum area a)
+{
+	return a == A_XHEADER || a == A_SLOTS || a == A_CONS;
+}
+
+/* The parts of the node region written through a root-only remapping. */
+static bool node_write(enum area a)
+{
+	return !in_xchg(a) && a != A_READ_ONLY;
+}
 
 /* Set in main before the tcases fork. */
 static unsigned g_ms = 1500;
@@ -107,11 +139,12 @@ static const uint64_t extreme64[] = {0,
 				     UINT64_MAX - 1,
 				     UINT64_MAX};
 
-/* The part of the region @a covers in @v: [*lo, *hi). */
+/* The part @a covers in @v, from its region's base (in_xchg: the exchange region's):
+ * [*lo, *hi). */
 static void area_bounds(struct hs_view *v, enum area a, size_t *lo, size_t *hi)
 {
 	const struct proto_node_desc *d = &v->desc;
-	size_t slots = (size_t)(v->n.mbox.slots - v->base);
+	size_t slots = (size_t)(v->n.mbox.slots - v->xbase);
 
 	switch (a) {
 	case A_DESCRIPTOR:
@@ -126,13 +159,21 @@ static void area_bounds(struct hs_view *v, enum area a, size_t *lo, size_t *hi)
 		*lo = d->sup_ctr_offset;
 		*hi = d->wrk_ctr_offset + (size_t)d->nworkers * d->wrk_ctr_stride;
 		break;
-	case A_MAILBOX:
-		*lo = d->mbox_offset;
+	case A_XHEADER:
+		*lo = 0;
 		*hi = slots;
 		break;
 	case A_SLOTS:
 		*lo = slots;
 		*hi = slots + (size_t)v->n.mbox.nslots * v->n.mbox.stride;
+		break;
+	case A_CONS:
+		*lo = v->xg.cons_offset;
+		*hi = v->xg.cons_offset + (size_t)v->xg.nrings * v->xg.cons_stride;
+		break;
+	case A_READ_ONLY:
+		*lo = 0;
+		*hi = v->n.region.size;
 		break;
 	default:
 		*lo = d->rings_offset;
@@ -157,11 +198,14 @@ static bool is_client(const struct hostile *h, uint32_t pid)
 static uint32_t find_live(const struct hostile *h, struct hs_view *v, enum area a, size_t lo,
 			  size_t hi, bool *seen, uint32_t *live, uint32_t cap)
 {
-	size_t unit = a == A_SLOTS ? v->n.mbox.stride : v->desc.ring_stride;
+	size_t unit = a == A_SLOTS ? v->n.mbox.stride
+				   : a == A_CONS ? v->xg.cons_stride
+						 : v->desc.ring_stride;
 	uint32_t n = 0;
 
 	for (size_t i = 0; i < (hi - lo) / unit && n < cap; i++) {
-		char *p = v->base + lo + i * unit;
+		char *p = (a == A_SLOTS ? v->xbase + lo : v->base + v->desc.rings_offset) +
+			  i * (a == A_SLOTS ? unit : v->desc.ring_stride);
 		bool used;
 
 		if (a == A_SLOTS && spared(h, v, i))
@@ -195,10 +239,14 @@ static size_t pick(const struct hostile *h, struct hs_view *v, enum area a, size
 {
 	size_t unit, line, i;
 
-	if (a != A_SLOTS && a != A_RINGS)
+	if (a != A_SLOTS && a != A_RINGS && a != A_CONS)
 		return lo + rnd(s) % (hi - lo);
-	unit = a == A_SLOTS ? v->n.mbox.stride : v->desc.ring_stride;
-	line = a == A_SLOTS ? sizeof(struct mbox_slot) : sizeof(struct ring_hdr);
+	unit = a == A_SLOTS ? v->n.mbox.stride
+	       : a == A_CONS ? v->xg.cons_stride
+			     : v->desc.ring_stride;
+	line = a == A_SLOTS ? sizeof(struct mbox_slot)
+	       : a == A_CONS ? sizeof(struct ring_cons)
+			     : sizeof(struct ring_hdr);
 	do
 		i = nlive && rnd(s) % 4 ? live[rnd(s) % nlive] : rnd(s) % ((hi - lo) / unit);
 	while (a == A_SLOTS && spared(h, v, i));
@@ -244,6 +292,56 @@ static void hostile_write(struct hostile *h, char *base, size_t off, size_t hi, 
 	}
 }
 
+static sigjmp_buf g_fault;
+
+static void on_fault(int sig)
+{
+	(void)sig;
+	siglongjmp(g_fault, 1);
+}
+
+/* Whether one hostile write at @off of the read-only @base faults (SIGSEGV). */
+static bool write_faults(struct hostile *h, char *base, size_t off, size_t hi, uint64_t *s)
+{
+	if (sigsetjmp(g_fault, 1) != 0)
+		return true;
+	hostile_write(h, base, off, hi, s);
+	return false;
+}
+
+/* fuzz_read_only: the hostile process tries hostile writes at random offsets of the
+ * node region through its read-only mapping. Each must fault (SIGSEGV) and leave the
+ * bytes as they were; making the mapping writable must fail. Returns 0, or 20 + what
+ * went wrong. */
+static int read_only_main(struct hostile *h, struct hs_view *v, size_t hi, uint64_t *s)
+{
+	struct sigaction sa = {.sa_handler = on_fault}, old;
+	char before[72];
+
+	if (mprotect(v->base, v->n.region.size, PROT_READ | PROT_WRITE) == 0 || errno != EACCES)
+		return 20;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &old) != 0)
+		return 21;
+	while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+		for (int i = 0; i < 8; i++) {
+			size_t off = rnd(s) % (hi - 64) & ~(size_t)7;
+
+			memcpy(before, v->base + off, sizeof(before));
+			if (!write_faults(h, v->base, off, hi, s))
+				return 22; /* the write went through */
+			/* live words may move between the copy and here (the supervisor's
+			 * gauges, a ring's head): a region header byte does not */
+			if (off < 8 && memcmp(before, v->base + off, 8 - off) != 0)
+				return 23;
+		}
+		atomic_fetch_add_explicit(&h->writes, 8, memory_order_relaxed);
+		usleep(200);
+	}
+	sigaction(SIGSEGV, &old, NULL);
+	return 0;
+}
+
 /* The hostile process: its own mapping of the region, then writes into its part
  * until told to stop (8 at a time, then a short sleep: it must not starve the node of
  * the two cores the test has, only corrupt it), looking every 64 writes for the slots
@@ -257,14 +355,29 @@ static int hostile_main(void *arg)
 	struct hs_view v;
 	size_t lo, hi;
 
-	hs_view_attach(h->d, &v);
+	char *base;
+
+	if (node_write(h->area))
+		hs_view_attach(h->d, &v);
+	else
+		hs_view_attach_client(h->d, &v); /* as every client: the node read-only */
+	if (node_write(h->area) && !v.node_writable)
+		return 30;
 	area_bounds(&v, h->area, &lo, &hi);
 	h->pids[h->npids++] = (uint32_t)getpid();
+	if (h->area == A_READ_ONLY) {
+		int rc = read_only_main(h, &v, hi, &s);
+
+		hs_view_detach(&v);
+		return rc;
+	}
+	base = in_xchg(h->area) ? v.xbase : v.base;
 	for (uint64_t round = 0; !atomic_load_explicit(&h->stop, memory_order_relaxed); round++) {
-		if ((h->area == A_SLOTS || h->area == A_RINGS) && round % 8 == 0)
+		if ((h->area == A_SLOTS || h->area == A_RINGS || h->area == A_CONS) &&
+		    round % 8 == 0)
 			nlive = find_live(h, &v, h->area, lo, hi, seen, live, PROTO_NODE_MAX_RINGS);
 		for (int i = 0; i < 8; i++)
-			hostile_write(h, v.base, pick(h, &v, h->area, lo, hi, live, nlive, &s), hi,
+			hostile_write(h, base, pick(h, &v, h->area, lo, hi, live, nlive, &s), hi,
 				      &s);
 		atomic_fetch_add_explicit(&h->writes, 8, memory_order_relaxed);
 		usleep(200);
@@ -282,7 +395,8 @@ static int exit_at_once(void *arg)
 /* What an attach validates, as it was before the hostile writes (hostile.h). */
 struct snapshot {
 	char head[PROTO_NODE_DESC_OFFSET + sizeof(struct proto_node_desc)];
-	char mbox[64]; /* the mailbox header's first line: geometry and server */
+	char xhdr[PROTO_XCHG_HDR]; /* the exchange region's header */
+	char mbox[64];		   /* the mailbox header's first line: geometry and server */
 	struct {
 		size_t off, len;
 		char *bytes;
@@ -307,7 +421,8 @@ static void snapshot_take(struct hs_view *v, struct snapshot *sn)
 {
 	memset(sn, 0, sizeof(*sn));
 	memcpy(sn->head, v->base, sizeof(sn->head));
-	memcpy(sn->mbox, v->base + v->desc.mbox_offset, sizeof(sn->mbox));
+	memcpy(sn->xhdr, v->xbase, sizeof(sn->xhdr));
+	memcpy(sn->mbox, v->xbase + v->xg.mbox_offset, sizeof(sn->mbox));
 	snapshot_block(v, sn, v->desc.sup_ctr_offset);
 	for (uint32_t i = 0; i < v->desc.nworkers && i < FT_MAX_CHIPS; i++)
 		snapshot_block(v, sn, v->desc.wrk_ctr_offset + (size_t)i * v->desc.wrk_ctr_stride);
@@ -315,12 +430,16 @@ static void snapshot_take(struct hs_view *v, struct snapshot *sn)
 
 static void snapshot_restore(struct hs_view *v, struct snapshot *sn)
 {
-	memcpy(v->base, sn->head, sizeof(sn->head));
-	memcpy(v->base + v->desc.mbox_offset, sn->mbox, sizeof(sn->mbox));
+	memcpy(v->xbase, sn->xhdr, sizeof(sn->xhdr));
+	memcpy(v->xbase + v->xg.mbox_offset, sn->mbox, sizeof(sn->mbox));
 	for (uint32_t i = 0; i < sn->nctr; i++) {
-		memcpy(v->base + sn->ctr[i].off, sn->ctr[i].bytes, sn->ctr[i].len);
+		/* the node region: only a root view wrote (and can restore) it */
+		if (v->node_writable)
+			memcpy(v->base + sn->ctr[i].off, sn->ctr[i].bytes, sn->ctr[i].len);
 		free(sn->ctr[i].bytes);
 	}
+	if (v->node_writable)
+		memcpy(v->base, sn->head, sizeof(sn->head));
 }
 
 /* Waits until the supervisor holds no ring and no request any more (a ring the hostile
@@ -360,6 +479,10 @@ static void fuzz_area(enum area a)
 
 	snprintf(what, sizeof(what), "fuzz_%s (seed %llu, %u ms)", area_names[a],
 		 (unsigned long long)g_seed, g_ms);
+	if (node_write(a) && geteuid() != 0) {
+		fprintf(stderr, "%s: skipped: node region writes need root\n", what);
+		return;
+	}
 	fprintf(stderr, "%s: rerun with --seed %llu\n", what, (unsigned long long)g_seed);
 	ft_start(&d, args);
 	hs_node_record(&d, &node, NCHIPS);
@@ -404,7 +527,7 @@ static void fuzz_area(enum area a)
 		const struct hs_ledger *l = hs_client_stop(&c[i]);
 
 		hs_ledger_print(l, what);
-		if (a == A_DIRECTORY || a == A_COUNTERS)
+		if (a == A_DIRECTORY || a == A_COUNTERS || a == A_READ_ONLY)
 			hs_ledger_check_clean(l, what);
 		else
 			hs_ledger_check_bounded(l, what);

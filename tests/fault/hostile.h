@@ -2,10 +2,13 @@
  * good clients that stream synthetic requests in processes of their own and keep a
  * ledger of what they saw, the node's liveness (the same supervisor and worker
  * processes), a fresh client's checked round trip, and the parts of the node region
- * by offset, as a client that maps it read-write finds them.
+ * and of the exchange region by offset.
  *
- * The hostile writes themselves are the suites' own: each writes through its own
- * mapping of the node region, as any client process of the uid can. */
+ * The hostile writes themselves are the suites' own. Since node layout 3 a client can
+ * write only the exchange region (the mailbox and the rings' consumer lines); the node
+ * region is read-only to it. The suites still write the node region too, as root
+ * through a read-write remapping (cd_node_make_writable): defence in depth against a
+ * writer no client can be; those parts are skipped when not root. */
 #ifndef CHIPD_HOSTILE_H
 #define CHIPD_HOSTILE_H
 
@@ -119,15 +122,22 @@ int hs_submit(chipd_conn *conn, uint32_t tokens, uint32_t device_us, uint64_t se
 
 /* ---- the node region as a client maps it ---- */
 
-/* A client's read-write view of @d's node region, and a copy of its descriptor taken
- * when it attached: the test finds the parts through the copy, whatever it writes into
- * the shared descriptor. */
+/* A client's view of @d's node region (read-only, base) and exchange region (read-write,
+ * xbase), and copies of the node descriptor and the exchange geometry taken when it
+ * attached: the test finds the parts through the copies, whatever it writes. */
 struct hs_view {
 	struct proto_node n;
 	struct proto_node_desc desc;
+	struct proto_xchg_geom xg;
 	char *base;
+	char *xbase;
+	bool node_writable; /* the node region was remapped read-write (root only) */
 };
 
+/* As a client does: the node region read-only, the exchange region from the hello. */
+void hs_view_attach_client(struct cd *d, struct hs_view *v);
+/* hs_view_attach_client, then the node region remapped read-write when root
+ * (v->node_writable says whether). */
 void hs_view_attach(struct cd *d, struct hs_view *v);
 void hs_view_detach(struct hs_view *v);
 

@@ -422,11 +422,21 @@ void hs_fresh_client(struct cd *d, uint32_t nchips)
 
 /* ---- the region ---- */
 
-void hs_view_attach(struct cd *d, struct hs_view *v)
+void hs_view_attach_client(struct cd *d, struct hs_view *v)
 {
+	memset(v, 0, sizeof(*v));
 	ft_node_attach(d, &v->n);
 	v->base = (char *)v->n.region.hdr;
+	v->xbase = v->n.xchg.base;
+	ck_assert_ptr_nonnull(v->xbase);
+	v->xg = v->n.geom.xchg;
 	memcpy(&v->desc, v->base + PROTO_NODE_DESC_OFFSET, sizeof(v->desc));
+}
+
+void hs_view_attach(struct cd *d, struct hs_view *v)
+{
+	hs_view_attach_client(d, v);
+	v->node_writable = cd_node_make_writable(&v->n);
 }
 
 void hs_view_detach(struct hs_view *v)

@@ -11,13 +11,23 @@
  * directory record, every ring (proto_node_ring, one pop each) and every mailbox
  * slot (mbox_ctl, mbox_reap). "Never crash, never read out of bounds" is watched by
  * ASan (heap) and by the mapping itself: the file is a whole number of pages, so a
- * read past its end faults. Any finding becomes a corpus file in
- * tests/fuzz/corpus/region and, for a bug, a test in the suite of its module. */
+ * read past its end faults.
+ *
+ * The exchange region (node layout 3: what a client may write) is fuzzed with the
+ * input's bytes past the first 4096: they overwrite the template's exchange region
+ * (its header, the mailbox header, the attention bitmap, the slots), which goes into a
+ * fresh memfd, sealed as the supervisor seals it, opened the way libchipd opens the one
+ * its hello brings (proto_xchg_open against the template's geometry), and then used:
+ * the mailbox attached (mbox_attach), every slot read and reaped, every ring's
+ * consumer line popped through a ring bound to the template's producer part.
+ * Any finding becomes a corpus file in tests/fuzz/corpus/region and, for a bug, a
+ * test in the suite of its module. */
 #include "chipd.h"
 #include "node.h"
 
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +36,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static unsigned char *tpl, *img;
+static unsigned char *tpl, *img, *xtpl;
 static size_t tpl_size;
+static struct proto_node_geom geom; /* the template's, exchange region included */
+
+/* Input bytes before this go to the node region, the rest to the exchange region. */
+#define NODE_BYTES 4096u
 static char inst[48], path[128], name[SHM_NAME_MAX];
 
 static void init(void)
@@ -50,17 +64,27 @@ static void init(void)
 	}
 	shm_region_ready(&n.region);
 	tpl_size = n.region.size;
-	tpl = malloc(tpl_size);
+	tpl = aligned_alloc(4096, tpl_size); /* ring_bind wants its rings 64-aligned */
 	img = malloc(tpl_size);
 	if (!tpl || !img)
 		abort();
 	memcpy(tpl, n.region.hdr, tpl_size);
+	geom = n.geom;
+	xtpl = malloc(geom.xchg.total_size);
+	if (!xtpl)
+		abort();
+	memcpy(xtpl, n.xchg.base, geom.xchg.total_size);
 	proto_node_detach(&n);
 	/* FUZZ_REGION_SEED=FILE writes the template's first 4 KiB (the seed corpus) */
 	if (getenv("FUZZ_REGION_SEED")) {
 		FILE *f = fopen(getenv("FUZZ_REGION_SEED"), "wb");
 
-		if (!f || fwrite(tpl, 1, tpl_size < 4096 ? tpl_size : 4096, f) == 0)
+		if (!f || fwrite(tpl, 1, tpl_size < NODE_BYTES ? tpl_size : NODE_BYTES, f) == 0)
+			abort();
+		/* and the exchange region's first 4 KiB after it (FUZZ_REGION_SEED_XCHG) */
+		if (getenv("FUZZ_REGION_SEED_XCHG") &&
+		    fwrite(xtpl, 1, geom.xchg.total_size < 4096 ? geom.xchg.total_size : 4096,
+			   f) == 0)
 			abort();
 		fclose(f);
 	}
@@ -72,6 +96,8 @@ static void write_image(const uint8_t *data, size_t size)
 	size_t n = size < tpl_size ? size : tpl_size;
 	int fd;
 
+	if (n > NODE_BYTES)
+		n = NODE_BYTES;
 	memcpy(img, tpl, tpl_size);
 	memcpy(img, data, n);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
@@ -106,6 +132,47 @@ static void use_node(void)
 	proto_node_detach(&n);
 }
 
+/* The exchange region the input's bytes past NODE_BYTES make, used as a client does. */
+static void use_xchg(const uint8_t *data, size_t size)
+{
+	size_t total = geom.xchg.total_size, n;
+	struct proto_xchg x;
+	struct shm_diag diag;
+	struct mbox mb;
+	volatile uint64_t sink = 0;
+	int fd;
+
+	if (size <= NODE_BYTES)
+		return;
+	n = size - NODE_BYTES < total ? size - NODE_BYTES : total;
+	fd = memfd_create("fuzz-xchg", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (fd < 0 || write(fd, xtpl, total) != (ssize_t)total || pwrite(fd, data + NODE_BYTES, n, 0) != (ssize_t)n ||
+	    fcntl(fd, F_ADD_SEALS, PROTO_XCHG_SEALS))
+		abort();
+	if (proto_xchg_open(&x, fd, &geom.xchg, &diag)) {
+		if (getenv("FUZZ_REGION_DEBUG"))
+			fprintf(stderr, "fuzz_region: exchange: %s\n", diag.msg);
+		return;
+	}
+	if (mbox_attach(&mb, x.base + geom.xchg.mbox_offset, geom.xchg.mbox_size) == 0) {
+		for (uint32_t i = 0; i < mb.nslots; i++)
+			sink += mbox_ctl(&mb, i);
+		sink += (uint64_t)mbox_reap(&mb);
+	}
+	for (uint32_t i = 0; i < geom.nrings; i++) {
+		struct ring r;
+		struct ring_rec rec;
+
+		/* the producer part: the template's, in private memory */
+		if (ring_bind(&r, tpl + geom.rings_offset + (uint64_t)i * geom.ring_stride,
+			      geom.ring_capacity, proto_xchg_cons(&x, &geom.xchg, i)) == 0)
+			sink += (uint64_t)ring_try_pop(&r, &rec) + ring_space(&r) +
+				ring_reader_closed(&r);
+	}
+	(void)sink;
+	proto_xchg_close(&x);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct chipd_stat stats[512];
@@ -125,5 +192,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	use_node();
 	unlink(path);
+	use_xchg(data, size);
 	return 0;
 }

@@ -40,9 +40,9 @@ decode)
 	;;
 region)
 	# all of libchipd and shm/: attach, counters, rings, mailbox
-	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,schema,errors,dispatch,node,hello,client}.c
-		"$root"/shm/{proc,wait,region,mbox,ring,ctr}.c)
-	max_len=4096 # header, descriptor, directory, counters, mailbox header
+	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,schema,errors,dispatch,xchg,node,hello,client}.c
+		"$root"/shm/{proc,wait,region,mbox,ring,ctr,fdpass}.c)
+	max_len=8192 # node: header, descriptor, directory, counters; then the exchange region
 	;;
 *)
 	echo "fuzz: unknown target $target (decode, region)" >&2

@@ -778,6 +778,12 @@ START_TEST(node_ring_keeps_the_geometry_it_validated)
 
 	geom_region(&owner, name, sizeof(name));
 	ck_assert_msg(proto_node_attach(&client, name, &diag) == 0, "%s", diag.msg);
+	memset(&r, 0x5a, sizeof(r));
+	ck_assert_int_eq(proto_node_ring(&client, 0, &r), -ENOTCONN); /* no hello yet */
+	ck_assert_ptr_null(r.hdr);
+	/* what the hello answer brings: the exchange region's memfd */
+	ck_assert_msg(proto_node_attach_xchg(&client, dup(owner.xchg.fd), &diag) == 0, "%s",
+		      diag.msg);
 	ck_assert_uint_eq(client.geom.nrings, GEOM_RINGS);
 	ck_assert_uint_eq(client.geom.nworkers, 2);
 
@@ -827,7 +833,7 @@ START_TEST(node_ring_keeps_the_geometry_it_validated)
 	struct ring_rec rec = {.request_id = 1};
 	for (uint32_t i = 0; i < 4 * GEOM_CAP; i++) {
 		atomic_store(&h2->head, (uint64_t)i * 7919u);
-		atomic_store(&h2->tail, (uint64_t)i * 7919u);
+		atomic_store(&bound.cons->tail, (uint64_t)i * 7919u);
 		ck_assert_int_eq(ring_push(&bound, &rec), 0);
 	}
 	ck_assert_uint_eq(h3->rec_size, sizeof(struct ring_rec)); /* the next ring intact */

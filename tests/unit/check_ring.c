@@ -34,21 +34,23 @@
 /* A ring in memory that children inherit (the handle is copied across fork). */
 struct fixture {
 	struct ring r;
-	void *mem;
-	size_t size;
+	void *mem;   /* the producer part */
+	size_t size; /* its bytes */
+	struct ring_cons *cons; /* the consumer line, right after it in the same mapping */
 };
 
 static void fixture_init(struct fixture *f, uint32_t capacity)
 {
 	f->size = ring_size(capacity);
 	ck_assert_uint_ne(f->size, 0);
-	f->mem = tu_shared(f->size);
-	ck_assert_int_eq(ring_init(&f->r, f->mem, f->size, capacity), 0);
+	f->mem = tu_shared(f->size + RING_CONS_SIZE);
+	f->cons = (struct ring_cons *)(void *)((char *)f->mem + f->size);
+	ck_assert_int_eq(ring_init(&f->r, f->mem, f->size, capacity, f->cons), 0);
 }
 
 static void fixture_fini(struct fixture *f)
 {
-	tu_unmap(f->mem, f->size);
+	tu_unmap(f->mem, f->size + RING_CONS_SIZE);
 }
 
 /* A token of stream position @seq that a lost or repeated record cannot fake. */
@@ -97,7 +99,7 @@ START_TEST(push_pop_round_trip)
 		pop_expect(&f.r, i, 0);
 	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN);
 	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), 3);
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->tail), 3);
+	ck_assert_uint_eq(atomic_load(&f.r.cons->tail), 3);
 	fixture_fini(&f);
 }
 END_TEST
@@ -120,7 +122,7 @@ START_TEST(wrap_around_keeps_sequence)
 			pop_expect(&f.r, popped++, 0);
 	}
 	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), pushed);
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->tail), popped);
+	ck_assert_uint_eq(atomic_load(&f.r.cons->tail), popped);
 	push_ok(&f.r, pushed, RING_F_FINAL);
 	pop_expect(&f.r, pushed, RING_F_FINAL);
 	fixture_fini(&f);
@@ -147,7 +149,7 @@ START_TEST(full_ring_keeps_room_for_terminal)
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	/* The terminal record still fits, filling the last slot. */
 	push_ok(&f.r, CAP, RING_F_FINAL);
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - atomic_load(&f.r.hdr->tail), CAP);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - atomic_load(&f.r.cons->tail), CAP);
 	for (uint32_t i = 1; i < CAP; i++)
 		pop_expect(&f.r, i, 0);
 	pop_expect(&f.r, CAP, RING_F_FINAL);
@@ -279,7 +281,7 @@ START_TEST(pop_times_out_at_deadline)
 	ck_assert_uint_ge(now, deadline);
 	ck_assert_uint_lt(now - deadline, SLACK_NS);
 	/* It slept unwoken: its announcement stays until a producer's wake takes it. */
-	ck_assert_uint_ne(atomic_load(&f.r.hdr->wake.sleepers), 0);
+	ck_assert_uint_ne(atomic_load(&f.r.cons->wake.sleepers), 0);
 	/* A deadline already past does not wait at all. */
 	ck_assert_int_eq(ring_pop(&f.r, &out, 0), -ETIMEDOUT);
 	fixture_fini(&f);
@@ -290,7 +292,7 @@ static bool consumer_asleep(void *arg)
 {
 	struct ring *r = arg;
 
-	return atomic_load_explicit(&r->hdr->wake.sleepers, memory_order_seq_cst) != 0;
+	return atomic_load_explicit(&r->cons->wake.sleepers, memory_order_seq_cst) != 0;
 }
 
 /* Child producer: waits for the consumer to sleep in the futex, then pushes. */
@@ -320,7 +322,7 @@ START_TEST(pop_wakes_on_push_from_other_process)
 	ck_assert_uint_eq(out.seq, 0);
 	ck_assert_uint_eq(out.value, token_of(0));
 	/* The push saw the sleeper and woke it through the shared futex. */
-	ck_assert_uint_ge(atomic_load(&f.r.hdr->wake.seq), 1);
+	ck_assert_uint_ge(atomic_load(&f.r.cons->wake.seq), 1);
 	ck_assert_int_eq(tu_wait(child, PEER_TIMEOUT_MS), 0);
 	fixture_fini(&f);
 }
@@ -606,36 +608,36 @@ START_TEST(attach_validates_layout)
 
 	fixture_init(&f, 8);
 	push_ok(&f.r, 0, 0);
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), 0);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), 0);
 	ck_assert_uint_eq(a.capacity, 8);
 	pop_expect(&a, 0, 0); /* a second handle on the same ring */
 
 	struct ring_hdr *h = f.mem;
 	h->magic ^= 1;
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EBADMSG);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EBADMSG);
 	h->magic ^= 1;
 	h->version = RING_VERSION + 1;
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EPROTONOSUPPORT);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EPROTONOSUPPORT);
 	h->version = RING_VERSION;
 	static const uint32_t bad_caps[] = {0, 1, 3, 6, 12, RING_MAX_CAPACITY * 2, UINT32_MAX};
 	for (size_t i = 0; i < sizeof(bad_caps) / sizeof(bad_caps[0]); i++) {
 		h->capacity = bad_caps[i];
-		ck_assert_msg(ring_attach(&a, f.mem, f.size) == -EMSGSIZE, "capacity %u accepted",
+		ck_assert_msg(ring_attach(&a, f.mem, f.size, f.cons) == -EMSGSIZE, "capacity %u accepted",
 			      bad_caps[i]);
 	}
 	h->capacity = 16; /* valid, but larger than the memory */
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EMSGSIZE);
 	h->capacity = 8;
 	h->rec_size = 64;
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EMSGSIZE);
 	h->rec_size = sizeof(struct ring_rec);
 	/* Memory too short for the records, or for the header. */
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size - 1), -EMSGSIZE);
-	ck_assert_int_eq(ring_attach(&a, f.mem, sizeof(struct ring_hdr) - 1), -EMSGSIZE);
-	ck_assert_int_eq(ring_attach(&a, f.mem, 0), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size - 1, f.cons), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, sizeof(struct ring_hdr) - 1, f.cons), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, 0, f.cons), -EMSGSIZE);
 	/* Misaligned. */
-	ck_assert_int_eq(ring_attach(&a, (char *)f.mem + 8, f.size - 8), -EMSGSIZE);
-	ck_assert_int_eq(ring_attach(&a, f.mem, f.size), 0);
+	ck_assert_int_eq(ring_attach(&a, (char *)f.mem + 8, f.size - 8, f.cons), -EMSGSIZE);
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), 0);
 	fixture_fini(&f);
 }
 END_TEST
@@ -653,16 +655,19 @@ START_TEST(init_validates_capacity_and_memory)
 			  sizeof(struct ring_hdr) + RING_MAX_CAPACITY * sizeof(struct ring_rec));
 
 	size_t size = ring_size(8);
-	char *mem = tu_shared(2 * size);
-	ck_assert_int_eq(ring_init(&r, mem, size, 3), -EINVAL);
-	ck_assert_int_eq(ring_init(&r, mem + 32, size, 8), -EINVAL);
-	ck_assert_int_eq(ring_init(&r, mem, size - 1, 8), -EMSGSIZE);
-	ck_assert_int_eq(ring_init(&r, mem, size, 16), -EMSGSIZE);
-	ck_assert_int_eq(ring_init(&r, mem + 64, size, 8), 0);
+	char *mem = tu_shared(2 * size + RING_CONS_SIZE);
+	struct ring_cons *cons = (struct ring_cons *)(void *)(mem + 2 * size);
+	ck_assert_int_eq(ring_init(&r, mem, size, 3, cons), -EINVAL);
+	ck_assert_int_eq(ring_init(&r, mem + 32, size, 8, cons), -EINVAL);
+	ck_assert_int_eq(ring_init(&r, mem, size, 8, NULL), -EINVAL);
+	ck_assert_int_eq(ring_init(&r, mem, size, 8, (struct ring_cons *)(void *)(mem + 8)), -EINVAL);
+	ck_assert_int_eq(ring_init(&r, mem, size - 1, 8, cons), -EMSGSIZE);
+	ck_assert_int_eq(ring_init(&r, mem, size, 16, cons), -EMSGSIZE);
+	ck_assert_int_eq(ring_init(&r, mem + 64, size, 8, cons), 0);
 	ck_assert_uint_eq(r.capacity, 8);
 	ck_assert_uint_eq(atomic_load(&r.hdr->generation), 1);
 	ck_assert_uint_eq(atomic_load(&r.hdr->terminal), 0);
-	tu_unmap(mem, 2 * size);
+	tu_unmap(mem, 2 * size + RING_CONS_SIZE);
 }
 END_TEST
 
@@ -716,7 +721,7 @@ static int close_from_child(void *arg)
 	struct fixture *f = arg;
 	struct ring mine;
 
-	if (ring_attach(&mine, f->mem, f->size))
+	if (ring_attach(&mine, f->mem, f->size, f->cons))
 		return 1;
 	ring_close_reader(&mine);
 	return 0;
@@ -733,7 +738,7 @@ START_TEST(reader_close_is_seen_by_producer)
 	/* The consumer is another process with its own handle on the shared ring. */
 	ck_assert_int_eq(tu_wait(tu_fork(close_from_child, &f), PEER_TIMEOUT_MS), 0);
 	ck_assert(ring_reader_closed(&f.r));
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->closed), atomic_load(&f.r.hdr->generation));
+	ck_assert_uint_eq(atomic_load(&f.r.cons->closed), atomic_load(&f.r.hdr->generation));
 	/* Closing again changes nothing; the stream can still be ended normally. */
 	ring_close_reader(&f.r);
 	ck_assert(ring_reader_closed(&f.r));
@@ -751,7 +756,7 @@ START_TEST(reset_reopens_a_closed_ring)
 	ck_assert(ring_reader_closed(&f.r));
 	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
 	ck_assert(!ring_reader_closed(&f.r));
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->closed), 0);
+	ck_assert_uint_eq(atomic_load(&f.r.cons->closed), 0);
 	fixture_fini(&f);
 }
 END_TEST
@@ -765,7 +770,7 @@ START_TEST(stale_close_does_not_close_the_next_stream)
 	old_gen = atomic_load(&f.r.hdr->generation);
 	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
 	/* A closer that read the generation before the reset stores it after. */
-	atomic_store(&f.r.hdr->closed, old_gen);
+	atomic_store(&f.r.cons->closed, old_gen);
 	ck_assert(!ring_reader_closed(&f.r));
 	ring_close_reader(&f.r);
 	ck_assert(ring_reader_closed(&f.r));
@@ -806,13 +811,15 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 	struct ring owner, prod, other;
 	struct ring_rec out;
 	struct ring_hdr *h = mem;
+	static struct ring_cons line __attribute__((aligned(64)));
+	struct ring_cons *c = &line;
 	const uint64_t far = 0x7ffffffffffffff3ull;
 
-	ck_assert_int_eq(ring_init(&owner, mem, size, CAP), 0);
-	ck_assert_int_eq(ring_bind(&prod, mem, CAP), 0);
+	ck_assert_int_eq(ring_init(&owner, mem, size, CAP, c), 0);
+	ck_assert_int_eq(ring_bind(&prod, mem, CAP, c), 0);
 	ck_assert_int_eq(ring_check(&prod), 0);
-	ck_assert_int_eq(ring_bind(&other, mem, 3), -EINVAL);
-	ck_assert_int_eq(ring_bind(&other, (char *)mem + 8, CAP), -EINVAL);
+	ck_assert_int_eq(ring_bind(&other, mem, 3, c), -EINVAL);
+	ck_assert_int_eq(ring_bind(&other, (char *)mem + 8, CAP, c), -EINVAL);
 	(void)ring_reset(&owner, REQ_ID, getpid(), getpid());
 
 	h->magic = 0;
@@ -821,24 +828,24 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 	h->rec_size = 4096;
 	atomic_store(&h->generation, 0xdeadbeefu);
 	ck_assert_int_eq(ring_check(&prod), -EBADMSG);
-	ck_assert_int_eq(ring_attach(&other, mem, 1u << 30), -EBADMSG);
+	ck_assert_int_eq(ring_attach(&other, mem, 1u << 30, c), -EBADMSG);
 
 	/* a tail past head, then more than capacity records in use */
 	atomic_store(&h->head, far);
-	atomic_store(&h->tail, far + 5);
+	atomic_store(&c->tail, far + 5);
 	struct ring_rec tok = rec_of(0, 0), fin = rec_of(1, RING_F_FINAL);
 	ck_assert_int_eq(ring_push(&prod, &tok), -EBADMSG);
 	ck_assert_int_eq(ring_push(&prod, &fin), -EBADMSG);
 	ck_assert_uint_eq(ring_space(&prod), 0);
 	ck_assert_int_eq(ring_try_pop(&owner, &out), -EBADMSG);
-	atomic_store(&h->tail, far - 1000);
+	atomic_store(&c->tail, far - 1000);
 	ck_assert_int_eq(ring_push(&prod, &tok), -EBADMSG);
 	ck_assert_int_eq(ring_try_pop(&owner, &out), -EBADMSG);
 	ck_assert(!ring_finished(&prod));
 	ck_assert(!ring_drained(&prod));
 
 	/* indices a stream can have, anywhere in 64 bits: records go to head & (CAP - 1) */
-	atomic_store(&h->tail, far);
+	atomic_store(&c->tail, far);
 	for (uint32_t i = 0; i < 4 * CAP; i++) {
 		struct ring_rec r = rec_of(i, 0);
 
@@ -855,7 +862,7 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 	atomic_store(&h->terminal, 1);
 	atomic_store(&h->producer_pid, 0x7ffffffeu);
 	atomic_store(&h->head, far);
-	atomic_store(&h->tail, far);
+	atomic_store(&c->tail, far);
 	ck_assert_int_eq(ring_take_over(&owner), 0);
 	ring_close_reader(&owner);
 	ck_assert_int_eq(ring_push(&owner, &fin), 0);
@@ -867,10 +874,72 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 	h->capacity = RING_MAX_CAPACITY;
 	for (uint32_t i = 0; i < CAP; i++) {
 		atomic_store(&h->head, (uint64_t)i * 1000003u);
-		atomic_store(&h->tail, (uint64_t)i * 1000003u);
+		atomic_store(&c->tail, (uint64_t)i * 1000003u);
 		ck_assert_int_eq(ring_push(&prod, &tok), 0);
 	}
 	guarded_free(mem, size, map_len);
+}
+END_TEST
+
+/* RING_VERSION 2: the producer part (header and records) and the consumer line live
+ * apart. Here the consumer sees the producer part through a read-only mapping of the
+ * same memfd (as a client maps the node region) and its line in another mapping (the
+ * exchange region): a whole stream, a reader close and a reset work, and the consumer
+ * writes nothing of the producer part (its mapping would fault). */
+START_TEST(split_producer_part_and_consumer_line)
+{
+	enum { CAP = 8 };
+	size_t size = ring_size(CAP);
+	int fd = memfd_create("ring-split", MFD_CLOEXEC);
+	struct ring owner, reader;
+	struct ring_cons *line;
+	struct ring_rec out;
+	void *rw, *ro;
+
+	ck_assert_uint_eq(RING_VERSION, 2);
+	ck_assert_uint_eq(sizeof(struct ring_hdr), 128);
+	ck_assert_uint_eq(RING_CONS_SIZE, 64);
+	ck_assert_uint_eq(size, 128 + CAP * sizeof(struct ring_rec));
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	rw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ro = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert(rw != MAP_FAILED && ro != MAP_FAILED);
+	line = tu_shared(RING_CONS_SIZE);
+
+	ck_assert_int_eq(ring_init(&owner, rw, size, CAP, line), 0);
+	ck_assert_ptr_eq(owner.cons, line);
+	(void)ring_reset(&owner, REQ_ID, getpid(), getpid());
+	ck_assert_int_eq(ring_attach(&reader, ro, size, line), 0);
+	ck_assert_uint_eq(reader.capacity, CAP);
+	for (uint32_t i = 0; i < 3 * CAP; i++) { /* laps: the tail moves in the line only */
+		push_ok(&owner, i, 0);
+		pop_expect(&reader, i, 0);
+	}
+	ck_assert_uint_eq(atomic_load(&line->tail), 3 * CAP);
+	ck_assert_uint_eq(atomic_load(&owner.hdr->head), 3 * CAP);
+	ring_close_reader(&reader);
+	ck_assert(ring_reader_closed(&owner));
+	ck_assert_uint_eq(atomic_load(&line->closed), atomic_load(&owner.hdr->generation));
+	push_ok(&owner, 3 * CAP, RING_F_FINAL);
+	pop_expect(&reader, 3 * CAP, RING_F_FINAL);
+	ck_assert_int_eq(ring_try_pop(&reader, &out), -ENODATA);
+	ck_assert(ring_drained(&owner));
+	/* the owner's reset empties the line too */
+	(void)ring_reset(&owner, REQ_ID + 1, getpid(), getpid());
+	ck_assert_uint_eq(atomic_load(&line->tail), 0);
+	ck_assert_uint_eq(atomic_load(&line->closed), 0);
+	ck_assert(!ring_reader_closed(&reader));
+	push_ok(&owner, 0, RING_F_FINAL);
+	pop_expect(&reader, 0, RING_F_FINAL);
+	/* a line that is missing or misaligned is refused */
+	ck_assert_int_eq(ring_bind(&reader, ro, CAP, NULL), -EINVAL);
+	ck_assert_int_eq(ring_attach(&reader, ro, size, (struct ring_cons *)(void *)((char *)line + 8)),
+			 -EMSGSIZE);
+	tu_unmap(line, RING_CONS_SIZE);
+	munmap(ro, size);
+	munmap(rw, size);
+	close(fd);
 }
 END_TEST
 
@@ -910,6 +979,7 @@ static Suite *ring_suite(void)
 	    {"stale_close_does_not_close_the_next_stream",
 	     stale_close_does_not_close_the_next_stream, 0},
 	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring, 0},
+	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

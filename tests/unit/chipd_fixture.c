@@ -2,6 +2,9 @@
 #include "chipd_fixture.h"
 #include "testutil.h"
 
+#include "hello.h"
+#include "node.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -9,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -243,4 +247,33 @@ bool cd_region_exists(const struct cd *d)
 	struct stat st;
 
 	return stat(d->region, &st) == 0;
+}
+
+void cd_node_attach(struct cd *d, struct proto_node *n)
+{
+	struct shm_diag diag = {""};
+	char name[SHM_NAME_MAX], why[CHIPD_MSG_MAX];
+	struct proto_hello h;
+
+	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d->instance), 0);
+	ck_assert_msg(proto_node_attach(n, name, &diag) == 0, "%s", diag.msg);
+	ck_assert_msg(proto_hello(n, CD_CALL_MS, &h, why, sizeof(why)) == 0, "hello: %s", why);
+}
+
+bool cd_node_make_writable(struct proto_node *n)
+{
+	char path[SHM_NAME_MAX + 16];
+	void *p;
+	int fd;
+
+	if (geteuid() != 0)
+		return false;
+	snprintf(path, sizeof(path), "/dev/shm%s", n->region.name);
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	p = mmap(n->region.hdr, n->region.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		 0);
+	ck_assert_ptr_eq(p, n->region.hdr);
+	close(fd);
+	return true;
 }

@@ -22,6 +22,19 @@ struct cd {
 	chipd_conn *conn;
 };
 
+struct proto_node;
+
+/* Attaches @d's node region into @n the way a client does (read-only) and says hello,
+ * which maps the exchange region (mailbox, ring consumer lines); the connection stays
+ * open until the process ends, so the router serves this process's slots. */
+void cd_node_attach(struct cd *d, struct proto_node *n);
+
+/* For tests that play a client writing where no client can: remaps @n's read-only node
+ * region read-write in place (the same addresses) through its /dev/shm path, which only
+ * root may open for writing (mode 0400). Returns false when not root: the caller skips
+ * that part. */
+bool cd_node_make_writable(struct proto_node *n);
+
 /* Starts chipd --foreground with @args (NULL-terminated extra arguments, may be
  * NULL) and @env ("NAME=value" entries added to the environment, NULL-terminated,
  * may be NULL); waits until it is ready and connects. */

@@ -85,9 +85,10 @@ START_TEST(connect_corrupt_descriptor_refused)
 	expect_connect_fails(x.instance, -EBADMSG, "bad descriptor magic");
 	x.node.desc->magic ^= 1;
 	saved = x.node.desc->mbox_offset;
-	x.node.desc->mbox_offset = (uint32_t)x.node.region.size; /* past the end */
+	/* the mailbox is in the exchange region, checked against its size and parts */
+	x.node.desc->mbox_offset = (uint32_t)x.node.desc->xchg_size; /* past the end */
 	expect_connect_fails(x.instance, -EMSGSIZE, "client mailbox");
-	x.node.desc->mbox_offset = x.node.desc->wrk_ctr_offset; /* overlaps */
+	x.node.desc->mbox_offset = x.node.desc->cons_offset; /* overlaps the lines after it */
 	expect_connect_fails(x.instance, -EMSGSIZE, "overlaps");
 	x.node.desc->mbox_offset = saved + 8; /* misaligned */
 	expect_connect_fails(x.instance, -EMSGSIZE, "misaligned");

@@ -1,6 +1,7 @@
 /* hello_fixture.c - see hello_fixture.h. */
 #include "hello_fixture.h"
 
+#include "fdpass.h"
 #include "proto.h"
 
 #include <check.h>
@@ -13,7 +14,7 @@
 #include <unistd.h>
 
 /* Answers the hello waiting on @fd: {"v":1,"ok":true,"client":N,...}. */
-static void answer(int fd, int64_t client)
+static void answer(int fd, int64_t client, int xfd)
 {
 	static struct proto_msg m; /* the server thread's only */
 	struct proto_error pe;
@@ -29,7 +30,7 @@ static void answer(int fd, int64_t client)
 	m.max_pending = 64;
 	m.max_rings = 64;
 	if (proto_encode_answer(&m, buf, sizeof(buf), &len, &pe) == 0)
-		(void)!send(fd, buf, len, MSG_NOSIGNAL);
+		(void)!fdpass_send(fd, buf, len, xfd, 0); /* with the exchange region */
 }
 
 static void *serve(void *arg)
@@ -47,7 +48,7 @@ static void *serve(void *arg)
 			continue;
 		p = (struct pollfd){.fd = fd, .events = POLLIN};
 		if (poll(&p, 1, 2000) == 1)
-			answer(fd, h->nconns + 1);
+			answer(fd, h->nconns + 1, h->xfd);
 		if (h->nconns < HX_CONNS)
 			h->conns[h->nconns++] = fd;
 		else
@@ -71,6 +72,7 @@ void hx_start(struct hx *h, struct proto_node *n)
 	ck_assert_int_eq(bind(h->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	ck_assert_int_eq(listen(h->lfd, 64), 0);
 	memcpy(n->desc->sock_path, h->path, sizeof(h->path));
+	h->xfd = n->xchg.fd;
 	ck_assert_int_eq(pthread_create(&h->thread, NULL, serve, h), 0);
 }
 

@@ -15,6 +15,7 @@
 
 struct hx {
 	int lfd;
+	int xfd; /* the node's exchange region, sent with every answer */
 	char path[PROTO_NODE_SOCK_MAX];
 	pthread_t thread;
 	_Atomic int stop;

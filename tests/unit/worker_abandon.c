@@ -169,7 +169,7 @@ static bool ring_full(void *arg)
 {
 	struct ring *r = arg;
 
-	return atomic_load(&r->hdr->head) - atomic_load(&r->hdr->tail) == r->capacity - 1;
+	return atomic_load(&r->hdr->head) - atomic_load(&r->cons->tail) == r->capacity - 1;
 }
 
 static bool push_failed(void *arg)

@@ -1,0 +1,99 @@
+/* xchg.h - the node's exchange region: everything a client of the node may write.
+ *
+ * The node region (node.h) is read-only to clients (mode 0400, mapped PROT_READ). What
+ * clients write lives apart, in a memfd the supervisor creates, sizes and seals
+ * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL: nobody can shrink it, so no mapping of
+ * it can fault with SIGBUS) and hands to each client with its hello answer
+ * (SCM_RIGHTS, docs/protocol.md §9). Its layout (docs/protocol.md §8.7):
+ *
+ *   0            the 64-byte header below
+ *   mbox_offset  the client mailbox (shm/mbox.h): header, attention bitmap, slots
+ *   cons_offset  nrings consumer lines (struct ring_cons), cons_stride bytes apart:
+ *                line i belongs to the node region's ring i
+ *
+ * Everything in it is untrusted input to everyone: the supervisor and workers never
+ * read a size or offset from it (they use their own geometry), and a client reads
+ * the header once, checks it against the node descriptor and keeps a private copy.
+ */
+#ifndef CHIPD_PROTO_XCHG_H
+#define CHIPD_PROTO_XCHG_H
+
+#include "region.h"
+#include "ring.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_XCHG_MAGIC   0x4843584450494843ull /* "CHIPDXCH" in little-endian bytes */
+#define PROTO_XCHG_VERSION 1u
+#define PROTO_XCHG_HDR	   64u
+/* The seals every exchange region carries (fcntl F_GET_SEALS); a client refuses a
+ * memfd that lacks any of them. */
+#define PROTO_XCHG_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* The header at offset 0, written once by the supervisor before it is shared. */
+struct proto_xchg_hdr {
+	uint64_t magic;	     /* PROTO_XCHG_MAGIC */
+	uint32_t version;    /* PROTO_XCHG_VERSION */
+	uint32_t hdr_size;   /* PROTO_XCHG_HDR */
+	uint64_t total_size; /* == the memfd's size */
+	uint32_t mbox_offset, mbox_size;
+	uint32_t cons_offset, cons_stride;
+	uint32_t nrings;
+	uint8_t reserved[20];
+};
+_Static_assert(sizeof(struct proto_xchg_hdr) == PROTO_XCHG_HDR, "exchange header is one line");
+_Static_assert(offsetof(struct proto_xchg_hdr, total_size) == 16, "xchg.total_size");
+_Static_assert(offsetof(struct proto_xchg_hdr, mbox_offset) == 24, "xchg.mbox_offset");
+_Static_assert(offsetof(struct proto_xchg_hdr, cons_offset) == 32, "xchg.cons_offset");
+_Static_assert(offsetof(struct proto_xchg_hdr, nrings) == 40, "xchg.nrings");
+
+/* The exchange region's shape: a process's own copy (the supervisor's from the
+ * layout, a client's from the node descriptor, checked against the header). */
+struct proto_xchg_geom {
+	uint64_t total_size;
+	uint32_t mbox_offset, mbox_size;
+	uint32_t cons_offset, cons_stride;
+	uint32_t nrings;
+};
+
+/* One process's mapping of the exchange region. */
+struct proto_xchg {
+	int fd;	    /* the memfd, -1 when none */
+	char *base; /* read-write mapping, NULL when none */
+	size_t size;
+};
+
+/* Lays out an exchange region for a mailbox of @mbox_bytes (64-aligned, see
+ * mbox_size) and @nrings consumer lines into @g. Returns 0 or -EINVAL (empty parts,
+ * or beyond SHM_REGION_MAX_SIZE). */
+int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_geom *g);
+
+/* Creates the sealed memfd of shape @g, maps it read-write into @x and writes its
+ * header (the parts stay zero: the caller lays them out). Returns 0 or -errno with
+ * @diag (may be NULL) saying why. */
+int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g,
+		      struct shm_diag *diag);
+
+/* Takes @fd (an exchange memfd received from the supervisor; closed on error) and
+ * checks it before and after mapping it read-write into @x: it carries
+ * PROTO_XCHG_SEALS (-EPERM otherwise: it could shrink under us), its size is
+ * @want->total_size (-EMSGSIZE), and its header says magic (-EBADMSG), version
+ * (-EPROTONOSUPPORT) and exactly the shape @want (-EMSGSIZE). On error nothing stays
+ * mapped and @diag says which check failed. */
+int proto_xchg_open(struct proto_xchg *x, int fd, const struct proto_xchg_geom *want,
+		    struct shm_diag *diag);
+
+/* Unmaps @x and closes its fd. Safe on a zeroed or closed struct (fd 0 is not
+ * closed: a zeroed struct never owned one; use fd -1 for "none" otherwise). */
+void proto_xchg_close(struct proto_xchg *x);
+
+/* Consumer line @idx (< @g->nrings, the caller checks) of the mapped region @x. */
+static inline struct ring_cons *proto_xchg_cons(const struct proto_xchg *x,
+						const struct proto_xchg_geom *g, uint32_t idx)
+{
+	return (struct ring_cons *)(void *)(x->base + g->cons_offset +
+					    (uint64_t)idx * g->cons_stride);
+}
+
+#endif
