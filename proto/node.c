@@ -17,19 +17,6 @@
 static const struct ctr_desc sup_ctrs[] = {PROTO_SUP_COUNTERS(PROTO_CTR_DESC)};
 static const struct ctr_desc wrk_ctrs[] = {PROTO_WRK_COUNTERS(PROTO_CTR_DESC)};
 
-__attribute__((format(printf, 3, 4))) static int say(struct shm_diag *diag, int err,
-						     const char *fmt, ...)
-{
-	va_list ap;
-
-	if (diag) {
-		va_start(ap, fmt);
-		vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
 {
 	cfg->nworkers = nworkers;
@@ -136,7 +123,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	memset(n, 0, sizeof(*n));
 	n->xchg.fd = -1;
 	if (rc)
-		return say(diag, rc, "node region %s: shape out of range", name);
+		return shm_diag_fail(diag, rc, "node region %s: shape out of range", name);
 	rc = shm_region_create(&n->region, name, SHM_KIND_NODE, d.total_size,
 			       flags | SHM_CREATE_READONLY, diag);
 	if (rc)
@@ -169,7 +156,8 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 			       proto_xchg_cons(&n->xchg, &n->geom.xchg, i));
 	}
 	if (rc) {
-		say(diag, rc, "node region %s: laying out its parts failed (%d)", name, rc);
+		shm_diag_fail(diag, rc, "node region %s: laying out its parts failed (%d)", name,
+			      rc);
 		goto err_unlink;
 	}
 	return 0;
@@ -186,10 +174,11 @@ static int check_part(const struct proto_node *n, const char *what, uint64_t off
 		      uint64_t limit, uint64_t *end, struct shm_diag *diag)
 {
 	if (off % 64 || off < *end || size == 0 || size > limit || off > limit - size)
-		return say(diag, -EMSGSIZE,
-			   "node region %s: %s at %" PRIu64 "+%" PRIu64 ": misaligned, overlaps "
-			   "or out of its region (%" PRIu64 " bytes)",
-			   n->region.name, what, off, size, limit);
+		return shm_diag_fail(diag, -EMSGSIZE,
+				     "node region %s: %s at %" PRIu64 "+%" PRIu64
+				     ": misaligned, overlaps "
+				     "or out of its region (%" PRIu64 " bytes)",
+				     n->region.name, what, off, size, limit);
 	*end = off + size;
 	return 0;
 }
@@ -207,8 +196,9 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 	int rc;
 
 	if (n->region.size < end)
-		return say(diag, -EMSGSIZE, "node region %s: %zu bytes cannot hold a descriptor",
-			   name, n->region.size);
+		return shm_diag_fail(diag, -EMSGSIZE,
+				     "node region %s: %zu bytes cannot hold a descriptor", name,
+				     n->region.size);
 	/* Every field is read once, into locals and n->geom: what is checked below is
 	 * what is used afterwards, whatever a client writes into the descriptor. */
 	magic = PEEK(sd->magic);
@@ -218,22 +208,24 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 	geom_of(sd, d);
 	ring = ring_size(d->ring_capacity);
 	if (magic != PROTO_NODE_MAGIC)
-		return say(diag, -EBADMSG, "node region %s: bad descriptor magic %#" PRIx64, name,
-			   magic);
+		return shm_diag_fail(diag, -EBADMSG,
+				     "node region %s: bad descriptor magic %#" PRIx64, name, magic);
 	if (version != PROTO_NODE_VERSION || wire != PROTO_VERSION)
-		return say(diag, -EPROTONOSUPPORT,
-			   "node layout %" PRIu32 ", wire version %" PRIu32
-			   " (this libchipd: %u, %d): use the libchipd and chipctl of the running "
-			   "chipd (region %s)",
-			   version, wire, PROTO_NODE_VERSION, PROTO_VERSION, name);
+		return shm_diag_fail(
+		    diag, -EPROTONOSUPPORT,
+		    "node layout %" PRIu32 ", wire version %" PRIu32
+		    " (this libchipd: %u, %d): use the libchipd and chipctl of the running "
+		    "chipd (region %s)",
+		    version, wire, PROTO_NODE_VERSION, PROTO_VERSION, name);
 	if (desc_size != sizeof(*sd) || d->total_size != n->region.size || d->nworkers < 1 ||
 	    d->nworkers > CHIPD_MAX_CHIPS || d->nrings < 1 || d->nrings > PROTO_NODE_MAX_RINGS ||
 	    d->dir_stride != sizeof(struct proto_node_worker) || !ring || d->ring_stride < ring ||
 	    d->ring_stride % 64)
-		return say(diag, -EMSGSIZE,
-			   "node region %s: descriptor shape out of range (workers %" PRIu32
-			   ", rings %" PRIu32 " x %" PRIu32 ", total %" PRIu64 ")",
-			   name, d->nworkers, d->nrings, d->ring_capacity, d->total_size);
+		return shm_diag_fail(
+		    diag, -EMSGSIZE,
+		    "node region %s: descriptor shape out of range (workers %" PRIu32
+		    ", rings %" PRIu32 " x %" PRIu32 ", total %" PRIu64 ")",
+		    name, d->nworkers, d->nrings, d->ring_capacity, d->total_size);
 	if ((rc = check_part(n, "worker directory", d->dir_offset,
 			     (uint64_t)d->nworkers * d->dir_stride, lim, &end, diag)) ||
 	    (rc = check_part(n, "supervisor counters", d->sup_ctr_offset, d->sup_ctr_size, lim,
@@ -247,10 +239,10 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 	 * memfd is checked against the same size when it comes, proto_xchg_open) */
 	end = PROTO_XCHG_HDR;
 	if (x->total_size > SHM_REGION_MAX_SIZE || x->cons_stride != RING_CONS_SIZE)
-		return say(diag, -EMSGSIZE,
-			   "node region %s: exchange region shape out of range (%" PRIu64
-			   " bytes, consumer lines %" PRIu32 " apart)",
-			   name, x->total_size, x->cons_stride);
+		return shm_diag_fail(diag, -EMSGSIZE,
+				     "node region %s: exchange region shape out of range (%" PRIu64
+				     " bytes, consumer lines %" PRIu32 " apart)",
+				     name, x->total_size, x->cons_stride);
 	if ((rc = check_part(n, "client mailbox (xchg)", x->mbox_offset, x->mbox_size,
 			     x->total_size, &end, diag)) ||
 	    (rc = check_part(n, "ring consumer lines (xchg)", x->cons_offset,
@@ -263,7 +255,8 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 				at(n, d->wrk_ctr_offset + (uint64_t)i * d->wrk_ctr_stride),
 				d->wrk_ctr_stride);
 	if (rc)
-		return say(diag, rc, "node region %s: a counter block is invalid (%d)", name, rc);
+		return shm_diag_fail(diag, rc, "node region %s: a counter block is invalid (%d)",
+				     name, rc);
 	return 0;
 }
 
@@ -295,8 +288,9 @@ int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag)
 
 	if (n->xchg.base) {
 		close(fd);
-		return say(diag, -EALREADY, "node region %s: the exchange region is mapped already",
-			   n->region.name);
+		return shm_diag_fail(diag, -EALREADY,
+				     "node region %s: the exchange region is mapped already",
+				     n->region.name);
 	}
 	rc = proto_xchg_open(&n->xchg, fd, g, diag);
 	if (rc)
@@ -305,8 +299,8 @@ int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag)
 	if (rc) {
 		proto_xchg_close(&n->xchg);
 		memset(&n->mbox, 0, sizeof(n->mbox));
-		return say(diag, rc, "node region %s: the client mailbox is invalid (%d)",
-			   n->region.name, rc);
+		return shm_diag_fail(diag, rc, "node region %s: the client mailbox is invalid (%d)",
+				     n->region.name, rc);
 	}
 	return 0;
 }

@@ -13,19 +13,6 @@
 
 #define PAGE 4096u
 
-__attribute__((format(printf, 3, 4))) static int say(struct shm_diag *diag, int err,
-						     const char *fmt, ...)
-{
-	va_list ap;
-
-	if (diag) {
-		va_start(ap, fmt);
-		vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_geom *g)
 {
 	uint64_t off;
@@ -45,8 +32,7 @@ int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_ge
 	return g->total_size > SHM_REGION_MAX_SIZE ? -EINVAL : 0;
 }
 
-int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g,
-		      struct shm_diag *diag)
+int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g, struct shm_diag *diag)
 {
 	struct proto_xchg_hdr *h;
 	int rc;
@@ -54,16 +40,18 @@ int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g,
 	memset(x, 0, sizeof(*x));
 	x->fd = memfd_create("chipd-exchange", MFD_ALLOW_SEALING | MFD_CLOEXEC);
 	if (x->fd < 0)
-		return say(diag, -errno, "exchange region: memfd_create: %s", strerror(errno));
+		return shm_diag_fail(diag, -errno, "exchange region: memfd_create: %s",
+				     strerror(errno));
 	if (ftruncate(x->fd, (off_t)g->total_size) != 0 ||
 	    fcntl(x->fd, F_ADD_SEALS, PROTO_XCHG_SEALS) != 0) {
-		rc = say(diag, -errno, "exchange region: size and seal: %s", strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "exchange region: size and seal: %s",
+				   strerror(errno));
 		goto err_close;
 	}
 	x->base = mmap(NULL, g->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
 	if (x->base == MAP_FAILED) {
 		x->base = NULL;
-		rc = say(diag, -errno, "exchange region: mmap: %s", strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "exchange region: mmap: %s", strerror(errno));
 		goto err_close;
 	}
 	x->size = g->total_size;
@@ -95,20 +83,21 @@ static int check_header(const struct proto_xchg_hdr *h, const struct proto_xchg_
 	uint32_t version = PEEK(h->version);
 
 	if (magic != PROTO_XCHG_MAGIC)
-		return say(diag, -EBADMSG, "exchange region: bad magic %#" PRIx64, magic);
+		return shm_diag_fail(diag, -EBADMSG, "exchange region: bad magic %#" PRIx64, magic);
 	if (version != PROTO_XCHG_VERSION)
-		return say(diag, -EPROTONOSUPPORT,
-			   "exchange region version %" PRIu32 " (this libchipd: %u): use the "
-			   "libchipd and chipctl of the running chipd",
-			   version, PROTO_XCHG_VERSION);
+		return shm_diag_fail(diag, -EPROTONOSUPPORT,
+				     "exchange region version %" PRIu32
+				     " (this libchipd: %u): use the "
+				     "libchipd and chipctl of the running chipd",
+				     version, PROTO_XCHG_VERSION);
 	if (PEEK(h->hdr_size) != PROTO_XCHG_HDR || total != want->total_size ||
 	    PEEK(h->mbox_offset) != want->mbox_offset || PEEK(h->mbox_size) != want->mbox_size ||
-	    PEEK(h->cons_offset) != want->cons_offset || PEEK(h->cons_stride) != want->cons_stride ||
-	    PEEK(h->nrings) != want->nrings)
-		return say(diag, -EMSGSIZE,
-			   "exchange region: its header's shape differs from the node "
-			   "descriptor's (total %" PRIu64 ", want %" PRIu64 ")",
-			   total, want->total_size);
+	    PEEK(h->cons_offset) != want->cons_offset ||
+	    PEEK(h->cons_stride) != want->cons_stride || PEEK(h->nrings) != want->nrings)
+		return shm_diag_fail(diag, -EMSGSIZE,
+				     "exchange region: its header's shape differs from the node "
+				     "descriptor's (total %" PRIu64 ", want %" PRIu64 ")",
+				     total, want->total_size);
 	return 0;
 }
 
@@ -123,30 +112,32 @@ int proto_xchg_open(struct proto_xchg *x, int fd, const struct proto_xchg_geom *
 	x->fd = -1;
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0) {
-		rc = say(diag, -errno, "exchange region: F_GET_SEALS: %s (not a sealed memfd)",
-			 strerror(errno));
+		rc = shm_diag_fail(diag, -errno,
+				   "exchange region: F_GET_SEALS: %s (not a sealed memfd)",
+				   strerror(errno));
 		goto err_close;
 	}
 	if ((seals & PROTO_XCHG_SEALS) != PROTO_XCHG_SEALS) {
-		rc = say(diag, -EPERM,
-			 "exchange region: seals %#x lack %#x (shrink, grow, seal): it could "
-			 "shrink under its users; refusing it",
-			 (unsigned)seals, (unsigned)PROTO_XCHG_SEALS);
+		rc = shm_diag_fail(
+		    diag, -EPERM,
+		    "exchange region: seals %#x lack %#x (shrink, grow, seal): it could "
+		    "shrink under its users; refusing it",
+		    (unsigned)seals, (unsigned)PROTO_XCHG_SEALS);
 		goto err_close;
 	}
 	if (fstat(fd, &st) != 0) {
-		rc = say(diag, -errno, "exchange region: fstat: %s", strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "exchange region: fstat: %s", strerror(errno));
 		goto err_close;
 	}
 	if ((uint64_t)st.st_size != want->total_size) {
-		rc = say(diag, -EMSGSIZE,
-			 "exchange region: %lld bytes, the node descriptor says %" PRIu64,
-			 (long long)st.st_size, want->total_size);
+		rc = shm_diag_fail(diag, -EMSGSIZE,
+				   "exchange region: %lld bytes, the node descriptor says %" PRIu64,
+				   (long long)st.st_size, want->total_size);
 		goto err_close;
 	}
 	base = mmap(NULL, want->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
-		rc = say(diag, -errno, "exchange region: mmap: %s", strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "exchange region: mmap: %s", strerror(errno));
 		goto err_close;
 	}
 	rc = check_header(base, want, diag);

@@ -13,17 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REGION_MODE 0600
+#define REGION_MODE	     0600
 #define REGION_MODE_READONLY 0400 /* SHM_CREATE_READONLY: only its creator writes */
 /* An existing region without a readable creator (crashed between shm_open and
  * writing the header) is treated as abandoned once it is this old. */
 #define ABANDONED_AFTER_S 2
 
-static int fail(struct shm_diag *diag, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Records why and returns @err (a negative errno). */
-static int fail(struct shm_diag *diag, int err, const char *fmt, ...)
+int shm_diag_fail(struct shm_diag *diag, int err, const char *fmt, ...)
 {
 	if (diag) {
 		va_list ap;
@@ -40,16 +36,17 @@ static int check_name(const char *name, struct shm_diag *diag)
 	size_t len = name ? strnlen(name, SHM_NAME_MAX) : 0;
 
 	if (len < 2 || len >= SHM_NAME_MAX || name[0] != '/' || strchr(name + 1, '/'))
-		return fail(diag, -EINVAL, "bad region name '%s': want '/name', under %u bytes",
-			    name ? name : "(null)", SHM_NAME_MAX);
+		return shm_diag_fail(diag, -EINVAL,
+				     "bad region name '%s': want '/name', under %u bytes",
+				     name ? name : "(null)", SHM_NAME_MAX);
 	return 0;
 }
 
 static int check_size(const char *name, size_t size, struct shm_diag *diag)
 {
 	if (size < SHM_BODY_OFFSET || size > SHM_REGION_MAX_SIZE)
-		return fail(diag, -EINVAL, "%s: size %zu outside [%u, %llu]", name, size,
-			    SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE);
+		return shm_diag_fail(diag, -EINVAL, "%s: size %zu outside [%u, %llu]", name, size,
+				     SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE);
 	return 0;
 }
 
@@ -84,37 +81,38 @@ static int inspect_existing(const char *name, struct shm_diag *diag)
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 1; /* gone meanwhile: just retry the create */
-		return fail(diag, -errno, "%s exists and cannot be opened: %s", name,
-			    strerror(errno));
+		return shm_diag_fail(diag, -errno, "%s exists and cannot be opened: %s", name,
+				     strerror(errno));
 	}
 	if (fstat(fd, &st) != 0) {
-		rc = fail(diag, -errno, "%s: fstat: %s", name, strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "%s: fstat: %s", name, strerror(errno));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		rc = fail(diag, -EMEDIUMTYPE, "%s exists and is not a regular file", name);
+		rc = shm_diag_fail(diag, -EMEDIUMTYPE, "%s exists and is not a regular file", name);
 		goto out_close;
 	}
 	if (st.st_uid != geteuid()) {
-		rc = fail(diag, -EPERM, "%s exists and belongs to uid %u, not %u", name,
-			  (unsigned)st.st_uid, (unsigned)geteuid());
+		rc = shm_diag_fail(diag, -EPERM, "%s exists and belongs to uid %u, not %u", name,
+				   (unsigned)st.st_uid, (unsigned)geteuid());
 		goto out_close;
 	}
 	memset(&h, 0, sizeof(h));
 	if (st.st_size > 0 && pread(fd, &h, sizeof(h), 0) < 0) {
-		rc = fail(diag, -errno, "%s: read header: %s", name, strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "%s: read header: %s", name, strerror(errno));
 		goto out_close;
 	}
 	uint64_t magic = atomic_load_explicit(&h.magic, memory_order_relaxed);
 	if (magic != 0 && magic != SHM_MAGIC) {
-		rc = fail(diag, -EBADMSG, "%s exists and is not a chipd region (magic %#llx)", name,
-			  (unsigned long long)magic);
+		rc = shm_diag_fail(diag, -EBADMSG,
+				   "%s exists and is not a chipd region (magic %#llx)", name,
+				   (unsigned long long)magic);
 		goto out_close;
 	}
 	if (h.creator_pid != 0) {
 		if (shm_proc_alive((pid_t)h.creator_pid, h.creator_start))
-			rc =
-			    fail(diag, -EEXIST, "%s is in use by live pid %u", name, h.creator_pid);
+			rc = shm_diag_fail(diag, -EEXIST, "%s is in use by live pid %u", name,
+					   h.creator_pid);
 		else
 			rc = 1;
 		goto out_close;
@@ -123,7 +121,7 @@ static int inspect_existing(const char *name, struct shm_diag *diag)
 	if (time(NULL) - st.st_ctime >= ABANDONED_AFTER_S)
 		rc = 1;
 	else
-		rc = fail(diag, -EEXIST, "%s is being created by another process", name);
+		rc = shm_diag_fail(diag, -EEXIST, "%s is being created by another process", name);
 out_close:
 	close(fd);
 	return rc;
@@ -145,37 +143,40 @@ int shm_region_create(struct shm_region *r, const char *name, enum shm_kind kind
 
 	/* Two tries: the second after reclaiming a stale region. */
 	for (int attempt = 0;; attempt++) {
-		fd =
-		    shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd >= 0)
 			break;
 		if (errno != EEXIST)
-			return fail(diag, -errno, "%s: shm_open: %s", name, strerror(errno));
+			return shm_diag_fail(diag, -errno, "%s: shm_open: %s", name,
+					     strerror(errno));
 		rc = inspect_existing(name, diag);
 		if (rc < 0)
 			return rc;
 		if (!(flags & SHM_CREATE_RECLAIM_STALE))
-			return fail(diag, -EEXIST,
-				    "%s exists (stale: its creator is dead); reclaim it or "
-				    "remove /dev/shm%s",
-				    name, name);
+			return shm_diag_fail(
+			    diag, -EEXIST,
+			    "%s exists (stale: its creator is dead); reclaim it or "
+			    "remove /dev/shm%s",
+			    name, name);
 		if (attempt > 0)
-			return fail(diag, -EEXIST, "%s: still exists after reclaiming it", name);
+			return shm_diag_fail(diag, -EEXIST, "%s: still exists after reclaiming it",
+					     name);
 		if (shm_unlink(name) != 0 && errno != ENOENT)
-			return fail(diag, -errno, "%s: unlink stale region: %s", name,
-				    strerror(errno));
+			return shm_diag_fail(diag, -errno, "%s: unlink stale region: %s", name,
+					     strerror(errno));
 	}
 
 	/* The umask may have cleared bits we asked for, never added any; set the mode
 	 * explicitly so it is exactly 0600 (0400). The creating open keeps its write
 	 * access whatever the mode says: later opens are checked against the mode. */
 	if (fchmod(fd, mode) != 0 || ftruncate(fd, (off_t)size) != 0) {
-		rc = fail(diag, -errno, "%s: fchmod/ftruncate: %s", name, strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "%s: fchmod/ftruncate: %s", name, strerror(errno));
 		goto err_unlink;
 	}
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
-		rc = fail(diag, -errno, "%s: mmap %zu bytes: %s", name, size, strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "%s: mmap %zu bytes: %s", name, size,
+				   strerror(errno));
 		goto err_unlink;
 	}
 	close(fd);
@@ -238,39 +239,42 @@ static int open_failed(const char *name, struct shm_diag *diag)
 	struct stat st;
 
 	if (err == ENOENT)
-		return fail(diag, -ENOENT, "%s does not exist (is chipd running?)", name);
+		return shm_diag_fail(diag, -ENOENT, "%s does not exist (is chipd running?)", name);
 	if (err == ELOOP)
-		return fail(diag, -ELOOP, "%s is a symbolic link; refusing to follow it", name);
+		return shm_diag_fail(diag, -ELOOP, "%s is a symbolic link; refusing to follow it",
+				     name);
 	snprintf(path, sizeof(path), "/dev/shm%s", name);
 	if (err == EACCES && lstat(path, &st) == 0 && st.st_uid != geteuid())
-		return fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
-			    (unsigned)st.st_uid, (unsigned)geteuid());
+		return shm_diag_fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
+				     (unsigned)st.st_uid, (unsigned)geteuid());
 	/* A read-write open of a region its creator made read-only (SHM_CREATE_READONLY):
 	 * a client built for an older layout, which mapped the node region writable. */
 	if (err == EACCES && lstat(path, &st) == 0 && !(st.st_mode & 0200))
-		return fail(diag, -EACCES,
-			    "%s is read-only (mode %04o): the node uses a newer layout that clients "
-			    "map read-only; use the libchipd and chipctl of the running chipd",
-			    name, (unsigned)(st.st_mode & 07777));
-	return fail(diag, -err, "%s: shm_open: %s", name, strerror(err));
+		return shm_diag_fail(
+		    diag, -EACCES,
+		    "%s is read-only (mode %04o): the node uses a newer layout that clients "
+		    "map read-only; use the libchipd and chipctl of the running chipd",
+		    name, (unsigned)(st.st_mode & 07777));
+	return shm_diag_fail(diag, -err, "%s: shm_open: %s", name, strerror(err));
 }
 
 /* Checks the object behind @fd before anything of it is mapped. */
 static int check_file(int fd, const char *name, struct stat *st, struct shm_diag *diag)
 {
 	if (fstat(fd, st) != 0)
-		return fail(diag, -errno, "%s: fstat: %s", name, strerror(errno));
+		return shm_diag_fail(diag, -errno, "%s: fstat: %s", name, strerror(errno));
 	if (!S_ISREG(st->st_mode))
-		return fail(diag, -EMEDIUMTYPE, "%s is not a regular file", name);
+		return shm_diag_fail(diag, -EMEDIUMTYPE, "%s is not a regular file", name);
 	if (st->st_uid != geteuid())
-		return fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
-			    (unsigned)st->st_uid, (unsigned)geteuid());
+		return shm_diag_fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
+				     (unsigned)st->st_uid, (unsigned)geteuid());
 	if (st->st_mode & 077)
-		return fail(diag, -EACCES, "%s has mode %04o: group/other access, want 0600", name,
-			    (unsigned)(st->st_mode & 07777));
+		return shm_diag_fail(diag, -EACCES,
+				     "%s has mode %04o: group/other access, want 0600", name,
+				     (unsigned)(st->st_mode & 07777));
 	if (st->st_size < (off_t)SHM_BODY_OFFSET || (uint64_t)st->st_size > SHM_REGION_MAX_SIZE)
-		return fail(diag, -EMSGSIZE, "%s: file size %lld outside [%u, %llu]", name,
-			    (long long)st->st_size, SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE);
+		return shm_diag_fail(diag, -EMSGSIZE, "%s: file size %lld outside [%u, %llu]", name,
+				     (long long)st->st_size, SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE);
 	return 0;
 }
 
@@ -281,31 +285,32 @@ static int check_header(const struct shm_header *h, const char *name, enum shm_k
 	uint64_t magic = atomic_load_explicit(&h->magic, memory_order_acquire);
 
 	if (magic == 0)
-		return fail(diag, -EAGAIN, "%s is not initialized yet", name);
+		return shm_diag_fail(diag, -EAGAIN, "%s is not initialized yet", name);
 	if (magic != SHM_MAGIC)
-		return fail(diag, -EBADMSG, "%s: bad magic %#llx, not a chipd region", name,
-			    (unsigned long long)magic);
+		return shm_diag_fail(diag, -EBADMSG, "%s: bad magic %#llx, not a chipd region",
+				     name, (unsigned long long)magic);
 	if (h->layout_version != SHM_LAYOUT_VERSION)
-		return fail(diag, -EPROTONOSUPPORT,
-			    "%s: layout version %u, this build speaks %u (mixed chipd versions?)",
-			    name, h->layout_version, SHM_LAYOUT_VERSION);
+		return shm_diag_fail(
+		    diag, -EPROTONOSUPPORT,
+		    "%s: layout version %u, this build speaks %u (mixed chipd versions?)", name,
+		    h->layout_version, SHM_LAYOUT_VERSION);
 	if (h->kind != (uint32_t)kind)
-		return fail(diag, -EPROTOTYPE, "%s: region kind %u, expected %u", name, h->kind,
-			    (unsigned)kind);
+		return shm_diag_fail(diag, -EPROTOTYPE, "%s: region kind %u, expected %u", name,
+				     h->kind, (unsigned)kind);
 	if (h->size != file_size || (want_size && h->size != want_size))
-		return fail(diag, -EMSGSIZE, "%s: header size %llu, file size %zu, expected %zu",
-			    name, (unsigned long long)h->size, file_size,
-			    want_size ? want_size : file_size);
+		return shm_diag_fail(
+		    diag, -EMSGSIZE, "%s: header size %llu, file size %zu, expected %zu", name,
+		    (unsigned long long)h->size, file_size, want_size ? want_size : file_size);
 	uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
 	if (state == SHM_STATE_CREATING)
-		return fail(diag, -EAGAIN, "%s is still being initialized", name);
+		return shm_diag_fail(diag, -EAGAIN, "%s is still being initialized", name);
 	if (state == SHM_STATE_STOPPED)
-		return fail(diag, -ESHUTDOWN, "%s: its owner has stopped", name);
+		return shm_diag_fail(diag, -ESHUTDOWN, "%s: its owner has stopped", name);
 	if (state != SHM_STATE_READY && state != SHM_STATE_DRAINING)
-		return fail(diag, -EBADMSG, "%s: unknown state %u", name, state);
+		return shm_diag_fail(diag, -EBADMSG, "%s: unknown state %u", name, state);
 	if (!shm_proc_alive((pid_t)h->creator_pid, h->creator_start))
-		return fail(diag, -ESTALE, "%s is stale: its creator (pid %u) is gone", name,
-			    h->creator_pid);
+		return shm_diag_fail(diag, -ESTALE, "%s is stale: its creator (pid %u) is gone",
+				     name, h->creator_pid);
 	return 0;
 }
 
@@ -328,10 +333,10 @@ static int attach(struct shm_region *r, const char *name, enum shm_kind kind, si
 		goto out_close;
 
 	size_t file_size = (size_t)st.st_size;
-	void *base = mmap(NULL, file_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-			  MAP_SHARED, fd, 0);
+	void *base =
+	    mmap(NULL, file_size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
-		rc = fail(diag, -errno, "%s: mmap: %s", name, strerror(errno));
+		rc = shm_diag_fail(diag, -errno, "%s: mmap: %s", name, strerror(errno));
 		goto out_close;
 	}
 	rc = check_header(base, name, kind, file_size, size, diag);

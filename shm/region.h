@@ -77,6 +77,10 @@ struct shm_diag {
 	char msg[224];
 };
 
+/* Records why in @diag (when not NULL) and returns @err (a negative errno). */
+int shm_diag_fail(struct shm_diag *diag, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Flags for shm_region_create. */
 #define SHM_CREATE_RECLAIM_STALE 0x1u /* unlink an existing region whose creator is dead */
 /* mode 0400: only the creator's own mapping (and what inherits it across fork) can
@@ -85,8 +89,8 @@ struct shm_diag {
 #define SHM_CREATE_READONLY 0x2u
 
 /* Creates the named region @name ("/chipd.<uid>.<instance>") of @size bytes (header
- * included, at least SHM_BODY_OFFSET), mode 0600 (0400 with SHM_CREATE_READONLY), kind @kind, state CREATING, body
- * zeroed. With SHM_CREATE_RECLAIM_STALE an existing region whose creator is dead is
+ * included, at least SHM_BODY_OFFSET), mode 0600 (0400 with SHM_CREATE_READONLY), kind @kind, state
+ * CREATING, body zeroed. With SHM_CREATE_RECLAIM_STALE an existing region whose creator is dead is
  * unlinked and created anew; a live one is refused. Call shm_region_ready() once the
  * body is initialized.
  * Returns 0, or -EEXIST (live region), -EPERM (existing one owned by someone else),
