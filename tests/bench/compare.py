@@ -42,6 +42,12 @@ def e2e_metrics(doc):
     if spin.get("ok"):
         out["e2e delivery, spinning reader: token p50"] = (
             "lower", spin["token_p50_ns"] / 1e3, "µs")
+    small = doc.get("small", {})
+    for row in small.get("rows", []):
+        if row.get("ok") and row["clients"] in (1, 16):
+            n = "1 client" if row["clients"] == 1 else f"{row['clients']} clients"
+            out[f"e2e small, {n}: request p50"] = ("lower", row["request_p50_ns"] / 1e3, "µs")
+            out[f"e2e small, {n}: req/s"] = ("higher", row["rps"], "")
     return out
 
 

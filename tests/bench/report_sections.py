@@ -108,6 +108,39 @@ plot ideal(x) title "ideal (h + d) / max(h, d)" with lines dt 2 lw 2, \\
     rep.fields["overlap_plot"] = f"![overlap speed-up]({rep.img_rel}/perf_overlap.png)"
 
 
+def e2e_small(rep, sm):
+    """The small-request section of e2e.json: one-token zero-work requests against
+    chipd_ping of the same node, and the issue's two targets."""
+    if not sm:
+        rep.fields["e2e_small"] = "Not measured in this run (`--no-small`)."
+        return
+    ping = sm.get("ping_p50_ns")
+    rows = []
+    for r in sm["rows"]:
+        if not r.get("ok"):
+            rows.append([r["clients"], "failed", "", "", "", ""])
+            continue
+        rows.append([r["clients"], num(r["rps"]), us(r["request_p50_ns"], 1),
+                     us(r["request_p99_ns"], 1), r["refused"],
+                     times(r.get("request_p50_per_ping_p50"))])
+    head = ("`chipd_ping` on the same node: p50 "
+            + (f"{us(ping, 1)}, p99 {us(sm['ping_p99_ns'], 1)}" if ping else "failed") + ".")
+    rep.fields["e2e_small"] = head + "\n\n" + table(
+        ["clients", "req/s", "request p50", "request p99", "refused", "request p50 / ping p50"],
+        rows, "rrrrrr")
+    one = next((r for r in sm["rows"] if r["clients"] == 1 and r.get("ok")), None)
+    v = one.get("request_p50_per_ping_p50") if one else None
+    rep.targets.append(("one-token zero-work request, 1 client: submit → final token p50 / "
+                        "`chipd_ping` p50", times(v), f"≤ {sm['target_pings']:.0f}×",
+                        None if v is None else v <= sm["target_pings"]))
+    at = next((r for r in sm["rows"] if r["clients"] == sm["target_rps_clients"]
+               and r.get("ok")), None)
+    v = at["rps"] if at else None
+    rep.targets.append((f"one-token zero-work requests/s at {sm['target_rps_clients']} clients",
+                        num(v), f"≥ {num(sm['target_rps'])}",
+                        None if v is None else v >= sm["target_rps"]))
+
+
 def e2e(rep):
     d = load(rep.raw, "e2e.json")
     rows = []
@@ -142,6 +175,7 @@ def e2e(rep):
                             None if v is None else v <= dl["target_p50_ns"]))
     else:
         rep.fields["e2e_delivery"] = "Not measured in this run (`--no-delivery`)."
+    e2e_small(rep, d.get("small"))
     dat = os.path.join(rep.raw, "e2e.dat")
     with open(dat, "w", encoding="utf-8") as f:
         for r in d["rows"]:

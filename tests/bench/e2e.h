@@ -1,0 +1,77 @@
+/* e2e.h - `chipbench e2e`'s parts: the options, a row (clients submitting requests
+ * back to back through libchipd for a fixed time), the small-request section (one-token
+ * zero-work requests against chipd_ping of the same run) and their printing. */
+#ifndef CHIPD_BENCH_E2E_H
+#define CHIPD_BENCH_E2E_H
+
+#include "bench_chipd.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define E2E_MAX_ROWS	8
+#define E2E_MAX_CLIENTS 256
+#define E2E_CALL_MS	5000u
+#define E2E_TARGET_NS	10000.0 /* token delivery p50 with a spinning reader */
+/* Small requests (issue targets, same run): a one-token zero-work request at 1 client
+ * completes within this many chipd_ping p50s, and 16 clients make this many req/s. */
+#define E2E_SMALL_TARGET_PINGS 10.0
+#define E2E_SMALL_TARGET_RPS   20000.0
+#define E2E_SMALL_TARGET_AT    16u /* clients of the req/s target */
+#define E2E_PING_ITERS	       2000u
+
+struct e2e_opts {
+	const char *chipd;
+	unsigned clients[E2E_MAX_ROWS];
+	unsigned nrows;
+	double seconds; /* per row */
+	unsigned tokens, device_us;
+	unsigned dl_tokens, dl_device_us; /* the delivery rows' requests */
+	bool delivery;			  /* run the delivery rows */
+	unsigned small_clients[E2E_MAX_ROWS];
+	unsigned nsmall;
+	bool small; /* run the small-request section */
+	bool json;
+};
+
+struct e2e_row {
+	/* the load: clients submitting requests of @req_tokens tokens, @device_us per
+	 * step, read with a spin of @spin_us (0: the library's default) */
+	unsigned clients, req_tokens, device_us, spin_us;
+	int rc;
+	uint64_t requests, tokens, refused;
+	double elapsed_s;
+	double rps, tps;
+	/* ns: token delivery (publish -> client), admission (the chipd_submit call),
+	 * request (chipd_submit called -> final token read) */
+	double tok_p50, tok_p99, adm_p50, adm_p99, req_p50, req_p99;
+};
+
+/* One-token zero-work requests next to chipd_ping, on the same chipd. */
+struct e2e_small {
+	int ping_rc;
+	double ping_p50, ping_p99; /* ns */
+	struct e2e_row rows[E2E_MAX_ROWS];
+	unsigned nrows;
+};
+
+/* Runs one row with @r->clients clients against the chipd @d. Returns 0 or -errno
+ * (also in @r->rc). */
+int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct e2e_row *r);
+
+/* Times E2E_PING_ITERS chipd_ping round trips on @d's connection (after a tenth as
+ * many unmeasured) into @s. Returns 0 or -errno (also in @s->ping_rc). */
+int e2e_ping(const struct bench_chipd *d, struct e2e_small *s);
+
+double e2e_ratio(double x, double base);
+bool e2e_delivery_met(const struct e2e_row *dl);
+/* The small-request targets; false when not measured. */
+bool e2e_small_latency_met(const struct e2e_small *s);
+bool e2e_small_rps_met(const struct e2e_small *s);
+
+void e2e_print_table(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n,
+		     const struct e2e_row *dl, const struct e2e_small *small);
+void e2e_print_json(const struct e2e_opts *o, const struct e2e_row *rows, unsigned n,
+		    const struct e2e_row *dl, const struct e2e_small *small);
+
+#endif
