@@ -82,7 +82,20 @@ for node in "${nodes[@]}"; do
 		fail "$node: no namespaces after 5 s"
 	on_node "$node" hostname "$node"
 	on_node "$node" mount -t tmpfs -o mode=1777 "shm-$node" /dev/shm
+	# chipd and chipctl may live under /tmp (a clone built there): the node keeps
+	# the host's /tmp at a private mount point and binds their directories back
+	mkdir -p "$dir/hosttmp-$node"
+	on_node "$node" mount --bind /tmp "$dir/hosttmp-$node"
 	on_node "$node" mount -t tmpfs -o mode=1777 "tmp-$node" /tmp
+	for exe in chipd chipctl; do
+		bindir=$(dirname "$(readlink -f "$dir/bin/$exe")")
+		case $bindir in
+		/tmp/*)
+			on_node "$node" mkdir -p "$bindir"
+			on_node "$node" mount --bind "$dir/hosttmp-$node/${bindir#/tmp/}" "$bindir"
+			;;
+		esac
+	done
 	on_node "$node" mount --bind "$dir/hosts" /etc/hosts
 	ip link add "veth-$node" type veth peer name eth0 netns "${holder[$node]}"
 	slurm_cleanups+=("ip link del veth-$node 2>/dev/null")
