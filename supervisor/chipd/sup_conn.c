@@ -243,6 +243,7 @@ void sup_conn_accept(struct sup *s)
 		if (!c) {
 			char drop[PROTO_REQ_MAX];
 
+			sup_count(s, PROTO_SUP_clients_refused, 1);
 			refuse(fd, CHIPD_E_QUEUE_FULL,
 			       "%u connections already (the node's bound max-clients=%u)",
 			       s->cfg.max_clients, s->cfg.max_clients);
@@ -252,7 +253,6 @@ void sup_conn_accept(struct sup *s)
 				;
 			SUP_WARN(-1, 0, "pid %d refused: max-clients=%u connections already",
 				 (int)cr.pid, s->cfg.max_clients);
-			sup_count(s, PROTO_SUP_clients_refused, 1);
 			close(fd);
 			continue;
 		}
@@ -339,8 +339,8 @@ static bool hello(struct sup *s, struct sup_conn *c)
 		return false;
 	}
 	if (!sup_admit_peer(s, c, why, sizeof(why))) {
+		sup_count(s, PROTO_SUP_clients_refused, 1); /* counted before it is seen */
 		refuse(c->fd, CHIPD_E_BAD_REQUEST, "%s", why);
-		sup_count(s, PROTO_SUP_clients_refused, 1);
 		SUP_WARN(-1, 0, "pid %d of uid %u refused: %s", (int)c->pid, (unsigned)c->uid,
 			 why);
 		return false;
