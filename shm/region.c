@@ -267,25 +267,25 @@ static int open_failed(const char *name, uid_t owner, struct shm_diag *diag)
 
 /* Checks the object behind @fd before anything of it is mapped: a regular file of
  * @owner with no permission bit for others; read by its group only when @group_read
- * (a read-only attach of a region shared with shm_region_share_group), never written
- * by it. */
+ * (a read-only attach) and the file is exactly 0440, as shm_region_share_group makes
+ * it (read-only to its owner as well), never written by the group. */
 static int check_file(int fd, const char *name, uid_t owner, bool group_read, struct stat *st,
 		      struct shm_diag *diag)
 {
-	mode_t foreign = group_read ? 037 : 077;
+	mode_t foreign;
 
 	if (fstat(fd, st) != 0)
 		return shm_diag_fail(diag, -errno, "%s: fstat: %s", name, strerror(errno));
+	foreign = group_read && (st->st_mode & 07777) == REGION_MODE_SHARED ? 037 : 077;
 	if (!S_ISREG(st->st_mode))
 		return shm_diag_fail(diag, -EMEDIUMTYPE, "%s is not a regular file", name);
 	if (st->st_uid != owner)
 		return shm_diag_fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
 				     (unsigned)st->st_uid, (unsigned)owner);
 	if (st->st_mode & foreign)
-		return shm_diag_fail(diag, -EACCES, "%s has mode %04o: %s access, want %s", name,
-				     (unsigned)(st->st_mode & 07777),
-				     group_read ? "group write or other" : "group/other",
-				     group_read ? "0400, 0440 or 0600" : "0600");
+		return shm_diag_fail(diag, -EACCES, "%s has mode %04o: group/other access, want %s",
+				     name, (unsigned)(st->st_mode & 07777),
+				     group_read ? "0400, 0600 or 0440" : "0600");
 	if (st->st_size < (off_t)SHM_BODY_OFFSET || (uint64_t)st->st_size > SHM_REGION_MAX_SIZE)
 		return shm_diag_fail(diag, -EMSGSIZE, "%s: file size %lld outside [%u, %llu]", name,
 				     (long long)st->st_size, SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE);

@@ -127,8 +127,9 @@ int shm_region_attach_ro(struct shm_region *r, const char *name, enum shm_kind k
 
 /* As shm_region_attach_ro, for a region that @owner (another uid, say the chipd
  * account) made and shared with a group the caller belongs to: the file must belong
- * to @owner, and mode 0440 (group read) is accepted besides 0400 and 0600; group
- * write and any bit for others are still refused (-EACCES). An open the kernel
+ * to @owner, and mode exactly 0440 (read-only to owner and group, as
+ * shm_region_share_group makes it) is accepted besides 0400 and 0600; any other group
+ * bit and any bit for others are still refused (-EACCES). An open the kernel
  * refuses names the owner and group in @diag. */
 int shm_region_attach_ro_as(struct shm_region *r, const char *name, enum shm_kind kind,
 			    size_t size, uid_t owner, struct shm_diag *diag);

@@ -85,9 +85,10 @@ stat_of() { stat -c "%a %U %G" "$1"; }
 
 groupadd "$grp"
 made="$srv"
-useradd -M -N -g nogroup -G "$grp" -s /usr/sbin/nologin "$srv"
+useradd -M -N -g nogroup -s /usr/sbin/nologin "$srv"
 made="$made $mem"
-useradd -M -N -g nogroup -G "$grp" -s /usr/sbin/nologin "$mem"
+useradd -M -N -g nogroup -s /usr/sbin/nologin "$mem"
+for u in "$srv" "$mem"; do usermod -aG "$grp" "$u"; done
 made="$made $oth"
 useradd -M -N -g nogroup -s /usr/sbin/nologin "$oth"
 # the programs must be reachable by the accounts (a private build tree is not)
