@@ -252,7 +252,10 @@ static int open_failed(const char *name, uid_t owner, struct shm_diag *diag)
 	if (err == EACCES && lstat(path, &st) == 0 && owner != geteuid())
 		return shm_diag_fail(
 		    diag, -EACCES,
-		    "%s (mode %04o, gid %u): uid %u is not in its group (chipd --allow-group)",
+		    (st.st_mode & 0040)
+			? "%s (mode %04o, gid %u): uid %u is not in its group (chipd --allow-group)"
+			: "%s (mode %04o, gid %u): private to its owner: uid %u may not use it (no "
+			  "chipd --allow-group)",
 		    name, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)geteuid());
 	/* A read-write open of a region its creator made read-only (SHM_CREATE_READONLY):
 	 * a client built for an older layout, which mapped the node region writable. */

@@ -5,7 +5,8 @@
 #  1. chipd as s with --allow-group: runtime directory 0750, socket 0660, node region
 #     0440, all of the group; pid file and log 0600 of s;
 #  2. as m (CHIPD_USER=s): ping, a submit that streams its tokens, stats (no
-#     handshake), and the node-wide operations (stop) refused naming why;
+#     handshake), the node-wide operations (stop) refused naming why, a cancel of s's
+#     request not_found (it stays live), of its own request done;
 #  3. as m: no read-write open of the node region, no file made in the runtime
 #     directory, none of its files read;
 #  4. as o: refused (the region says it is not in the group); as root, which the
@@ -130,6 +131,33 @@ case $err in
 esac
 guest "$mem" ping >/dev/null || fail "the node stopped at a member's stop"
 echo "2. member $mem: ping, submit (5 tokens), stats; stop refused: $err"
+# a cancel reaches the requests of one's own uid only: s's request is not_found for
+# the member (and still live: s cancels it), the member's own is cancelled
+live() { # live N: N requests in flight (the gauge is written at each sweep)
+	[ "$(as "$srv" timeout 60 "$chipctl" stats | awk '$1 == "queue_depth" {print $2; exit}')" = "$1" ]
+}
+long="synthetic tokens=100000 device_us=1000"
+# shellcheck disable=SC2086 # the workload's words
+as "$srv" timeout 120 "$chipctl" submit --id 777 $long >"$tmp/s.out" 2>&1 &
+until_true 300 "s's request did not start" live 1
+if err=$(guest "$mem" cancel 777 2>&1); then
+	fail "member cancelled s's request"
+fi
+case $err in
+*"no live request 777"*"[not_found]"*) ;;
+*) fail "member: cancel of s's request: $err" ;;
+esac
+as "$srv" timeout 60 "$chipctl" cancel 777 >/dev/null || fail "s could not cancel its request"
+wait $! || true
+grep -q cancelled "$tmp/s.out" || fail "s's request did not end cancelled: $(cat "$tmp/s.out")"
+until_true 300 "s's request is still counted" live 0
+# shellcheck disable=SC2086
+guest "$mem" submit --id 778 $long >"$tmp/m.out" 2>&1 &
+until_true 300 "the member's request did not start" live 1
+guest "$mem" cancel 778 >/dev/null || fail "member could not cancel its own request"
+wait $! || true
+grep -q cancelled "$tmp/m.out" || fail "member's request did not end cancelled: $(cat "$tmp/m.out")"
+echo "   cancel: s's request not_found for the member ($err); its own cancelled"
 
 # 3. the member writes nothing of the node's
 if as "$mem" sh -c ": 1<>'$region'" 2>/dev/null; then
@@ -176,6 +204,10 @@ as "$srv" env CHIPD_RUNTIME_DIR="$rundir" "$chipd" --chips 1 || fail "chipd did 
 if err=$(guest "$mem" ping 2>&1); then
 	fail "member used a chipd without --allow-group"
 fi
+case $err in
+*"private to its owner: uid $(id -u "$mem") may not use it (no chipd --allow-group)"*) ;;
+*) fail "member: refused without the reason: $err" ;;
+esac
 as "$srv" timeout 60 "$chipctl" stop >/dev/null || fail "s: stop"
 until_true 300 "chipd did not stop" test ! -e "$region"
 echo "5. without --allow-group: 0700, 0600, 0400; member refused: $err"
