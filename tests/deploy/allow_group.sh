@@ -1,12 +1,13 @@
 #!/bin/bash
-# allow_group.sh CHIPD CHIPCTL - chipd --allow-group with real uids (root; 77 =
+# allow_group.sh CHIPD CHIPCTL [LIBCHIPD PYTHONPATH] - chipd --allow-group with real uids (root; 77 =
 # skipped). Makes a group and three accounts, chipdt-PID-{s,m,o}: s runs chipd (and is
 # in the group, to give its files to it), m is a member, o is not. Then:
 #  1. chipd as s with --allow-group: runtime directory 0750, socket 0660, node region
 #     0440, all of the group; pid file and log 0600 of s;
 #  2. as m (CHIPD_USER=s): ping, a submit that streams its tokens, stats (no
 #     handshake), the node-wide operations (stop) refused naming why, a cancel of s's
-#     request not_found (it stays live), of its own request done;
+#     request not_found (it stays live), of its own request done; with LIBCHIPD, the
+#     Python client's ping, submit and stats too;
 #  3. as m: no read-write open of the node region, no file made in the runtime
 #     directory, none of its files read;
 #  4. as o: refused (the region says it is not in the group); as root, which the
@@ -16,12 +17,14 @@
 #     m is refused.
 # The accounts and the group are removed on every exit. Every wait is bounded.
 set -eu
-[ $# -eq 2 ] || {
-	echo "usage: allow_group.sh CHIPD CHIPCTL" >&2
+[ $# -eq 2 ] || [ $# -eq 4 ] || {
+	echo "usage: allow_group.sh CHIPD CHIPCTL [LIBCHIPD PYTHONPATH]" >&2
 	exit 64
 }
 chipd=$1
 chipctl=$2
+lib=${3:-}
+pypath=${4:-}
 if [ "$(id -u)" -ne 0 ]; then
 	echo "allow_group.sh: skipped: making users and groups needs root"
 	exit 77
@@ -158,6 +161,18 @@ guest "$mem" cancel 778 >/dev/null || fail "member could not cancel its own requ
 wait $! || true
 grep -q cancelled "$tmp/m.out" || fail "member's request did not end cancelled: $(cat "$tmp/m.out")"
 echo "   cancel: s's request not_found for the member ($err); its own cancelled"
+if [ -n "$lib" ]; then
+	out=$(as "$mem" env CHIPD_USER="$srv" CHIPD_LIB="$lib" PYTHONPATH="$pypath" \
+		timeout 60 python3 -c '
+import chipd
+c = chipd.connect()
+c.ping()
+toks = c.submit("synthetic", tokens=3, device_us=100).wait()
+print(len(toks), c.stats()["supervisor.requests"] > 0)
+c.close()' 2>&1) || fail "member: python client: $out"
+	[ "$out" = "3 True" ] || fail "member: python client printed: $out"
+	echo "   the Python client as the member: ping, 3 tokens, stats"
+fi
 
 # 3. the member writes nothing of the node's
 if as "$mem" sh -c ": 1<>'$region'" 2>/dev/null; then
