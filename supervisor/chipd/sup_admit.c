@@ -87,7 +87,13 @@ int sup_admit_node_op(struct sup *s, const char *op, struct proto_error *err)
 	pthread_mutex_lock(&s->lock);
 	known = uid_of(s, s->router_client, &uid);
 	pthread_mutex_unlock(&s->lock);
-	if (known && uid != geteuid())
+	/* a sender whose connection ended since the router took its request is judged as
+	 * no one: its uid is no longer known, and a guest must not win by hanging up */
+	if (!known)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "permission denied: pid %d has no connection any more",
+				  (int)s->router_client);
+	if (uid != geteuid())
 		return proto_fail(err, CHIPD_E_BAD_REQUEST,
 				  "permission denied: %s is for uid %u, chipd's own; pid %d runs "
 				  "as uid %u (a member of --allow-group)",
@@ -97,10 +103,13 @@ int sup_admit_node_op(struct sup *s, const char *op, struct proto_error *err)
 
 bool sup_admit_cancel(const struct sup *s, pid_t owner)
 {
-	uid_t me = geteuid(), caller = me, theirs = me;
+	uid_t me = geteuid(), caller, theirs;
 
-	/* a request whose client is gone is being cancelled already: any uid may ask */
-	if (!uid_of(s, s->router_client, &caller) || caller == me || !uid_of(s, owner, &theirs))
+	if (!uid_of(s, s->router_client, &caller))
+		return false; /* gone since the router took the request (as above) */
+	if (caller == me)
 		return true;
-	return theirs == caller;
+	/* a guest cancels requests of its own uid; one whose client is gone is being
+	 * cancelled already, and is chipd's uid's to cancel again */
+	return uid_of(s, owner, &theirs) && theirs == caller;
 }
