@@ -62,13 +62,18 @@ fail() {
 	[ ! -e "$rundir" ] || ls -la "$rundir" >&2
 	exit 1
 }
+# the sanitizers' settings (halt_on_error) reach the programs run as the accounts
+san=()
+for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+	[ -z "${!v:-}" ] || san+=("$v=${!v}")
+done
 # as USER CMD...: CMD as USER (its own groups from the group database), with the test's
 # instance and a clean environment
 as() {
 	local u=$1
 	shift
 	setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups --reset-env \
-		env CHIPD_INSTANCE="agt-$$" "$@"
+		env ${san[@]+"${san[@]}"} CHIPD_INSTANCE="agt-$$" "$@"
 }
 # guest USER CMD...: chipctl's CMD as USER against s's chipd
 guest() {
