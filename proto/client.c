@@ -195,24 +195,30 @@ static int simple_call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struc
 }
 
 /* Resolves @instance into @out (CHIPD_INSTANCE_MAX bytes) and, when @region is not
- * NULL, the node region's name; -EINVAL with @err saying what is wrong. */
-static int resolve(const char *instance, char *out, char *region, struct chipd_error *err)
+ * NULL, the node region's name and its owner's uid into @owner ($CHIPD_USER, else
+ * ours); -EINVAL with @err saying what is wrong. */
+static int resolve(const char *instance, char *out, char *region, uid_t *owner,
+		   struct chipd_error *err)
 {
 	char why[CHIPD_MSG_MAX], name[SHM_NAME_MAX];
+	uid_t uid;
 
-	if (proto_node_instance(instance, out, CHIPD_INSTANCE_MAX, why, sizeof(why)) < 0)
+	if (proto_node_instance(instance, out, CHIPD_INSTANCE_MAX, why, sizeof(why)) < 0 ||
+	    proto_node_owner(&uid, why, sizeof(why)) < 0)
 		return fail(err, -EINVAL, CHIPD_OK, "%s", why);
 	/* a valid name can still make the region's name too long, with a long uid */
-	if (shm_region_name(region ? region : name, SHM_NAME_MAX, (unsigned)geteuid(), out) < 0)
+	if (shm_region_name(region ? region : name, SHM_NAME_MAX, (unsigned)uid, out) < 0)
 		return fail(err, -EINVAL, CHIPD_OK,
 			    "bad instance name \"%s\": too long for uid %u's region name", out,
-			    (unsigned)geteuid());
+			    (unsigned)uid);
+	if (owner)
+		*owner = uid;
 	return 0;
 }
 
 int chipd_resolve_instance(const char *instance, char *out, struct chipd_error *err)
 {
-	return resolve(instance, out, NULL, err);
+	return resolve(instance, out, NULL, NULL, err);
 }
 
 /* Attaches @c to the node region of @instance (resolved into c->instance). */
@@ -220,12 +226,13 @@ static int attach(chipd_conn *c, const char *instance, struct chipd_error *err)
 {
 	char name[SHM_NAME_MAX];
 	struct shm_diag diag = {""};
+	uid_t owner;
 	int rc;
 
-	rc = resolve(instance, c->instance, name, err);
+	rc = resolve(instance, c->instance, name, &owner, err);
 	if (rc)
 		return rc;
-	rc = proto_node_attach(&c->node, name, &diag);
+	rc = proto_node_attach_as(&c->node, name, owner, &diag);
 	switch (rc) {
 	case 0:
 		return 0;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,11 +263,17 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 
 int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *diag)
 {
+	return proto_node_attach_as(n, name, geteuid(), diag);
+}
+
+int proto_node_attach_as(struct proto_node *n, const char *name, uid_t owner,
+			 struct shm_diag *diag)
+{
 	int rc;
 
 	memset(n, 0, sizeof(*n));
 	n->xchg.fd = -1;
-	rc = shm_region_attach_ro(&n->region, name, SHM_KIND_NODE, 0, diag);
+	rc = shm_region_attach_ro_as(&n->region, name, SHM_KIND_NODE, 0, owner, diag);
 	if (rc)
 		return rc;
 	n->desc = (struct proto_node_desc *)shm_region_body(&n->region);
@@ -411,5 +418,34 @@ int proto_node_instance(const char *instance, char *out, size_t cap, char *why, 
 		return -EINVAL;
 	}
 	memcpy(out, v, strlen(v) + 1);
+	return 0;
+}
+
+int proto_node_owner(uid_t *out, char *why, size_t whycap)
+{
+	const char *v = getenv("CHIPD_USER");
+	struct passwd pw, *found = NULL;
+	char buf[1024];
+	unsigned long long u;
+	char *end;
+
+	*out = geteuid();
+	if (!v || !*v) /* unset or "" (as every CHIPD_* variable): our own chipd */
+		return 0;
+	if (v[0] >= '0' && v[0] <= '9') {
+		errno = 0;
+		u = strtoull(v, &end, 10);
+		if (*end || errno || u >= (uid_t)-1) {
+			snprintf(why, whycap, "CHIPD_USER=%.64s: not a user name nor a uid", v);
+			return -EINVAL;
+		}
+		*out = (uid_t)u;
+		return 0;
+	}
+	if (getpwnam_r(v, &pw, buf, sizeof(buf), &found) != 0 || !found) {
+		snprintf(why, whycap, "CHIPD_USER=%.64s: no such user", v);
+		return -EINVAL;
+	}
+	*out = found->pw_uid;
 	return 0;
 }

@@ -138,7 +138,8 @@ _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.sta
 	X(worker_degraded, CTR_COUNTER)                                                            \
 	X(queue_depth, CTR_GAUGE)                                                                  \
 	X(rings_in_use, CTR_GAUGE)                                                                 \
-	X(clients, CTR_GAUGE)
+	X(clients, CTR_GAUGE)                                                                      \
+	X(clients_refused, CTR_COUNTER)
 
 /* The counters of each worker block. */
 #define PROTO_WRK_COUNTERS(X)                                                                      \
@@ -219,6 +220,11 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
  * stays mapped and @diag says which check failed. */
 int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *diag);
 
+/* As proto_node_attach, for the node region of a chipd that runs as uid @owner (its
+ * own account, serving a group: chipd --allow-group): shm_region_attach_ro_as. */
+int proto_node_attach_as(struct proto_node *n, const char *name, uid_t owner,
+			 struct shm_diag *diag);
+
 /* Maps the exchange region @fd (taken: kept in n->xchg, or closed on error) into the
  * attached node @n after proto_xchg_open's checks against n->geom.xchg, and attaches
  * the client mailbox in it. Returns 0, -EALREADY when @n already has one (@fd closed),
@@ -261,5 +267,12 @@ int proto_node_instance_check(const char *name, char *why, size_t cap);
  * -EINVAL with @why (@whycap bytes; may be NULL) naming the name, the variable it came
  * from and what is wrong with it. */
 int proto_node_instance(const char *instance, char *out, size_t cap, char *why, size_t whycap);
+
+/* The uid of the chipd a client uses: $CHIPD_USER, a user name or a numeric uid (a
+ * chipd that runs as its own account and serves a group, chipd --allow-group), else
+ * the caller's effective uid (unset or ""). It names the node region
+ * ("/chipd.<uid>.<instance>"), whose owner must be that uid. Returns 0, or -EINVAL
+ * with @why (@whycap bytes) saying what is wrong (an unknown user). */
+int proto_node_owner(uid_t *out, char *why, size_t whycap);
 
 #endif

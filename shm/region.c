@@ -15,6 +15,7 @@
 
 #define REGION_MODE	     0600
 #define REGION_MODE_READONLY 0400 /* SHM_CREATE_READONLY: only its creator writes */
+#define REGION_MODE_SHARED   0440 /* shm_region_share_group: and its group reads */
 /* An existing region without a readable creator (crashed between shm_open and
  * writing the header) is treated as abandoned once it is this old. */
 #define ABANDONED_AFTER_S 2
@@ -230,9 +231,10 @@ bool shm_region_creator_alive(const struct shm_region *r)
 	return shm_proc_alive((pid_t)r->hdr->creator_pid, r->hdr->creator_start);
 }
 
-/* Explains an open() failure; EACCES on a region of another user is an owner
- * mismatch (the kernel refuses before we can fstat). */
-static int open_failed(const char *name, struct shm_diag *diag)
+/* Explains an open() failure of a region that @owner should own; EACCES on a region of
+ * another user is an owner mismatch (the kernel refuses before we can fstat), or, on
+ * the right owner's region, a caller outside the group it is shared with. */
+static int open_failed(const char *name, uid_t owner, struct shm_diag *diag)
 {
 	int err = errno;
 	char path[SHM_NAME_MAX + 16];
@@ -244,9 +246,17 @@ static int open_failed(const char *name, struct shm_diag *diag)
 		return shm_diag_fail(diag, -ELOOP, "%s is a symbolic link; refusing to follow it",
 				     name);
 	snprintf(path, sizeof(path), "/dev/shm%s", name);
-	if (err == EACCES && lstat(path, &st) == 0 && st.st_uid != geteuid())
+	if (err == EACCES && lstat(path, &st) == 0 && st.st_uid != owner)
 		return shm_diag_fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
-				     (unsigned)st.st_uid, (unsigned)geteuid());
+				     (unsigned)st.st_uid, (unsigned)owner);
+	if (err == EACCES && lstat(path, &st) == 0 && owner != geteuid())
+		return shm_diag_fail(
+		    diag, -EACCES,
+		    (st.st_mode & 0040)
+			? "%s (mode %04o, gid %u): uid %u is not in its group (chipd --allow-group)"
+			: "%s (mode %04o, gid %u): private to its owner: uid %u may not use it (no "
+			  "chipd --allow-group)",
+		    name, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)geteuid());
 	/* A read-write open of a region its creator made read-only (SHM_CREATE_READONLY):
 	 * a client built for an older layout, which mapped the node region writable. */
 	if (err == EACCES && lstat(path, &st) == 0 && !(st.st_mode & 0200))
@@ -258,20 +268,27 @@ static int open_failed(const char *name, struct shm_diag *diag)
 	return shm_diag_fail(diag, -err, "%s: shm_open: %s", name, strerror(err));
 }
 
-/* Checks the object behind @fd before anything of it is mapped. */
-static int check_file(int fd, const char *name, struct stat *st, struct shm_diag *diag)
+/* Checks the object behind @fd before anything of it is mapped: a regular file of
+ * @owner with no permission bit for others; read by its group only when @group_read
+ * (a read-only attach) and the file is exactly 0440, as shm_region_share_group makes
+ * it (read-only to its owner as well), never written by the group. */
+static int check_file(int fd, const char *name, uid_t owner, bool group_read, struct stat *st,
+		      struct shm_diag *diag)
 {
+	mode_t foreign;
+
 	if (fstat(fd, st) != 0)
 		return shm_diag_fail(diag, -errno, "%s: fstat: %s", name, strerror(errno));
+	foreign = group_read && (st->st_mode & 07777) == REGION_MODE_SHARED ? 037 : 077;
 	if (!S_ISREG(st->st_mode))
 		return shm_diag_fail(diag, -EMEDIUMTYPE, "%s is not a regular file", name);
-	if (st->st_uid != geteuid())
+	if (st->st_uid != owner)
 		return shm_diag_fail(diag, -EPERM, "%s belongs to uid %u, not to uid %u", name,
-				     (unsigned)st->st_uid, (unsigned)geteuid());
-	if (st->st_mode & 077)
-		return shm_diag_fail(diag, -EACCES,
-				     "%s has mode %04o: group/other access, want 0600", name,
-				     (unsigned)(st->st_mode & 07777));
+				     (unsigned)st->st_uid, (unsigned)owner);
+	if (st->st_mode & foreign)
+		return shm_diag_fail(diag, -EACCES, "%s has mode %04o: group/other access, want %s",
+				     name, (unsigned)(st->st_mode & 07777),
+				     group_read ? "0400, 0600 or 0440" : "0600");
 	if (st->st_size < (off_t)SHM_BODY_OFFSET || (uint64_t)st->st_size > SHM_REGION_MAX_SIZE)
 		return shm_diag_fail(diag, -EMSGSIZE, "%s: file size %lld outside [%u, %llu]", name,
 				     (long long)st->st_size, SHM_BODY_OFFSET, SHM_REGION_MAX_SIZE);
@@ -314,9 +331,9 @@ static int check_header(const struct shm_header *h, const char *name, enum shm_k
 	return 0;
 }
 
-/* The attach of shm_region_attach (@writable) and shm_region_attach_ro. */
+/* The attach of shm_region_attach (@writable) and shm_region_attach_ro_as (@owner). */
 static int attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
-		  bool writable, struct shm_diag *diag)
+		  bool writable, uid_t owner, struct shm_diag *diag)
 {
 	struct stat st;
 	int fd, rc;
@@ -327,8 +344,8 @@ static int attach(struct shm_region *r, const char *name, enum shm_kind kind, si
 		return rc;
 	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
-		return open_failed(name, diag);
-	rc = check_file(fd, name, &st, diag);
+		return open_failed(name, owner, diag);
+	rc = check_file(fd, name, owner, !writable, &st, diag);
 	if (rc)
 		goto out_close;
 
@@ -356,13 +373,48 @@ out_close:
 int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
 		      struct shm_diag *diag)
 {
-	return attach(r, name, kind, size, true, diag);
+	return attach(r, name, kind, size, true, geteuid(), diag);
 }
 
 int shm_region_attach_ro(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
 			 struct shm_diag *diag)
 {
-	return attach(r, name, kind, size, false, diag);
+	return attach(r, name, kind, size, false, geteuid(), diag);
+}
+
+int shm_region_attach_ro_as(struct shm_region *r, const char *name, enum shm_kind kind,
+			    size_t size, uid_t owner, struct shm_diag *diag)
+{
+	return attach(r, name, kind, size, false, owner, diag);
+}
+
+int shm_region_share_group(const struct shm_region *r, gid_t gid, struct shm_diag *diag)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	if (!r->named || !r->created)
+		return shm_diag_fail(diag, -EINVAL, "%s: not a named region of ours", r->name);
+	/* O_RDONLY: the mode is 0400 already; fchown and fchmod need ownership, not write
+	 * access. The name cannot have moved: /dev/shm is sticky, only we unlink it. */
+	fd = shm_open(r->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return shm_diag_fail(diag, -errno, "%s: shm_open: %s", r->name, strerror(errno));
+	if (fstat(fd, &st) != 0)
+		rc = shm_diag_fail(diag, -errno, "%s: fstat: %s", r->name, strerror(errno));
+	else if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (size_t)st.st_size != r->size)
+		rc = shm_diag_fail(diag, -EPERM, "%s: no longer the region this process made",
+				   r->name);
+	else if (fchown(fd, (uid_t)-1, gid) != 0)
+		rc = shm_diag_fail(diag, -errno,
+				   "%s: cannot give it to group %u: %s (chipd's user must be a "
+				   "member of the group)",
+				   r->name, (unsigned)gid, strerror(errno));
+	else if (fchmod(fd, REGION_MODE_SHARED) != 0)
+		rc = shm_diag_fail(diag, -errno, "%s: fchmod %04o: %s", r->name,
+				   REGION_MODE_SHARED, strerror(errno));
+	close(fd);
+	return rc;
 }
 
 void shm_region_detach(struct shm_region *r)

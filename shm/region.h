@@ -125,6 +125,22 @@ int shm_region_attach(struct shm_region *r, const char *name, enum shm_kind kind
 int shm_region_attach_ro(struct shm_region *r, const char *name, enum shm_kind kind, size_t size,
 			 struct shm_diag *diag);
 
+/* As shm_region_attach_ro, for a region that @owner (another uid, say the chipd
+ * account) made and shared with a group the caller belongs to: the file must belong
+ * to @owner, and mode exactly 0440 (read-only to owner and group, as
+ * shm_region_share_group makes it) is accepted besides 0400 and 0600; any other group
+ * bit and any bit for others are still refused (-EACCES). An open the kernel
+ * refuses names the owner and group in @diag. */
+int shm_region_attach_ro_as(struct shm_region *r, const char *name, enum shm_kind kind,
+			    size_t size, uid_t owner, struct shm_diag *diag);
+
+/* Opens the named region @r this process created (SHM_CREATE_READONLY) to the members
+ * of group @gid: group @gid and mode 0440 (fchown, fchmod), so they can map it
+ * read-only (shm_region_attach_ro_as) and nobody but the creator's own mapping writes
+ * it. The caller must be a member of @gid (or hold CAP_CHOWN). Returns 0 or -errno,
+ * with @diag saying why. */
+int shm_region_share_group(const struct shm_region *r, gid_t gid, struct shm_diag *diag);
+
 /* Unmaps @r. Does not unlink (see shm_region_unlink). Safe on a zeroed struct. */
 void shm_region_detach(struct shm_region *r);
 

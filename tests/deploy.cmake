@@ -26,6 +26,21 @@ if(NOT CHIPD_SANITIZE)
                        RESOURCE_LOCK chipd_system)
   set_tests_properties(deploy_systemd_notify PROPERTIES RESOURCE_LOCK chipd_system)
 endif()
+# chipd --allow-group with real uids (tests/deploy/allow_group.sh, root): it makes a
+# group and three accounts (chipdt-PID-*) and removes them; the lock keeps it off the
+# other tests that change the machine's accounts.
+# The plain build also runs the Python client as a member (an ASan/TSan libchipd.so
+# cannot be loaded into a plain python3).
+if(CHIPD_SANITIZE)
+  set(chipd_allow_group_py "")
+else()
+  set(chipd_allow_group_py $<TARGET_FILE:libchipd> ${PROJECT_SOURCE_DIR}/proto/python)
+endif()
+add_test(NAME deploy_allow_group
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/allow_group.sh
+                 $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl> ${chipd_allow_group_py})
+set_tests_properties(deploy_allow_group PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     RESOURCE_LOCK chipd_system)
 # Fixed ports, daemons and a cluster-wide lock (/tmp/chipd-slurm-test.lock): the two
 # Slurm tests never run at once. The single-node one runs alone (its node is this
 # machine); the two-node one has its own namespaces and ports and may run beside

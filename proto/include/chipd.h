@@ -101,8 +101,11 @@ typedef struct chipd_stream chipd_stream;
  * supervisor is not running, -EAGAIN it is still starting, -EBADMSG / -EMSGSIZE /
  * -EPROTOTYPE not a valid node region, -EREMOTEIO the supervisor refused the hello
  * (@err's code: queue_full when it serves --max-clients connections already),
- * -ETIMEDOUT no answer within CHIPD_TIMEOUT_MS, -EINVAL a bad instance name, -ENOMEM,
- * or the -errno of the socket calls. */
+ * -ETIMEDOUT no answer within CHIPD_TIMEOUT_MS, -EINVAL a bad instance name (or an
+ * unknown $CHIPD_USER), -ENOMEM, or the -errno of the socket calls.
+ * The node is the one of the caller's own uid, or of the user $CHIPD_USER names (a
+ * user name or a uid: a chipd that runs as its own account and lets a group in with
+ * --allow-group; -EACCES when the caller is not in that group). */
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
 
 /* Attaches like chipd_connect without the handshake: for monitoring, the handle reads
@@ -115,7 +118,8 @@ int chipd_connect_monitor(const char *instance, chipd_conn **out, struct chipd_e
  * to "" counts as unset), else "default". Returns 0 with the name in @out
  * (CHIPD_INSTANCE_MAX bytes), or -EINVAL when the name is not 1..47 characters of
  * [A-Za-z0-9._-] (an explicit "" included): @err's message names it, the variable it
- * came from and what is wrong. For a CLI that checks its options before acting. */
+ * came from and what is wrong; also -EINVAL when $CHIPD_USER names no user. For a CLI
+ * that checks its options before acting. */
 int chipd_resolve_instance(const char *instance, char *out, struct chipd_error *err);
 
 /* Unmaps the region and frees @c. Streams of @c must be closed first. NULL is

@@ -54,6 +54,9 @@ static const struct {
      "Token rings held: streams in flight, and ended ones whose reader has neither read "
      "the end nor closed the stream."},
     {"clients", 0, "Client connections of the handshake socket whose hello was answered."},
+    {"clients_refused", 0,
+     "Handshake connections refused: a peer neither of chipd's uid nor of its "
+     "--allow-group group, or one past --max-clients."},
     {"admitted", 0, "Assigns the worker admitted."},
     {"rejected", 0, "Assigns the worker refused."},
     {"completed", 0, "Streams that completed (FINAL)."},

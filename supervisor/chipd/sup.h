@@ -283,8 +283,22 @@ uint32_t sup_table_live(struct sup *s);
  * (*@pending). Reads only. */
 void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings);
 
+/* ---- who may use the node (sup_admit.c) ---- */
+/* Whether the peer of connection @c (its SO_PEERCRED uid and gid, and the
+ * SO_PEERGROUPS of its fd) may use the node: chipd's own uid, or with --allow-group a
+ * member of that group. When not, @why (@cap bytes) says why, for the refusal. */
+bool sup_admit_peer(const struct sup *s, const struct sup_conn *c, char *why, size_t cap);
+/* For the router's @op acting on the whole node (drain, stop, trace): CHIPD_OK when
+ * the client being served (router_client) runs as chipd's uid, else bad_request
+ * "permission denied" in @err. Router thread; takes sup.lock. */
+int sup_admit_node_op(struct sup *s, const char *op, struct proto_error *err);
+/* Whether the client being served may cancel a request of client @owner: chipd's own
+ * uid may cancel any, another uid those of its own uid. Router thread, under sup.lock. */
+bool sup_admit_cancel(const struct sup *s, pid_t owner);
+
 /* ---- handshake socket and clients (sup_conn.c) ---- */
-/* Binds and listens on RUNTIME_DIR/chipd.UID.INSTANCE.sock (mode 0600; a socket left
+/* Binds and listens on RUNTIME_DIR/chipd.UID.INSTANCE.sock (mode 0600, or 0660 of the
+ * --allow-group group; a socket left
  * there by a dead chipd is replaced, anything else refused) and writes its path into
  * the node descriptor. Main thread, before READY. Returns 0 or -errno (logged). */
 int sup_conn_listen(struct sup *s);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,7 +50,8 @@ enum opt_kind {
 	K_INSTANCE,
 	K_BACKEND,
 	K_LEVEL,
-	K_GPUS
+	K_GPUS,
+	K_GROUP
 };
 
 #define O_EMPTY_OK 1u /* "" is a valid value (none) */
@@ -123,6 +125,12 @@ static const struct opt opts[] = {
      0, 0, 0,
      "private directory of the pidfile, the handshake socket, the detached log and trace parts",
      "$XDG_RUNTIME_DIR, else /run/user/UID, else /tmp/chipd-UID"},
+    {"allow_group", "allow-group", "GROUP", "CHIPD_ALLOW_GROUP", K_GROUP, FIELD(allow_group),
+     SRC(allow_group), 0, 0, 0,
+     "let the members of GROUP (a name or a gid) use the node too: the node region "
+     "becomes mode 0440 and the runtime directory 0750 and the socket 0660 of GROUP; "
+     "needs CHIPD_RUNTIME_DIR; clients name chipd's user with CHIPD_USER",
+     "none"},
     {"grace_ms", "grace-ms", "MS", "CHIPD_GRACE_MS", K_U32, FIELD(grace_ms), SRC(grace_ms), 0,
      600000, 0, "stop: time for in-flight requests before the workers are killed", NULL},
     {"heartbeat_ms", "heartbeat-ms", "MS", "CHIPD_HEARTBEAT_MS", K_U32, FIELD(heartbeat_ms),
@@ -343,6 +351,35 @@ static int check_instance(const char *v, char *out, size_t cap, char *why, size_
 	return 0;
 }
 
+/* Resolves group @v, a name or a numeric gid, into @cfg's allow_group (the group's
+ * name when it has one) and allow_gid; NULL, or why not. */
+static const char *parse_group(const char *v, struct sup_config *cfg)
+{
+	struct group gr, *found = NULL;
+	char buf[4096];
+	uint64_t u;
+
+	if (parse_u64(v, &u) == 0) {
+		if (u >= (gid_t)-1)
+			return "out of range";
+		cfg->allow_gid = (gid_t)u;
+		if (getgrgid_r((gid_t)u, &gr, buf, sizeof(buf), &found) == 0 && found &&
+		    strlen(found->gr_name) < sizeof(cfg->allow_group))
+			strcpy(cfg->allow_group, found->gr_name);
+		else /* a gid without a name in the group database is still a gid */
+			snprintf(cfg->allow_group, sizeof(cfg->allow_group), "%llu",
+				 (unsigned long long)u);
+		return NULL;
+	}
+	if (getgrnam_r(v, &gr, buf, sizeof(buf), &found) != 0 || !found)
+		return "no such group";
+	if (strlen(v) >= sizeof(cfg->allow_group))
+		return "too long";
+	strcpy(cfg->allow_group, v);
+	cfg->allow_gid = found->gr_gid;
+	return NULL;
+}
+
 /* Copies path @v into @out (@cap bytes), made absolute against the working directory
  * so that the daemon's later chdir("/") does not move it. */
 static int absolute_path(const char *v, char *out, size_t cap)
@@ -432,6 +469,9 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 		else
 			strcpy(f, v);
 		break;
+	case K_GROUP:
+		why = parse_group(v, cfg);
+		break;
 	case K_GPUS:
 		abort(); /* never set from text */
 	}
@@ -485,6 +525,12 @@ static void print_value(const struct opt *o, const struct sup_config *cfg, FILE 
 			fputs("none", out);
 		for (uint32_t i = 0; cfg->backend != SUP_BACKEND_SIM && i < cfg->chips; i++)
 			fprintf(out, "%s%d", i ? "," : "", cfg->gpus[i]);
+		break;
+	case K_GROUP:
+		if (cfg->allow_group[0])
+			fprintf(out, "%s (gid %u)", cfg->allow_group, (unsigned)cfg->allow_gid);
+		else
+			fputs("none", out);
 		break;
 	case K_INSTANCE:
 	case K_PATH:
@@ -701,6 +747,8 @@ static int resolve_systemd(struct sup_config *cfg, struct sup_sources *src, char
 static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, size_t cap)
 {
 	int rc = 0;
+	/* the runtime directory is a user's own (XDG_RUNTIME_DIR, /run/user/UID) */
+	bool user_dir = src->runtime_dir == SUP_SRC_DEFAULT;
 
 	if (src->instance == SUP_SRC_DEFAULT)
 		rc = apply_env("instance", "SLURM_JOB_ID", SUP_SRC_SCHEDULER, cfg, src, msg, cap);
@@ -719,9 +767,20 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 		 * private at start: sup_rundir_check) */
 		snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir), "/run/user/%u",
 			 (unsigned)geteuid());
-		if (stat(cfg->runtime_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		if (stat(cfg->runtime_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 			snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir),
 				 SUP_RUNDIR_FALLBACK_FMT, (unsigned)geteuid());
+			user_dir = false;
+		}
+	}
+	if (rc == 0 && user_dir && cfg->allow_group[0]) {
+		struct origin g = origin_of(opt_named("allow_group"), src->allow_group);
+
+		/* chipd opens its runtime directory to the group: never a login's own */
+		return fail(msg, cap,
+			    "%s%s%s: needs CHIPD_RUNTIME_DIR, a directory of chipd's own that it "
+			    "opens to the group (such as /run/chipd), not the user's %s",
+			    g.name, g.sep, cfg->allow_group, cfg->runtime_dir);
 	}
 	if (rc == 0)
 		rc = resolve_gpus(cfg, src, msg, cap);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define SUP_PATH_MAX 256
 /* A visible device's name as its mask gives it: an index, or a UUID such as
@@ -75,6 +76,10 @@ struct sup_config {
 	char pidfile[SUP_PATH_MAX];	  /* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
 	char runtime_dir[SUP_PATH_MAX];	  /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /run/user/UID,
 					   * /tmp/chipd-UID; must be private (sup_files.h) */
+	/* --allow-group GROUP, CHIPD_ALLOW_GROUP: members of the group may use the node
+	 * (sup_admit.c); the group's name as found (or the number given); "" none */
+	char allow_group[64];
+	gid_t allow_gid; /* its gid, when allow_group is not "" */
 	uint32_t grace_ms;		  /* --grace-ms, CHIPD_GRACE_MS; 10000 */
 	uint32_t heartbeat_ms;		  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
 	uint32_t stuck_ms;		  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
@@ -96,7 +101,7 @@ struct sup_config {
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
 	    max_client_pending, max_client_rings, max_client_slots, banks, no_overlap, foreground,
-	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
+	    log_level, notify_fd, trace, pidfile, runtime_dir, allow_group, grace_ms, heartbeat_ms, stuck_ms,
 	    progress_ms, backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks,
 	    max_request_host_bytes, max_request_device_bytes, max_request_steps, watchdog_usec,
 	    notify_socket, gpus;

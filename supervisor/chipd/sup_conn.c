@@ -78,7 +78,10 @@ int sup_conn_listen(struct sup *s)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(s->sock_path, 0600) != 0 ||
+	/* with --allow-group its members connect too (sup_admit.c judges each peer) */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    (s->cfg.allow_group[0] && chown(s->sock_path, (uid_t)-1, s->cfg.allow_gid) != 0) ||
+	    chmod(s->sock_path, s->cfg.allow_group[0] ? 0660 : 0600) != 0 ||
 	    listen(fd, SOMAXCONN) != 0) {
 		rc = -errno;
 		SUP_ERR(-1, 0, "handshake socket %s: %s", s->sock_path, strerror(-rc));
@@ -240,6 +243,7 @@ void sup_conn_accept(struct sup *s)
 		if (!c) {
 			char drop[PROTO_REQ_MAX];
 
+			sup_count(s, PROTO_SUP_clients_refused, 1);
 			refuse(fd, CHIPD_E_QUEUE_FULL,
 			       "%u connections already (the node's bound max-clients=%u)",
 			       s->cfg.max_clients, s->cfg.max_clients);
@@ -319,7 +323,7 @@ static void conn_end(struct sup *s, struct sup_conn *c, const char *why)
 /* The hello on @c: judged and answered; false when the connection is to be closed. */
 static bool hello(struct sup *s, struct sup_conn *c)
 {
-	char buf[PROTO_REQ_MAX + 1], out[256];
+	char buf[PROTO_REQ_MAX + 1], out[256], why[224];
 	struct proto_msg *m;
 	struct proto_error pe;
 	size_t len;
@@ -334,12 +338,11 @@ static bool hello(struct sup *s, struct sup_conn *c)
 		refuse(c->fd, CHIPD_E_TOO_LARGE, "hello longer than %u bytes", PROTO_REQ_MAX);
 		return false;
 	}
-	if (c->uid != geteuid()) {
-		refuse(c->fd, CHIPD_E_BAD_REQUEST,
-		       "permission denied: uid %u may not use this node (it serves uid %u)",
-		       (unsigned)c->uid, (unsigned)geteuid());
-		SUP_WARN(-1, 0, "pid %d of uid %u refused: another uid", (int)c->pid,
-			 (unsigned)c->uid);
+	if (!sup_admit_peer(s, c, why, sizeof(why))) {
+		sup_count(s, PROTO_SUP_clients_refused, 1); /* counted before it is seen */
+		refuse(c->fd, CHIPD_E_BAD_REQUEST, "%s", why);
+		SUP_WARN(-1, 0, "pid %d of uid %u refused: %s", (int)c->pid, (unsigned)c->uid,
+			 why);
 		return false;
 	}
 	m = malloc(sizeof(*m)); /* about 41 KiB: not for the event loop's stack */

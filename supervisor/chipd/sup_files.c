@@ -42,7 +42,44 @@ static int check_private(const struct stat *st, const char *path, const char *wh
 	return 0;
 }
 
+/* Opens @dir to the members of group @gid: group @gid, mode 0750, through @fd (the
+ * directory already checked to be ours). Open to others, or writable by its group, it
+ * is refused as in check_private: someone else (or a mistake) made it so. */
+static int share_dir(int fd, const struct stat *st, const char *dir, gid_t gid, char *msg,
+		     size_t cap)
+{
+	if (st->st_mode & 027) {
+		snprintf(msg, cap,
+			 "runtime directory %s has mode %04o: refusing it (others can reach "
+			 "it; with --allow-group it must be 0700 or 0750, chipd makes it 0750)",
+			 dir, (unsigned)(st->st_mode & 07777));
+		return -EACCES;
+	}
+	if (st->st_gid != gid && fchown(fd, (uid_t)-1, gid) != 0) {
+		int rc = -errno;
+
+		snprintf(msg, cap,
+			 "runtime directory %s: cannot give it to group %u: %s (chipd's user "
+			 "must be a member of the --allow-group group; systemd: "
+			 "SupplementaryGroups=)",
+			 dir, (unsigned)gid, strerror(-rc));
+		return rc;
+	}
+	if ((st->st_mode & 07777) != 0750 && fchmod(fd, 0750) != 0) {
+		int rc = -errno;
+
+		snprintf(msg, cap, "runtime directory %s: chmod 0750: %s", dir, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 int sup_rundir_check(const char *dir, char *msg, size_t cap)
+{
+	return sup_rundir_check_group(dir, (gid_t)-1, msg, cap);
+}
+
+int sup_rundir_check_group(const char *dir, gid_t gid, char *msg, size_t cap)
 {
 	struct stat st;
 	int fd, rc;
@@ -68,12 +105,14 @@ int sup_rundir_check(const char *dir, char *msg, size_t cap)
 		return rc;
 	}
 	rc = fstat(fd, &st) != 0 ? -errno : 0;
-	close(fd);
-	if (rc) {
+	if (rc)
 		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
-		return rc;
-	}
-	return check_private(&st, dir, "runtime directory", msg, cap);
+	else if (gid == (gid_t)-1 || st.st_uid != geteuid())
+		rc = check_private(&st, dir, "runtime directory", msg, cap);
+	else
+		rc = share_dir(fd, &st, dir, gid, msg, cap);
+	close(fd);
+	return rc;
 }
 
 int sup_file_create(const char *path, int flags)

@@ -6,7 +6,9 @@
  * user and closed to everyone else (no group or other permission bits). One that
  * exists but is not ours, or is open to others, was made by someone else (or by
  * mistake) and is refused, never used or "fixed". Files in it are created with
- * O_EXCL | O_NOFOLLOW, mode 0600.
+ * O_EXCL | O_NOFOLLOW, mode 0600. With --allow-group the directory is opened to that
+ * group for reading and search only (0750): its members reach the handshake socket
+ * but can neither plant a name nor read a file in it.
  *
  * Workers are signalled through pidfds: a pid can be reused once its process was
  * reaped (by the spawner, a process the supervisor does not control), a pidfd names
@@ -29,6 +31,14 @@
  * -ENOTDIR (not a directory, or a link), or the -errno of mkdir/open, with a one-line
  * reason in @msg (@cap bytes) that names the directory and what to do. */
 int sup_rundir_check(const char *dir, char *msg, size_t cap);
+
+/* As sup_rundir_check, for chipd --allow-group (@gid; (gid_t)-1: none, the same as
+ * sup_rundir_check): the directory, ours, may also be 0750 already, and is then made
+ * group @gid and mode 0750 so that the group's members reach the handshake socket in
+ * it (nothing else in it is theirs to read: its files stay 0600). Still refused: a
+ * directory of another owner, or with group write or any bit for others (-EACCES);
+ * a chgrp that fails (chipd's user is not a member of @gid) returns its -errno. */
+int sup_rundir_check_group(const char *dir, gid_t gid, char *msg, size_t cap);
 
 /* Creates the new file @path for writing: O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
  * mode 0600, plus @flags (for example O_APPEND). An existing file or link at @path

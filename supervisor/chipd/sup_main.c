@@ -86,6 +86,14 @@ static int create_region(struct sup *s)
 			diag.msg[0] ? diag.msg : strerror(-rc));
 		return 1;
 	}
+	/* before READY: a member of the group maps it read-only, nobody else at all */
+	if (s->cfg.allow_group[0] &&
+	    (rc = shm_region_share_group(&s->node.region, s->cfg.allow_gid, &diag)) != 0) {
+		fprintf(stderr, "chipd: --allow-group %s: %s\n", s->cfg.allow_group, diag.msg);
+		proto_node_detach(&s->node);
+		shm_region_unlink(s->region_name);
+		return 1;
+	}
 	for (uint32_t i = 0; i < s->cfg.chips; i++)
 		s->node.dir[i].chip = i;
 	return 0;
@@ -245,7 +253,9 @@ int main(int argc, char **argv, char **envp)
 	s->listen_fd = -1;
 	/* the pid file, the detached log and the trace parts have predictable names:
 	 * only a directory nobody else can write is safe for them */
-	rc = sup_rundir_check(s->cfg.runtime_dir, msg, sizeof(msg));
+	rc = sup_rundir_check_group(s->cfg.runtime_dir,
+				    s->cfg.allow_group[0] ? s->cfg.allow_gid : (gid_t)-1, msg,
+				    sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;

@@ -267,6 +267,9 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	e = sup_table_find(s, (uint64_t)req->id);
 	if (e && !e->ended && !e->forwarding)
 		w = &s->workers[e->chip];
+	/* another user's request is not found, as if it were not there (--allow-group) */
+	if (w && !sup_admit_cancel(s, e->client))
+		w = NULL;
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
 		code =
@@ -417,15 +420,19 @@ static int drain_common(struct sup *s, const struct proto_msg *req, bool stop)
 static int drain_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		     struct proto_error *err)
 {
-	(void)ans, (void)err;
-	return drain_common(ctx, req, false);
+	int code = sup_admit_node_op(ctx, "drain", err);
+
+	(void)ans;
+	return code != CHIPD_OK ? code : drain_common(ctx, req, false);
 }
 
 static int stop_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		    struct proto_error *err)
 {
-	(void)ans, (void)err;
-	return drain_common(ctx, req, true);
+	int code = sup_admit_node_op(ctx, "stop", err);
+
+	(void)ans;
+	return code != CHIPD_OK ? code : drain_common(ctx, req, true);
 }
 
 static int trace_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -433,7 +440,10 @@ static int trace_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 {
 	struct sup *s = ctx;
 	uint64_t events = 0, dropped = 0;
-	int code = sup_trace(s, (int)req->act, req->path, &events, &dropped, err);
+	int code = sup_admit_node_op(s, "trace", err);
+
+	if (code == CHIPD_OK)
+		code = sup_trace(s, (int)req->act, req->path, &events, &dropped, err);
 
 	if (code != CHIPD_OK)
 		return code;

@@ -110,6 +110,16 @@ RULES = [
          "protocol as the unit does and verifies the unit files",
          elsewhere=(("tests/deploy/systemd_notify.sh", "NOTIFY_SOCKET"),
                     ("tests/deploy/systemd_notify.sh", "systemd-analyze verify"))),
+    Rule(r"docs/operations\.md", r"^groupadd \S+ && usermod -aG ",
+         "root, and changes the machine's accounts; deploy_allow_group makes a group and "
+         "accounts (and removes them) and runs chipd --allow-group as one of them",
+         elsewhere=(("tests/deploy/allow_group.sh", 'groupadd "$grp"'),
+                    ("tests/deploy/allow_group.sh", 'usermod -aG "$grp"'),
+                    ("tests/deploy/allow_group.sh", '--allow-group "$grp"'))),
+    Rule(r"docs/operations\.md", r"^CHIPD_USER=chipd ",
+         "no chipd account here: the block's chipd runs as the test's own user, whom "
+         "CHIPD_USER names instead (deploy_allow_group runs these as another uid)",
+         sub=(r"^CHIPD_USER=chipd ", 'CHIPD_USER="$(id -un)" ')),
     Rule(r"docs/operations\.md|docs/chipd\.8", r"(^|\s)chipd (.*\s)?--backend hip\b",
          "no GPU here: --print-config resolves every setting (backend, one worker per "
          "GPU of the visibility mask, set to two GPUs) and exits; tests/gpu/run.sh runs "

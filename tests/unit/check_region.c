@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -260,6 +261,54 @@ START_TEST(attach_refuses_group_other_bits)
 }
 END_TEST
 
+/* --allow-group: a read-only region opened to a group is 0440 of that group; a
+ * read-only attach of its owner's region accepts it, never group write or any bit for
+ * others, and never another owner; a read-write attach refuses it. */
+START_TEST(share_group_reads_only)
+{
+	static const mode_t bad[] = {0460, 0444, 0450, 0441, 0640, 0460};
+	struct shm_region r, a;
+	struct shm_diag diag = {0};
+	char name[SHM_NAME_MAX], path[SHM_NAME_MAX + 16];
+	struct stat st;
+
+	tu_region_name(name, sizeof(name), "share");
+	ck_assert_msg(shm_region_create(&r, name, SHM_KIND_TEST, REGION_SIZE,
+					SHM_CREATE_READONLY, &diag) == 0,
+		      "%s", diag.msg);
+	shm_region_ready(&r);
+	ck_assert_msg(shm_region_share_group(&r, getegid(), &diag) == 0, "%s", diag.msg);
+	shm_path(path, sizeof(path), name);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0440);
+	ck_assert_uint_eq(st.st_gid, getegid());
+	ck_assert_msg(shm_region_attach_ro_as(&a, name, SHM_KIND_TEST, REGION_SIZE, geteuid(),
+					      &diag) == 0,
+		      "%s", diag.msg);
+	ck_assert_int_eq(a.hdr->creator_pid, getpid());
+	shm_region_detach(&a);
+	ck_assert_int_eq(shm_region_attach_ro(&a, name, SHM_KIND_TEST, REGION_SIZE, &diag), 0);
+	shm_region_detach(&a);
+	/* the read-write attach: refused (by the kernel, or for root by the mode check) */
+	expect_attach_fails(name, SHM_KIND_TEST, REGION_SIZE, -EACCES);
+	ck_assert_int_eq(shm_region_attach_ro_as(&a, name, SHM_KIND_TEST, REGION_SIZE,
+						 FOREIGN_UID, &diag),
+			 -EPERM);
+	ck_assert_msg(strstr(diag.msg, "not to uid 12345"), "%s", diag.msg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(chmod(path, bad[i]), 0);
+		ck_assert_int_eq(shm_region_attach_ro_as(&a, name, SHM_KIND_TEST, REGION_SIZE,
+							 geteuid(), &diag),
+				 -EACCES);
+	}
+	shm_region_detach(&r);
+	ck_assert_int_eq(shm_region_unlink(name), 0);
+	/* only a named region this process made can be shared */
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(shm_region_share_group(&a, getegid(), &diag), -EINVAL);
+}
+END_TEST
+
 static void truncate_region(const char *name, off_t size)
 {
 	char path[SHM_NAME_MAX + 16];
@@ -409,6 +458,7 @@ static Suite *region_suite(void)
 	    {"attach_refuses_fifo", attach_refuses_fifo},
 	    {"attach_refuses_wrong_owner", attach_refuses_wrong_owner},
 	    {"attach_refuses_group_other_bits", attach_refuses_group_other_bits},
+	    {"share_group_reads_only", share_group_reads_only},
 	    {"attach_refuses_wrong_size", attach_refuses_wrong_size},
 	    {"attach_refuses_creating", attach_refuses_creating},
 	};

@@ -7,6 +7,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,6 +563,64 @@ START_TEST(client_bounds_are_settings)
 }
 END_TEST
 
+/* --allow-group (chipd(8), docs/operations.md): a group name or a gid, printed with
+ * both; an unknown name is refused naming it; a user's own runtime directory is no
+ * place to open to a group. */
+START_TEST(allow_group_is_a_setting)
+{
+	struct sup_config c;
+	struct sup_sources s;
+	char msg[256], line[256], want[128], gid[32];
+	const struct group *g = getgrgid(getegid());
+	char *out;
+
+	ck_assert_ptr_nonnull(g);
+	clean_env();
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_str_eq(c.allow_group, "");
+	out = printed(&c, &s);
+	line_of(out, "allow_group", line, sizeof(line));
+	ck_assert_msg(strstr(line, "= none (default)"), "%s", line);
+	free(out);
+	setenv("CHIPD_RUNTIME_DIR", "/run/chipd", 1);
+	ck_assert_int_eq(LOAD("--allow-group", g->gr_name), 0);
+	ck_assert_str_eq(c.allow_group, g->gr_name);
+	ck_assert_uint_eq(c.allow_gid, getegid());
+	out = printed(&c, &s);
+	line_of(out, "allow_group", line, sizeof(line));
+	snprintf(want, sizeof(want), "= %s (gid %u) (flag)", g->gr_name, (unsigned)getegid());
+	ck_assert_msg(strstr(line, want), "%s", line);
+	free(out);
+	/* a number is a gid, named when the group database knows it */
+	snprintf(gid, sizeof(gid), "%u", (unsigned)getegid());
+	setenv("CHIPD_ALLOW_GROUP", gid, 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), 0);
+	ck_assert_uint_eq(c.allow_gid, getegid());
+	ck_assert_str_eq(c.allow_group, g->gr_name);
+	ck_assert_int_eq(s.allow_group, SUP_SRC_ENV);
+	if (!getgrgid(3999999)) {
+		setenv("CHIPD_ALLOW_GROUP", "3999999", 1);
+		ck_assert_int_eq(LOAD("--chips", "1"), 0);
+		ck_assert_uint_eq(c.allow_gid, 3999999);
+		ck_assert_str_eq(c.allow_group, "3999999");
+	}
+	unsetenv("CHIPD_ALLOW_GROUP");
+	ck_assert_int_eq(LOAD("--allow-group", "chipd-no-such-group"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--allow-group chipd-no-such-group: no such group"), "%s", msg);
+	setenv("CHIPD_ALLOW_GROUP", "chipd-no-such-group", 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), -EINVAL);
+	ck_assert_msg(strstr(msg, "CHIPD_ALLOW_GROUP=chipd-no-such-group: no such group"), "%s",
+		      msg);
+	/* XDG_RUNTIME_DIR is a login's own directory: not opened to a group */
+	unsetenv("CHIPD_RUNTIME_DIR");
+	setenv("XDG_RUNTIME_DIR", "/run/user/77", 1);
+	setenv("CHIPD_ALLOW_GROUP", g->gr_name, 1);
+	ck_assert_int_eq(LOAD("--chips", "1"), -EINVAL);
+	ck_assert_msg(strstr(msg, ": needs CHIPD_RUNTIME_DIR") && strstr(msg, "/run/user/77"),
+		      "%s", msg);
+}
+END_TEST
+
 START_TEST(booleans_take_the_usual_spellings)
 {
 	static const char *const yes[] = {"1", "true", "yes", "TRUE", "Yes"};
@@ -861,6 +920,7 @@ static Suite *sup_config_suite(void)
 	    {"backoff_min_ms_is_a_setting", backoff_min_ms_is_a_setting},
 	    {"request_limits_are_settings", request_limits_are_settings},
 	    {"client_bounds_are_settings", client_bounds_are_settings},
+	    {"allow_group_is_a_setting", allow_group_is_a_setting},
 	    {"booleans_take_the_usual_spellings", booleans_take_the_usual_spellings},
 	    {"no_overlap_forces_one_bank", no_overlap_forces_one_bank},
 	    {"paths_and_the_runtime_dir", paths_and_the_runtime_dir},

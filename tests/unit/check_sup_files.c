@@ -67,6 +67,41 @@ START_TEST(rundir_missing_is_created_0700)
 }
 END_TEST
 
+/* --allow-group: chipd's own directory is given to the group, 0750; one with group
+ * write or any bit for others is still refused as it is. */
+START_TEST(rundir_shared_with_a_group_is_0750)
+{
+	static const mode_t refused[] = {0770, 0755, 0751, 0705};
+	char top[PATH_MAX], dir[PATH_MAX], msg[256] = "";
+	gid_t gid = getegid(); /* a group we are a member of: chgrp needs no privilege */
+	struct stat st;
+
+	scratch(top);
+	join(dir, top, "run");
+	umask(0);
+	ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0750);
+	ck_assert_uint_eq(st.st_gid, gid);
+	/* accepted as it is the next time, and made 0750 again from 0700 */
+	ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(chmod(dir, 0700), 0);
+	ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(mode_of(dir), 0750);
+	/* without --allow-group a 0750 directory is open to others */
+	ck_assert_int_eq(sup_rundir_check(dir, msg, sizeof(msg)), -EACCES);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		ck_assert_int_eq(chmod(dir, refused[i]), 0);
+		msg[0] = '\0';
+		ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), -EACCES);
+		ck_assert_msg(strstr(msg, dir) && strstr(msg, "--allow-group"), "message: %s", msg);
+		ck_assert_uint_eq(mode_of(dir), refused[i]);
+	}
+	rmdir(dir);
+	rmdir(top);
+}
+END_TEST
+
 START_TEST(rundir_open_to_others_is_refused)
 {
 	static const mode_t modes[] = {0755, 0770, 0701, 01777};
@@ -234,6 +269,7 @@ static Suite *sup_files_suite(void)
 	const struct tu_case cases[] = {
 	    {"rundir_missing_is_created_0700", rundir_missing_is_created_0700},
 	    {"rundir_open_to_others_is_refused", rundir_open_to_others_is_refused},
+	    {"rundir_shared_with_a_group_is_0750", rundir_shared_with_a_group_is_0750},
 	    {"rundir_link_or_file_is_refused", rundir_link_or_file_is_refused},
 	    {"rundir_of_another_user_is_refused", rundir_of_another_user_is_refused},
 	    {"file_create_is_exclusive_0600_and_never_follows",

@@ -510,7 +510,8 @@ class Connection(_Closable):
 
 def connect(instance: Optional[str] = None) -> Connection:
     """Connects to chipd @instance (None: $CHIPD_INSTANCE, then $SLURM_JOB_ID, then
-    "default", as chipd and chipctl choose it). Raises ``NoSuchInstance`` when it does
+    "default", as chipd and chipctl choose it), served by the user $CHIPD_USER names
+    (unset: this process's own; chipd --allow-group). Raises ``NoSuchInstance`` when it does
     not exist, ``NotRunning`` when its supervisor is not running, ``ChipdError``
     otherwise; OSError when libchipd cannot be loaded. A connection belongs to the
     process that made it (docs/protocol.md §9): a forked child, multiprocessing's
