@@ -121,7 +121,8 @@ static int e2e_merge(struct e2e_client *cl, unsigned n, enum e2e_lat k, double *
 	for (unsigned i = 0; i < n; i++) {
 		const struct e2e_samples *s = &cl[i].lat[k];
 
-		memcpy(all + at, s->v, s->n * sizeof(*all));
+		if (s->n) /* a client that finished nothing has no array */
+			memcpy(all + at, s->v, s->n * sizeof(*all));
 		at += s->n;
 	}
 	*p50 = bench_quantile(all, total, 0.50);
