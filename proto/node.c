@@ -22,9 +22,10 @@ void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
 	cfg->nworkers = nworkers;
 	cfg->nrings = PROTO_NODE_RINGS;
 	cfg->ring_capacity = PROTO_NODE_RING_CAPACITY;
-	cfg->mbox_slots = PROTO_NODE_SLOTS;
+	cfg->mbox_slots = PROTO_NODE_CLIENT_SLOTS;
 	cfg->req_cap = PROTO_REQ_MAX;
 	cfg->resp_cap = PROTO_RESP_MAX;
+	cfg->nclients = PROTO_NODE_CLIENTS;
 }
 
 int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *d)
@@ -36,7 +37,8 @@ int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_des
 	uint64_t off;
 
 	if (cfg->nworkers < 1 || cfg->nworkers > CHIPD_MAX_CHIPS || cfg->nrings < 1 ||
-	    cfg->nrings > PROTO_NODE_MAX_RINGS || !mb || !ring || !sup || !wrk)
+	    cfg->nrings > PROTO_NODE_MAX_RINGS || !mb || !ring || !sup || !wrk ||
+	    cfg->nclients < 1 || cfg->nclients > PROTO_NODE_MAX_CLIENTS)
 		return -EINVAL;
 	memset(d, 0, sizeof(*d));
 	d->magic = PROTO_NODE_MAGIC;
@@ -114,6 +116,59 @@ static char *xat(const struct proto_node *n, uint64_t off)
 	return n->xchg.base + off;
 }
 
+/* Maps the creator's pool of @cfg->nclients client regions, each with its mailbox laid
+ * out. Returns 0 or -errno with @diag. */
+static int create_pool(struct proto_node *n, const struct proto_node_config *cfg,
+		       struct shm_diag *diag)
+{
+	const struct proto_xchg_geom *g = &n->geom.xchg;
+	int rc = 0;
+
+	n->pool = calloc(cfg->nclients, sizeof(*n->pool));
+	n->pool_mbox = calloc(cfg->nclients, sizeof(*n->pool_mbox));
+	if (!n->pool || !n->pool_mbox)
+		return shm_diag_fail(diag, -ENOMEM, "client regions: out of memory");
+	for (uint32_t i = 0; i < cfg->nclients; i++)
+		n->pool[i].fd = -1;
+	for (uint32_t i = 0; rc == 0 && i < cfg->nclients; i++) {
+		rc = proto_xchg_create(&n->pool[i], g, diag);
+		if (rc == 0)
+			n->npool = i + 1;
+		if (rc == 0 && (rc = mbox_init(&n->pool_mbox[i], n->pool[i].base + g->mbox_offset,
+					       g->mbox_size, cfg->mbox_slots, cfg->req_cap,
+					       cfg->resp_cap)))
+			shm_diag_fail(diag, rc, "client region %u: its mailbox: %d", i, rc);
+	}
+	return rc;
+}
+
+static void free_pool(struct proto_node *n)
+{
+	for (uint32_t i = 0; n->pool && i < n->npool; i++)
+		proto_xchg_close(&n->pool[i]);
+	free(n->pool);
+	free(n->pool_mbox);
+	n->pool = NULL;
+	n->pool_mbox = NULL;
+	n->npool = 0;
+}
+
+int proto_node_client_scrub(struct proto_node *n, uint32_t region)
+{
+	const struct proto_xchg_geom *g = &n->geom.xchg;
+	struct mbox *mb;
+	int rc;
+
+	if (region >= n->npool)
+		return -ERANGE;
+	mb = &n->pool_mbox[region];
+	rc = proto_xchg_scrub(&n->pool[region], g);
+	if (rc == 0) /* the shape is the creator's own copy, never the header's */
+		rc = mbox_init(mb, n->pool[region].base + g->mbox_offset, g->mbox_size,
+			       mb->nslots, mb->req_cap, mb->resp_cap);
+	return rc;
+}
+
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
 		      unsigned flags, struct shm_diag *diag)
 {
@@ -132,7 +187,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	memcpy(n->desc, &d, sizeof(d));
 	geom_of(&d, &n->geom);
 	map_parts(n);
-	rc = proto_xchg_create(&n->xchg, &n->geom.xchg, diag);
+	rc = create_pool(n, cfg, diag);
 	if (rc)
 		goto err_unlink;
 	for (uint32_t i = 0; i < d.nworkers; i++) {
@@ -145,15 +200,14 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 		rc = ctr_init(&n->wrk_ctr[i],
 			      at(n, d.wrk_ctr_offset + (uint64_t)i * d.wrk_ctr_stride),
 			      d.wrk_ctr_stride, wrk_ctrs, PROTO_NWRK_CTRS);
-	if (rc == 0)
-		rc = mbox_init(&n->mbox, xat(n, d.mbox_offset), d.mbox_size, cfg->mbox_slots,
-			       cfg->req_cap, cfg->resp_cap);
+	/* a ring's consumer line is wherever its holder's region puts it: the first
+	 * region's stands in until the ring's first reset names its client's */
 	for (uint32_t i = 0; rc == 0 && i < d.nrings; i++) {
 		struct ring r;
 
 		rc = ring_init(&r, at(n, d.rings_offset + (uint64_t)i * d.ring_stride),
 			       d.ring_stride, d.ring_capacity,
-			       proto_xchg_cons(&n->xchg, &n->geom.xchg, i));
+			       proto_xchg_cons(&n->pool[0], &n->geom.xchg, i));
 	}
 	if (rc) {
 		shm_diag_fail(diag, rc, "node region %s: laying out its parts failed (%d)", name,
@@ -163,7 +217,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	return 0;
 err_unlink:
 	shm_region_unlink(name);
-	proto_xchg_close(&n->xchg);
+	free_pool(n);
 	shm_region_detach(&n->region);
 	return rc;
 }
@@ -308,25 +362,58 @@ int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag)
 void proto_node_detach(struct proto_node *n)
 {
 	proto_xchg_close(&n->xchg);
+	free_pool(n);
 	shm_region_detach(&n->region);
 	memset(n, 0, sizeof(*n));
 	n->xchg.fd = -1;
 }
 
-int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
+/* Binds @r to ring @idx with its consumer line in client region @x (NULL or unmapped:
+ * -ENOTCONN). */
+static int bind_ring(struct proto_node *n, uint32_t idx, const struct proto_xchg *x,
+		     struct ring *r)
 {
 	const struct proto_node_geom *g = &n->geom;
 
 	memset(r, 0, sizeof(*r));
 	if (idx >= g->nrings)
 		return -ERANGE;
-	if (!n->xchg.base)
+	if (!x || !x->base)
 		return -ENOTCONN;
 	/* validated at create or attach: the ring lies inside the region, 64-aligned,
 	 * and ring_stride holds ring_size(ring_capacity); its consumer line inside the
-	 * exchange region, whose size was checked against the same geometry */
+	 * client region, whose size was checked against the same geometry */
 	return ring_bind(r, at(n, g->rings_offset + (uint64_t)idx * g->ring_stride),
-			 g->ring_capacity, proto_xchg_cons(&n->xchg, &g->xchg, idx));
+			 g->ring_capacity, proto_xchg_cons(x, &g->xchg, idx));
+}
+
+int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
+{
+	return bind_ring(n, idx, &n->xchg, r);
+}
+
+int proto_node_ring_bind_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r)
+{
+	if (region >= n->npool) {
+		memset(r, 0, sizeof(*r));
+		return n->pool ? -ERANGE : -ENOTCONN;
+	}
+	return bind_ring(n, idx, &n->pool[region], r);
+}
+
+/* A bound ring whose header still says what the geometry does, or @r zeroed. */
+static int checked(int rc, struct ring *r)
+{
+	if (rc == 0)
+		rc = ring_check(r);
+	if (rc)
+		memset(r, 0, sizeof(*r));
+	return rc;
+}
+
+int proto_node_ring_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r)
+{
+	return checked(proto_node_ring_bind_in(n, idx, region, r), r);
 }
 
 int proto_node_sock_path(const struct proto_node *n, char *out)
@@ -344,13 +431,7 @@ int proto_node_sock_path(const struct proto_node *n, char *out)
 
 int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r)
 {
-	int rc = proto_node_ring_bind(n, idx, r);
-
-	if (rc == 0)
-		rc = ring_check(r);
-	if (rc)
-		memset(r, 0, sizeof(*r));
-	return rc;
+	return checked(proto_node_ring_bind(n, idx, r), r);
 }
 
 int proto_node_instance_check(const char *name, char *why, size_t cap)
