@@ -3,6 +3,7 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -357,6 +358,20 @@ int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag)
 				     n->region.name, rc);
 	}
 	return 0;
+}
+
+int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag *diag)
+{
+	int fd;
+
+	if (region >= n->npool)
+		return shm_diag_fail(diag, -ERANGE, "client region %u: the node has %u", region,
+				     n->npool);
+	fd = fcntl(n->pool[region].fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return shm_diag_fail(diag, -errno, "client region %u: dup: %s", region,
+				     strerror(errno));
+	return proto_node_attach_xchg(n, fd, diag);
 }
 
 void proto_node_detach(struct proto_node *n)

@@ -239,6 +239,12 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
  * or what proto_xchg_open and mbox_attach return, with @diag saying why. */
 int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag);
 
+/* The creator as a client of its own node (tests, benchmarks): maps client region
+ * @region of its pool a second time as its own (n->xchg, n->mbox), exactly as a client
+ * that got it with its hello answer would (proto_node_attach_xchg). Returns 0, -ERANGE,
+ * or what proto_node_attach_xchg returns. */
+int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag *diag);
+
 /* Unmaps @n and its exchange region (does not unlink). Safe on a zeroed struct. */
 void proto_node_detach(struct proto_node *n);
 

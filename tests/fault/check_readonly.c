@@ -165,7 +165,7 @@ START_TEST(exchange_region_sealed)
 }
 END_TEST
 
-/* A sealed memfd of @size bytes holding a copy of @n's exchange region; with @seal
+/* A sealed memfd of @size bytes holding a copy of @n's first client region; with @seal
  * false, an unsealed one. */
 static int fake_exchange(const struct proto_node *n, size_t size, bool seal)
 {
@@ -173,7 +173,7 @@ static int fake_exchange(const struct proto_node *n, size_t size, bool seal)
 
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
-	ck_assert_int_eq(pwrite(fd, n->xchg.base, n->xchg.size, 0), (ssize_t)n->xchg.size);
+	ck_assert_int_eq(pwrite(fd, n->pool[0].base, n->pool[0].size, 0), (ssize_t)n->pool[0].size);
 	if (seal)
 		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, PROTO_XCHG_SEALS), 0);
 	return fd;
@@ -199,13 +199,13 @@ START_TEST(unsealed_exchange_refused)
 
 	small_node(&owner, name, sizeof(name), "seal");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int real = owner.xchg.fd, fake, rc;
+		int real = owner.pool[0].fd, fake, rc;
 
 		fake = fake_exchange(&owner, owner.geom.xchg.total_size + cases[i].extra,
 				     cases[i].seal);
-		owner.xchg.fd = fake; /* what the fixture's server sends */
+		owner.pool[0].fd = fake; /* what the fixture's server sends */
 		hx_start(&h, &owner);
-		owner.xchg.fd = real;
+		owner.pool[0].fd = real;
 		ck_assert_msg(proto_node_attach(&client, name, &diag) == 0, "%s", diag.msg);
 		rc = proto_hello(&client, 5000, &hello, why, sizeof(why));
 		ck_assert_msg(rc == cases[i].rc && strstr(why, cases[i].says), "case %zu: %d %s",
@@ -235,16 +235,16 @@ START_TEST(old_layout_client_refused)
 	chipd_conn *c = NULL;
 
 	small_node(&owner, name, sizeof(name), "old");
-	ck_assert_uint_eq(owner.desc->version, 3);
-	/* a node of layout 2 (the descriptor as its chipd wrote it) */
-	owner.desc->version = 2;
+	ck_assert_uint_eq(owner.desc->version, 4);
+	/* a node of layout 3 (one exchange region shared by every client) */
+	owner.desc->version = 3;
 	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);
-	ck_assert_msg(strstr(diag.msg, "node layout 2, wire version 1 (this libchipd: 3, 1): use "
+	ck_assert_msg(strstr(diag.msg, "node layout 3, wire version 1 (this libchipd: 4, 1): use "
 				       "the libchipd and chipctl of the running chipd"),
 		      "%s", diag.msg);
 	snprintf(inst, sizeof(inst), "ro-old-%d", (int)getpid());
 	ck_assert_int_eq(chipd_connect_monitor(inst, &c, &err), -EPROTONOSUPPORT);
-	ck_assert_msg(strstr(err.message, "node layout 2") &&
+	ck_assert_msg(strstr(err.message, "node layout 3") &&
 			  strstr(err.message, "use the libchipd and chipctl of the running chipd"),
 		      "%s", err.message);
 	owner.desc->version = PROTO_NODE_VERSION;
