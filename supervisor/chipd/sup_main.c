@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -255,6 +256,12 @@ int main(int argc, char **argv, char **envp)
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}
+	/* not dumpable (inherited by the spawner and the workers): /proc keeps every
+	 * client region's memfd, and the mappings, from the other processes of the uid,
+	 * so a client reaches no region but the one its hello brought (docs/protocol.md
+	 * §8.7) */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		fprintf(stderr, "chipd: PR_SET_DUMPABLE: %s\n", strerror(errno));
 	rc = take_pidfile(s);
 	if (rc)
 		return rc;
