@@ -318,9 +318,11 @@ void chipd_close(chipd_conn *c)
 {
 	if (!c)
 		return;
+	/* the client region unmapped first: once the supervisor sees the hang-up and
+	 * scrubs the region for another client, this process holds no mapping of it */
+	proto_node_detach(&c->node);
 	if (c->fd >= 0)
 		close(c->fd); /* the supervisor reclaims what this process still held */
-	proto_node_detach(&c->node);
 	free(c);
 }
 
