@@ -231,7 +231,7 @@ struct sup {
 	uint8_t *region_state;
 	pid_t *region_pid;
 	uint32_t *region_free, free_head, free_count;
-	/* +1 (release) whenever a region goes LIVE, GONE or SCRUB: the router's view is
+	/* +1 (seq_cst) whenever a region goes LIVE, GONE or SCRUB: the router's view is
 	 * current while it is unchanged */
 	_Atomic uint32_t region_epoch;
 	/* a futex word in this process's own memory: +1 and a wake when the router must

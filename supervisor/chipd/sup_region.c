@@ -78,7 +78,9 @@ void sup_router_wake(struct sup *s)
 /* A region changed state: the router's view is stale. Under sup.lock. */
 static void changed(struct sup *s)
 {
-	atomic_fetch_add_explicit(&s->region_epoch, 1, memory_order_release);
+	/* the epoch before the bell: a router that read the bell after this ring sees
+	 * the epoch moved (ready) */
+	atomic_fetch_add_explicit(&s->region_epoch, 1, memory_order_seq_cst);
 	sup_router_wake(s);
 }
 
@@ -233,13 +235,16 @@ static bool poll_round(struct sup *s, struct mbox_event *ev, uint32_t *region, p
 }
 
 /* Whether the router has something to look at: an attention bit of a live region,
- * the bell rung since @bell, or the quit. seq_cst: pairs with the announcements. */
+ * the bell rung since @bell, a region changed since the view was built (a change that
+ * came between the view and the bell's read rang a bell already read), or the quit.
+ * seq_cst: pairs with the announcements. */
 static bool ready(struct sup *s, uint32_t bell)
 {
 	struct sup_view *v = &s->view;
 
 	if (atomic_load_explicit(&s->router_quit, memory_order_seq_cst) ||
-	    atomic_load_explicit(&s->router_bell, memory_order_seq_cst) != bell)
+	    atomic_load_explicit(&s->router_bell, memory_order_seq_cst) != bell ||
+	    atomic_load_explicit(&s->region_epoch, memory_order_seq_cst) != v->epoch)
 		return true;
 	for (uint32_t j = 0; j < v->n; j++)
 		if (mbox_server_ready(&s->node.pool_mbox[v->idx[j]]))
