@@ -117,8 +117,8 @@ static char *xat(const struct proto_node *n, uint64_t off)
 	return n->xchg.base + off;
 }
 
-/* Maps the creator's pool of @cfg->nclients client regions, each with its mailbox laid
- * out. Returns 0 or -errno with @diag. */
+/* Maps the creator's pool of @cfg->nclients client regions (their mailboxes are laid
+ * out when handed out: proto_node_client_open). Returns 0 or -errno with @diag. */
 static int create_pool(struct proto_node *n, const struct proto_node_config *cfg,
 		       struct shm_diag *diag)
 {
@@ -131,14 +131,13 @@ static int create_pool(struct proto_node *n, const struct proto_node_config *cfg
 		return shm_diag_fail(diag, -ENOMEM, "client regions: out of memory");
 	for (uint32_t i = 0; i < cfg->nclients; i++)
 		n->pool[i].fd = -1;
+	n->pool_slots = cfg->mbox_slots;
+	n->pool_req_cap = cfg->req_cap;
+	n->pool_resp_cap = cfg->resp_cap;
 	for (uint32_t i = 0; rc == 0 && i < cfg->nclients; i++) {
 		rc = proto_xchg_create(&n->pool[i], g, diag);
 		if (rc == 0)
 			n->npool = i + 1;
-		if (rc == 0 && (rc = mbox_init(&n->pool_mbox[i], n->pool[i].base + g->mbox_offset,
-					       g->mbox_size, cfg->mbox_slots, cfg->req_cap,
-					       cfg->resp_cap)))
-			shm_diag_fail(diag, rc, "client region %u: its mailbox: %d", i, rc);
 	}
 	return rc;
 }
@@ -156,18 +155,20 @@ static void free_pool(struct proto_node *n)
 
 int proto_node_client_scrub(struct proto_node *n, uint32_t region)
 {
+	if (region >= n->npool)
+		return -ERANGE;
+	return proto_xchg_scrub(&n->pool[region], &n->geom.xchg);
+}
+
+int proto_node_client_open(struct proto_node *n, uint32_t region)
+{
 	const struct proto_xchg_geom *g = &n->geom.xchg;
-	struct mbox *mb;
-	int rc;
 
 	if (region >= n->npool)
 		return -ERANGE;
-	mb = &n->pool_mbox[region];
-	rc = proto_xchg_scrub(&n->pool[region], g);
-	if (rc == 0) /* the shape is the creator's own copy, never the header's */
-		rc = mbox_init(mb, n->pool[region].base + g->mbox_offset, g->mbox_size,
-			       mb->nslots, mb->req_cap, mb->resp_cap);
-	return rc;
+	/* the shape is the creator's own copy, never a header's */
+	return mbox_init(&n->pool_mbox[region], n->pool[region].base + g->mbox_offset,
+			 g->mbox_size, n->pool_slots, n->pool_req_cap, n->pool_resp_cap);
 }
 
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
@@ -367,6 +368,8 @@ int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag
 	if (region >= n->npool)
 		return shm_diag_fail(diag, -ERANGE, "client region %u: the node has %u", region,
 				     n->npool);
+	if (proto_node_client_open(n, region) != 0)
+		return shm_diag_fail(diag, -EINVAL, "client region %u: its mailbox", region);
 	fd = fcntl(n->pool[region].fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return shm_diag_fail(diag, -errno, "client region %u: dup: %s", region,

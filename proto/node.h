@@ -202,8 +202,9 @@ struct proto_node {
 	/* the creator: every client region (mapped before its workers fork, so they
 	 * inherit them all), and its handle on each region's mailbox; NULL in a client */
 	struct proto_xchg *pool;
-	struct mbox *pool_mbox;
+	struct mbox *pool_mbox; /* laid out when handed out (proto_node_client_open) */
 	uint32_t npool;
+	uint32_t pool_slots, pool_req_cap, pool_resp_cap; /* each region's mailbox shape */
 };
 
 /* The default shape for @nworkers chips (the PROTO_NODE_* constants). */
@@ -239,9 +240,10 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
  * or what proto_xchg_open and mbox_attach return, with @diag saying why. */
 int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag);
 
-/* The creator as a client of its own node (tests, benchmarks): maps client region
- * @region of its pool a second time as its own (n->xchg, n->mbox), exactly as a client
- * that got it with its hello answer would (proto_node_attach_xchg). Returns 0, -ERANGE,
+/* The creator as a client of its own node (tests, benchmarks): lays out client region
+ * @region's mailbox (proto_node_client_open) and maps the region a second time as its
+ * own (n->xchg, n->mbox), exactly as a client that got it with its hello answer would
+ * (proto_node_attach_xchg). Returns 0, -ERANGE,
  * or what proto_node_attach_xchg returns. */
 int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag *diag);
 
@@ -275,10 +277,16 @@ int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r);
 int proto_node_ring_bind_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r);
 int proto_node_ring_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r);
 
-/* Scrubs client region @region of the pool for its next client (proto_xchg_scrub) and
- * lays its mailbox out anew (every slot FREE, generation 1). The creator only, while
- * nobody uses the region. Returns 0 or -errno. */
+/* Scrubs client region @region of the pool for its next client (proto_xchg_scrub:
+ * every byte zero, the header written anew). The creator only, while nobody uses the
+ * region. Returns 0 or -errno. */
 int proto_node_client_scrub(struct proto_node *n, uint32_t region);
+
+/* Lays out the mailbox of client region @region (every slot FREE, generation 1) and
+ * binds n->pool_mbox[region] to it, before the region is handed out: a region's
+ * mailbox pages are touched only once a client gets it. The creator only, while nobody
+ * uses the region. Returns 0 or -errno. */
+int proto_node_client_open(struct proto_node *n, uint32_t region);
 
 /* Checks @name against the instance naming rule: 1..CHIPD_INSTANCE_MAX-1 characters of
  * [A-Za-z0-9._-] (the characters shm_region_name accepts). Returns 0, or -EINVAL with

@@ -37,7 +37,7 @@ int sup_conn_listen(struct sup *s)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
-	size_t slots = (size_t)s->node.npool * s->node.pool_mbox[0].nslots;
+	size_t slots = (size_t)s->node.npool * s->node.pool_slots;
 	int n, fd, rc;
 
 	s->listen_fd = -1;
@@ -146,7 +146,8 @@ bool sup_conn_pid_live(const struct sup *s, pid_t pid)
 
 bool sup_conn_reader_live(const struct sup *s, const struct sup_req *e)
 {
-	return e->client > 0 && e->region < s->node.npool &&
+	/* no pool books (before the socket, or after the stop closed it): nobody reads */
+	return e->client > 0 && s->region_state && e->region < s->node.npool &&
 	       s->region_state[e->region] == SUP_REGION_LIVE &&
 	       s->region_pid[e->region] == e->client;
 }

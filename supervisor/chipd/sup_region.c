@@ -93,6 +93,14 @@ uint32_t sup_region_take(struct sup *s, pid_t pid)
 	k = s->region_free[s->free_head];
 	s->free_head = (s->free_head + 1) % s->node.npool;
 	s->free_count--;
+	/* its mailbox is laid out now, so a region's pages are touched only once a
+	 * client gets it; the router is its server (the same process) from here on */
+	if (proto_node_client_open(&s->node, k) != 0 ||
+	    mbox_server_attach(&s->node.pool_mbox[k]) < 0) {
+		SUP_ERR(-1, 0, "client region %u: its mailbox could not be laid out: retired", k);
+		return SUP_REGION_NONE;
+	}
+	mbox_server_take_oversize(&s->node.pool_mbox[k]);
 	s->region_state[k] = SUP_REGION_LIVE;
 	s->region_pid[k] = pid;
 	changed(s);
@@ -121,6 +129,8 @@ void sup_region_collect(struct sup *s)
 {
 	bool any = false;
 
+	if (!s->region_state)
+		return;
 	for (uint32_t k = 0; k < s->node.npool; k++) {
 		bool used = false;
 
@@ -163,10 +173,6 @@ static void scrub(struct sup *s, uint32_t k)
 		held += MBOX_CTL_STATE(mbox_ctl(mb, i)) != MBOX_FREE;
 	sup_count(s, PROTO_SUP_mbox_resets, held);
 	rc = proto_node_client_scrub(&s->node, k);
-	if (rc == 0) {
-		rc = mbox_server_attach(mb) < 0;
-		mbox_server_take_oversize(mb);
-	}
 	pthread_mutex_lock(&s->lock);
 	if (rc) {
 		/* never handed out again: a region half scrubbed is no client's */

@@ -528,14 +528,9 @@ int sup_router_start(struct sup *s)
 {
 	int rc;
 
-	for (uint32_t k = 0; k < s->node.npool; k++) {
-		rc = mbox_server_attach(&s->node.pool_mbox[k]);
-		if (rc < 0)
-			return rc;
-		/* a request longer than the slot is answered too_large and counted like
-		 * any other refusal, not refused by the mailbox layer unseen */
-		mbox_server_take_oversize(&s->node.pool_mbox[k]);
-	}
+	/* each region's mailbox is attached when it is handed out (sup_region_take),
+	 * answering a request longer than the slot too_large, counted like any other
+	 * refusal, not refused by the mailbox layer unseen */
 	atomic_store_explicit(&s->router_quit, false, memory_order_relaxed);
 	rc = -pthread_create(&s->router, NULL, router_main, s);
 	if (rc == 0)
@@ -554,5 +549,6 @@ void sup_router_stop(struct sup *s)
 	pthread_join(s->router, NULL);
 	s->router_running = false;
 	for (uint32_t k = 0; k < s->node.npool; k++)
-		mbox_server_detach(&s->node.pool_mbox[k]);
+		if (s->node.pool_mbox[k].hdr) /* ever handed out */
+			mbox_server_detach(&s->node.pool_mbox[k]);
 }

@@ -45,8 +45,11 @@ static void small_node(struct proto_node *n, char *name, size_t cap, const char 
 	cfg.nrings = 4;
 	cfg.ring_capacity = 16;
 	cfg.mbox_slots = 4;
+	cfg.nclients = 2;
 	ck_assert_msg(proto_node_create(n, name, &cfg, SHM_CREATE_RECLAIM_STALE, &diag) == 0,
 		      "%s", diag.msg);
+	/* the first client region, as chipd lays it out for the client it hands it to */
+	ck_assert_int_eq(proto_node_client_open(n, 0), 0);
 	shm_region_ready(&n->region);
 }
 

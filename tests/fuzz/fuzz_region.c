@@ -63,6 +63,8 @@ static void init(void)
 		fprintf(stderr, "fuzz_region: cannot create the template: %s\n", diag.msg);
 		abort();
 	}
+	if (proto_node_client_open(&n, 0))
+		abort();
 	shm_region_ready(&n.region);
 	tpl_size = n.region.size;
 	tpl = aligned_alloc(4096, tpl_size); /* ring_bind wants its rings 64-aligned */
