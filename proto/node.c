@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
@@ -117,6 +118,14 @@ static char *xat(const struct proto_node *n, uint64_t off)
 	return n->xchg.base + off;
 }
 
+/* @len bytes of zeroed private memory, or NULL. */
+static void *books(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
 /* Maps the creator's pool of @cfg->nclients client regions (their mailboxes are laid
  * out when handed out: proto_node_client_open). Returns 0 or -errno with @diag. */
 static int create_pool(struct proto_node *n, const struct proto_node_config *cfg,
@@ -125,8 +134,12 @@ static int create_pool(struct proto_node *n, const struct proto_node_config *cfg
 	const struct proto_xchg_geom *g = &n->geom.xchg;
 	int rc = 0;
 
-	n->pool = calloc(cfg->nclients, sizeof(*n->pool));
-	n->pool_mbox = calloc(cfg->nclients, sizeof(*n->pool_mbox));
+	/* mapped like the regions themselves (and inherited with them across fork), so
+	 * that a node handle owns mappings only: one kept to the end of a process is no
+	 * leak */
+	n->pool_books = cfg->nclients;
+	n->pool = books(cfg->nclients * sizeof(*n->pool));
+	n->pool_mbox = books(cfg->nclients * sizeof(*n->pool_mbox));
 	if (!n->pool || !n->pool_mbox)
 		return shm_diag_fail(diag, -ENOMEM, "client regions: out of memory");
 	for (uint32_t i = 0; i < cfg->nclients; i++)
@@ -146,8 +159,11 @@ static void free_pool(struct proto_node *n)
 {
 	for (uint32_t i = 0; n->pool && i < n->npool; i++)
 		proto_xchg_close(&n->pool[i]);
-	free(n->pool);
-	free(n->pool_mbox);
+	if (n->pool)
+		munmap(n->pool, n->pool_books * sizeof(*n->pool));
+	if (n->pool_mbox)
+		munmap(n->pool_mbox, n->pool_books * sizeof(*n->pool_mbox));
+	n->pool_books = 0;
 	n->pool = NULL;
 	n->pool_mbox = NULL;
 	n->npool = 0;

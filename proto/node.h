@@ -203,7 +203,7 @@ struct proto_node {
 	 * inherit them all), and its handle on each region's mailbox; NULL in a client */
 	struct proto_xchg *pool;
 	struct mbox *pool_mbox; /* laid out when handed out (proto_node_client_open) */
-	uint32_t npool;
+	uint32_t npool, pool_books; /* regions made; entries of pool and pool_mbox */
 	uint32_t pool_slots, pool_req_cap, pool_resp_cap; /* each region's mailbox shape */
 };
 
