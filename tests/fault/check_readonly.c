@@ -1,18 +1,18 @@
-/* check_readonly.c - the kernel enforces what a client may write (node layout 3,
+/* check_readonly.c - the kernel enforces what a client may write (node layout 3 on,
  * docs/protocol.md §2, §8.7; docs/reliability.md rows 63-66):
  *
  * - node_region_read_only: a client (user nobody, as root bypasses mode bits) cannot
  *   get a writable mapping of the node region: a read-write open fails EACCES (with a
  *   message naming the newer layout), mprotect(PROT_WRITE) of its read-only mapping
  *   fails EACCES, and a write through that mapping faults;
- * - exchange_region_sealed: the exchange region a client receives with its hello is a
+ * - exchange_region_sealed: the client region a client receives with its hello is a
  *   memfd with F_SEAL_SHRINK, F_SEAL_GROW and F_SEAL_SEAL of the size the descriptor
  *   says; truncating it fails EPERM, truncating the node region through a client's
  *   descriptor fails too, and the node keeps serving another client (no SIGBUS);
- * - unsealed_exchange_refused: libchipd refuses an exchange region without its seals
+ * - unsealed_exchange_refused: libchipd refuses a client region without its seals
  *   or of another size, with a message that says why;
  * - old_layout_client_refused: a node of another layout is refused with the message
- *   "node layout N, wire version W (this libchipd: 3, 1): use the libchipd and chipctl
+ *   "node layout N, wire version W (this libchipd: 4, 1): use the libchipd and chipctl
  *   of the running chipd".
  *
  * Runs as root (it becomes nobody for the client's part); 77 otherwise. */
