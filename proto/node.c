@@ -384,17 +384,39 @@ int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag
 	if (region >= n->npool)
 		return shm_diag_fail(diag, -ERANGE, "client region %u: the node has %u", region,
 				     n->npool);
+	struct proto_xchg probe;
+	int rc;
+
 	if (proto_node_client_open(n, region) != 0)
 		return shm_diag_fail(diag, -EINVAL, "client region %u: its mailbox", region);
+	if (n->xchg.base)
+		return shm_diag_fail(diag, -EALREADY, "node region %s: a client region is mapped",
+				     n->region.name);
 	fd = fcntl(n->pool[region].fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return shm_diag_fail(diag, -errno, "client region %u: dup: %s", region,
 				     strerror(errno));
-	return proto_node_attach_xchg(n, fd, diag);
+	/* checked as a client checks the memfd its hello brings, then used through the
+	 * pool's own mapping: one address for the memory in this process, whose threads
+	 * (a test's worker and reader) then order their accesses as the kernel does */
+	rc = proto_xchg_open(&probe, fd, &n->geom.xchg, diag);
+	if (rc)
+		return rc;
+	proto_xchg_close(&probe);
+	n->xchg = (struct proto_xchg){
+	    .fd = -1, .base = n->pool[region].base, .size = n->pool[region].size};
+	n->xchg_borrowed = true;
+	rc = mbox_attach(&n->mbox, xat(n, n->geom.xchg.mbox_offset), n->geom.xchg.mbox_size);
+	if (rc)
+		return shm_diag_fail(diag, rc, "client region %u: its mailbox is invalid (%d)",
+				     region, rc);
+	return 0;
 }
 
 void proto_node_detach(struct proto_node *n)
 {
+	if (n->xchg_borrowed) /* the pool's mapping (proto_node_attach_own) */
+		n->xchg = (struct proto_xchg){.fd = -1};
 	proto_xchg_close(&n->xchg);
 	free_pool(n);
 	shm_region_detach(&n->region);

@@ -35,6 +35,7 @@
 #include "xchg.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -198,6 +199,7 @@ struct proto_node {
 	/* a client: its own client region, once its hello brought the memfd
 	 * (proto_hello), xchg.base NULL before; the creator has none of its own */
 	struct proto_xchg xchg;
+	bool xchg_borrowed; /* xchg is the pool's own mapping (proto_node_attach_own) */
 	struct mbox mbox; /* in the client region: unattached (hdr NULL) until then */
 	/* the creator: every client region (mapped before its workers fork, so they
 	 * inherit them all), and its handle on each region's mailbox; NULL in a client */
@@ -241,10 +243,11 @@ int proto_node_attach(struct proto_node *n, const char *name, struct shm_diag *d
 int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag);
 
 /* The creator as a client of its own node (tests, benchmarks): lays out client region
- * @region's mailbox (proto_node_client_open) and maps the region a second time as its
- * own (n->xchg, n->mbox), exactly as a client that got it with its hello answer would
- * (proto_node_attach_xchg). Returns 0, -ERANGE,
- * or what proto_node_attach_xchg returns. */
+ * @region's mailbox (proto_node_client_open), checks the region as a client checks the
+ * memfd its hello brings (proto_xchg_open, on a duplicate descriptor), and makes it its
+ * own (n->xchg, n->mbox) through the pool's mapping: one address for the memory in the
+ * process. Returns 0, -ERANGE, -EALREADY, or what proto_xchg_open and mbox_attach
+ * return. */
 int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag *diag);
 
 /* Unmaps @n and its exchange region (does not unlink). Safe on a zeroed struct. */
