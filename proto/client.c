@@ -104,17 +104,15 @@ static struct call *call_new(enum proto_op op, struct chipd_error *err)
 }
 
 /* A call whose slot moved on to a new generation under it: a restarted supervisor
- * recovered it, or the live one took it back because this client held more than
- * --max-client-slots slots and left this one unread (docs/protocol.md §9.3). Both are
- * -ECONNRESET, retryable; the second says queue_full, like a refusal for the bound. */
+ * recovered it, or the live one took it back because it no longer serves this
+ * connection (it ended: docs/protocol.md §9.3). Both are -ECONNRESET, retryable. */
 static int taken_back(const struct mbox *mb, const char *op, struct chipd_error *err)
 {
 	if (!mbox_server_alive(mb))
 		return fail(err, -ECONNRESET, CHIPD_OK, "%s: the supervisor restarted and dropped it",
 			    op);
-	return fail(err, -ECONNRESET, CHIPD_E_QUEUE_FULL,
-		    "%s: the supervisor took the answer back: this client held more than "
-		    "max-client-slots mailbox slots, this one unread",
+	return fail(err, -ECONNRESET, CHIPD_OK,
+		    "%s: the supervisor took the slot back: it no longer serves this connection",
 		    op);
 }
 
@@ -141,9 +139,12 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 			    "no mailbox before a handshake; use chipd_connect to send requests",
 			    op);
 	rc = mbox_claim(mb, &t);
-	if (rc)
+	if (rc) /* the connection's own mailbox (docs/protocol.md §8.7): its calls alone */
 		return fail(err, rc, CHIPD_E_QUEUE_FULL,
-			    "%s: all %" PRIu32 " mailbox slots are busy", op, mb->nslots);
+			    "%s: all %" PRIu32 " mailbox slots of this connection are busy (the "
+			    "per-client bound max-client-slots=%" PRIu32 "): retry once a call "
+			    "returns",
+			    op, mb->nslots, mb->nslots);
 	rc = proto_encode_request(&k->req, mbox_req_buf(mb, t), mbox_req_cap(mb), &len, &pe);
 	if (rc)
 		rc = from_proto(err, rc, &pe);
@@ -324,9 +325,11 @@ void chipd_close(chipd_conn *c)
 {
 	if (!c)
 		return;
+	/* the client region unmapped first: once the supervisor sees the hang-up and
+	 * scrubs the region for another client, this process holds no mapping of it */
+	proto_node_detach(&c->node);
 	if (c->fd >= 0)
 		close(c->fd); /* the supervisor reclaims what this process still held */
-	proto_node_detach(&c->node);
 	free(c);
 }
 

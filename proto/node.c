@@ -3,12 +3,14 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
@@ -23,9 +25,10 @@ void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
 	cfg->nworkers = nworkers;
 	cfg->nrings = PROTO_NODE_RINGS;
 	cfg->ring_capacity = PROTO_NODE_RING_CAPACITY;
-	cfg->mbox_slots = PROTO_NODE_SLOTS;
+	cfg->mbox_slots = PROTO_NODE_CLIENT_SLOTS;
 	cfg->req_cap = PROTO_REQ_MAX;
 	cfg->resp_cap = PROTO_RESP_MAX;
+	cfg->nclients = PROTO_NODE_CLIENTS;
 }
 
 int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *d)
@@ -37,7 +40,8 @@ int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_des
 	uint64_t off;
 
 	if (cfg->nworkers < 1 || cfg->nworkers > CHIPD_MAX_CHIPS || cfg->nrings < 1 ||
-	    cfg->nrings > PROTO_NODE_MAX_RINGS || !mb || !ring || !sup || !wrk)
+	    cfg->nrings > PROTO_NODE_MAX_RINGS || !mb || !ring || !sup || !wrk ||
+	    cfg->nclients < 1 || cfg->nclients > PROTO_NODE_MAX_CLIENTS)
 		return -EINVAL;
 	memset(d, 0, sizeof(*d));
 	d->magic = PROTO_NODE_MAGIC;
@@ -115,6 +119,75 @@ static char *xat(const struct proto_node *n, uint64_t off)
 	return n->xchg.base + off;
 }
 
+/* @len bytes of zeroed private memory, or NULL. */
+static void *books(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Maps the creator's pool of @cfg->nclients client regions (their mailboxes are laid
+ * out when handed out: proto_node_client_open). Returns 0 or -errno with @diag. */
+static int create_pool(struct proto_node *n, const struct proto_node_config *cfg,
+		       struct shm_diag *diag)
+{
+	const struct proto_xchg_geom *g = &n->geom.xchg;
+	int rc = 0;
+
+	/* mapped like the regions themselves (and inherited with them across fork), so
+	 * that a node handle owns mappings only: one kept to the end of a process is no
+	 * leak */
+	n->pool_books = cfg->nclients;
+	n->pool = books(cfg->nclients * sizeof(*n->pool));
+	n->pool_mbox = books(cfg->nclients * sizeof(*n->pool_mbox));
+	if (!n->pool || !n->pool_mbox)
+		return shm_diag_fail(diag, -ENOMEM, "client regions: out of memory");
+	for (uint32_t i = 0; i < cfg->nclients; i++)
+		n->pool[i].fd = -1;
+	n->pool_slots = cfg->mbox_slots;
+	n->pool_req_cap = cfg->req_cap;
+	n->pool_resp_cap = cfg->resp_cap;
+	for (uint32_t i = 0; rc == 0 && i < cfg->nclients; i++) {
+		rc = proto_xchg_create(&n->pool[i], g, diag);
+		if (rc == 0)
+			n->npool = i + 1;
+	}
+	return rc;
+}
+
+static void free_pool(struct proto_node *n)
+{
+	for (uint32_t i = 0; n->pool && i < n->npool; i++)
+		proto_xchg_close(&n->pool[i]);
+	if (n->pool)
+		munmap(n->pool, n->pool_books * sizeof(*n->pool));
+	if (n->pool_mbox)
+		munmap(n->pool_mbox, n->pool_books * sizeof(*n->pool_mbox));
+	n->pool_books = 0;
+	n->pool = NULL;
+	n->pool_mbox = NULL;
+	n->npool = 0;
+}
+
+int proto_node_client_scrub(struct proto_node *n, uint32_t region)
+{
+	if (region >= n->npool)
+		return -ERANGE;
+	return proto_xchg_scrub(&n->pool[region], &n->geom.xchg);
+}
+
+int proto_node_client_open(struct proto_node *n, uint32_t region)
+{
+	const struct proto_xchg_geom *g = &n->geom.xchg;
+
+	if (region >= n->npool)
+		return -ERANGE;
+	/* the shape is the creator's own copy, never a header's */
+	return mbox_init(&n->pool_mbox[region], n->pool[region].base + g->mbox_offset,
+			 g->mbox_size, n->pool_slots, n->pool_req_cap, n->pool_resp_cap);
+}
+
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
 		      unsigned flags, struct shm_diag *diag)
 {
@@ -133,7 +206,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	memcpy(n->desc, &d, sizeof(d));
 	geom_of(&d, &n->geom);
 	map_parts(n);
-	rc = proto_xchg_create(&n->xchg, &n->geom.xchg, diag);
+	rc = create_pool(n, cfg, diag);
 	if (rc)
 		goto err_unlink;
 	for (uint32_t i = 0; i < d.nworkers; i++) {
@@ -146,15 +219,14 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 		rc = ctr_init(&n->wrk_ctr[i],
 			      at(n, d.wrk_ctr_offset + (uint64_t)i * d.wrk_ctr_stride),
 			      d.wrk_ctr_stride, wrk_ctrs, PROTO_NWRK_CTRS);
-	if (rc == 0)
-		rc = mbox_init(&n->mbox, xat(n, d.mbox_offset), d.mbox_size, cfg->mbox_slots,
-			       cfg->req_cap, cfg->resp_cap);
+	/* a ring's consumer line is wherever its holder's region puts it: the first
+	 * region's stands in until the ring's first reset names its client's */
 	for (uint32_t i = 0; rc == 0 && i < d.nrings; i++) {
 		struct ring r;
 
 		rc = ring_init(&r, at(n, d.rings_offset + (uint64_t)i * d.ring_stride),
 			       d.ring_stride, d.ring_capacity,
-			       proto_xchg_cons(&n->xchg, &n->geom.xchg, i));
+			       proto_xchg_cons(&n->pool[0], &n->geom.xchg, i));
 	}
 	if (rc) {
 		shm_diag_fail(diag, rc, "node region %s: laying out its parts failed (%d)", name,
@@ -164,7 +236,7 @@ int proto_node_create(struct proto_node *n, const char *name, const struct proto
 	return 0;
 err_unlink:
 	shm_region_unlink(name);
-	proto_xchg_close(&n->xchg);
+	free_pool(n);
 	shm_region_detach(&n->region);
 	return rc;
 }
@@ -312,28 +384,99 @@ int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag)
 	return 0;
 }
 
+int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag *diag)
+{
+	int fd;
+
+	if (region >= n->npool)
+		return shm_diag_fail(diag, -ERANGE, "client region %u: the node has %u", region,
+				     n->npool);
+	struct proto_xchg probe;
+	int rc;
+
+	if (proto_node_client_open(n, region) != 0)
+		return shm_diag_fail(diag, -EINVAL, "client region %u: its mailbox", region);
+	if (n->xchg.base)
+		return shm_diag_fail(diag, -EALREADY, "node region %s: a client region is mapped",
+				     n->region.name);
+	fd = fcntl(n->pool[region].fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return shm_diag_fail(diag, -errno, "client region %u: dup: %s", region,
+				     strerror(errno));
+	/* checked as a client checks the memfd its hello brings, then used through the
+	 * pool's own mapping: one address for the memory in this process, whose threads
+	 * (a test's worker and reader) then order their accesses as the kernel does */
+	rc = proto_xchg_open(&probe, fd, &n->geom.xchg, diag);
+	if (rc)
+		return rc;
+	proto_xchg_close(&probe);
+	n->xchg = (struct proto_xchg){
+	    .fd = -1, .base = n->pool[region].base, .size = n->pool[region].size};
+	n->xchg_borrowed = true;
+	rc = mbox_attach(&n->mbox, xat(n, n->geom.xchg.mbox_offset), n->geom.xchg.mbox_size);
+	if (rc)
+		return shm_diag_fail(diag, rc, "client region %u: its mailbox is invalid (%d)",
+				     region, rc);
+	return 0;
+}
+
 void proto_node_detach(struct proto_node *n)
 {
+	if (n->xchg_borrowed) /* the pool's mapping (proto_node_attach_own) */
+		n->xchg = (struct proto_xchg){.fd = -1};
 	proto_xchg_close(&n->xchg);
+	free_pool(n);
 	shm_region_detach(&n->region);
 	memset(n, 0, sizeof(*n));
 	n->xchg.fd = -1;
 }
 
-int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
+/* Binds @r to ring @idx with its consumer line in client region @x (NULL or unmapped:
+ * -ENOTCONN). */
+static int bind_ring(struct proto_node *n, uint32_t idx, const struct proto_xchg *x,
+		     struct ring *r)
 {
 	const struct proto_node_geom *g = &n->geom;
 
 	memset(r, 0, sizeof(*r));
 	if (idx >= g->nrings)
 		return -ERANGE;
-	if (!n->xchg.base)
+	if (!x || !x->base)
 		return -ENOTCONN;
 	/* validated at create or attach: the ring lies inside the region, 64-aligned,
 	 * and ring_stride holds ring_size(ring_capacity); its consumer line inside the
-	 * exchange region, whose size was checked against the same geometry */
+	 * client region, whose size was checked against the same geometry */
 	return ring_bind(r, at(n, g->rings_offset + (uint64_t)idx * g->ring_stride),
-			 g->ring_capacity, proto_xchg_cons(&n->xchg, &g->xchg, idx));
+			 g->ring_capacity, proto_xchg_cons(x, &g->xchg, idx));
+}
+
+int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r)
+{
+	return bind_ring(n, idx, &n->xchg, r);
+}
+
+int proto_node_ring_bind_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r)
+{
+	if (region >= n->npool) {
+		memset(r, 0, sizeof(*r));
+		return n->pool ? -ERANGE : -ENOTCONN;
+	}
+	return bind_ring(n, idx, &n->pool[region], r);
+}
+
+/* A bound ring whose header still says what the geometry does, or @r zeroed. */
+static int checked(int rc, struct ring *r)
+{
+	if (rc == 0)
+		rc = ring_check(r);
+	if (rc)
+		memset(r, 0, sizeof(*r));
+	return rc;
+}
+
+int proto_node_ring_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r)
+{
+	return checked(proto_node_ring_bind_in(n, idx, region, r), r);
 }
 
 int proto_node_sock_path(const struct proto_node *n, char *out)
@@ -351,13 +494,7 @@ int proto_node_sock_path(const struct proto_node *n, char *out)
 
 int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r)
 {
-	int rc = proto_node_ring_bind(n, idx, r);
-
-	if (rc == 0)
-		rc = ring_check(r);
-	if (rc)
-		memset(r, 0, sizeof(*r));
-	return rc;
+	return checked(proto_node_ring_bind(n, idx, r), r);
 }
 
 int proto_node_instance_check(const char *name, char *why, size_t cap)

@@ -1,7 +1,8 @@
 /* node.h - the node region "/chipd.<uid>.<instance>": what the supervisor creates and
- * every client attaches to, read-only (layout 3: mode 0400, mapped PROT_READ; only the
- * supervisor and the workers it forks write it). What clients write lives in the
- * exchange region (xchg.h), a sealed memfd each client gets with its hello answer.
+ * every client attaches to, read-only (since layout 3: mode 0400, mapped PROT_READ; only
+ * the supervisor and the workers it forks write it). What a client writes lives in a
+ * client region of its own (layout 4, xchg.h), a sealed memfd each client gets with
+ * its hello answer.
  *
  * After the 64-byte region header (shm/region.h) the body holds, each part at a
  * 64-aligned offset recorded in the node descriptor (offsets from the region start):
@@ -34,20 +35,27 @@
 #include "xchg.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define PROTO_NODE_MAGIC       0x45444f4e44504843ull /* "CHPDNODE" in little-endian bytes */
-#define PROTO_NODE_VERSION     3u
+#define PROTO_NODE_VERSION     4u
 #define PROTO_NODE_DESC_OFFSET SHM_BODY_OFFSET
 #define PROTO_NODE_MAX_RINGS   4096u
 /* The handshake socket's path in the descriptor, NUL included: sun_path's size. */
 #define PROTO_NODE_SOCK_MAX 108u
 
-/* Client mailbox: 64 slots let 64 requests be in flight at once (one per thread of
- * a busy client, or many chipctl calls); a request is at most PROTO_REQ_MAX (4 KiB),
- * an answer at most PROTO_RESP_MAX (64 KiB, the stats answer). About 4.3 MiB. */
-#define PROTO_NODE_SLOTS 64u
+/* A client's mailbox, in its own region: at most 64 slots (64 requests of one client in
+ * flight at once, one per thread of a busy client); a request is at most PROTO_REQ_MAX
+ * (4 KiB), an answer at most PROTO_RESP_MAX (64 KiB, the stats answer). The default is
+ * 16 slots (chipd --max-client-slots), about 1.1 MiB of address space per region, of
+ * which a client touches only the pages of the slots it uses. */
+#define PROTO_NODE_SLOTS	 64u
+#define PROTO_NODE_CLIENT_SLOTS	 16u
+/* Client regions the node keeps (chipd --max-clients): one per connection. */
+#define PROTO_NODE_CLIENTS	 128u
+#define PROTO_NODE_MAX_CLIENTS	 4096u
 /* 256 streams at once, 1024 tokens of buffer each (32 KiB): a reader can fall 1023
  * tokens behind before its request pauses. About 8.1 MiB. */
 #define PROTO_NODE_RINGS	 256u
@@ -57,7 +65,8 @@ struct proto_node_config {
 	uint32_t nworkers;	/* 1..CHIPD_MAX_CHIPS */
 	uint32_t nrings;	/* 1..PROTO_NODE_MAX_RINGS */
 	uint32_t ring_capacity; /* a power of two, see ring.h */
-	uint32_t mbox_slots, req_cap, resp_cap;
+	uint32_t mbox_slots, req_cap, resp_cap; /* each client region's mailbox */
+	uint32_t nclients;			/* client regions: 1..PROTO_NODE_MAX_CLIENTS */
 };
 
 /* The descriptor at region offset 64. Written once by the creator before READY. */
@@ -76,7 +85,7 @@ struct proto_node_desc {
 	uint32_t nrings, ring_capacity;
 	uint64_t total_size;	     /* == the region's size */
 	_Atomic uint64_t started_ns; /* CLOCK_MONOTONIC when the supervisor became ready */
-	uint64_t xchg_size;	     /* the exchange region's size (its memfd's) */
+	uint64_t xchg_size;	     /* a client region's size (its memfd's) */
 	uint32_t cons_offset;	     /* ring consumer lines, in the exchange region */
 	uint32_t cons_stride;	     /* RING_CONS_SIZE */
 	uint8_t reserved0[24];
@@ -177,7 +186,7 @@ struct proto_node_geom {
 	uint32_t rings_offset, ring_stride;
 	uint32_t nrings, ring_capacity;
 	uint64_t total_size;
-	struct proto_xchg_geom xchg; /* the exchange region's shape */
+	struct proto_xchg_geom xchg; /* a client region's shape (all alike) */
 };
 
 /* One process's mapping of a node region. */
@@ -188,10 +197,17 @@ struct proto_node {
 	struct proto_node_worker *dir; /* geom.nworkers records */
 	struct ctr_block sup_ctr;
 	struct ctr_block wrk_ctr[CHIPD_MAX_CHIPS];
-	/* the exchange region: the creator's from create on; a client's once its hello
-	 * brought the memfd (proto_hello), xchg.base NULL before */
+	/* a client: its own client region, once its hello brought the memfd
+	 * (proto_hello), xchg.base NULL before; the creator has none of its own */
 	struct proto_xchg xchg;
-	struct mbox mbox; /* in the exchange region: unattached (hdr NULL) until then */
+	bool xchg_borrowed; /* xchg is the pool's own mapping (proto_node_attach_own) */
+	struct mbox mbox; /* in the client region: unattached (hdr NULL) until then */
+	/* the creator: every client region (mapped before its workers fork, so they
+	 * inherit them all), and its handle on each region's mailbox; NULL in a client */
+	struct proto_xchg *pool;
+	struct mbox *pool_mbox; /* laid out when handed out (proto_node_client_open) */
+	uint32_t npool, pool_books; /* regions made; entries of pool and pool_mbox */
+	uint32_t pool_slots, pool_req_cap, pool_resp_cap; /* each region's mailbox shape */
 };
 
 /* The default shape for @nworkers chips (the PROTO_NODE_* constants). */
@@ -203,9 +219,10 @@ void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
 int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *desc);
 
 /* Creates the node region @name with the shape @cfg (flags as shm_region_create;
- * SHM_CREATE_READONLY is always added) and the exchange region, and lays out every
- * part: directory records (state EMPTY, gpu -1), counters (zero), the mailbox, the
- * rings (producer parts here, consumer lines in the exchange region). The region stays CREATING: fill in the directory, then
+ * SHM_CREATE_READONLY is always added) and its cfg->nclients client regions, and lays
+ * out every part: directory records (state EMPTY, gpu -1), counters (zero), each client
+ * region's mailbox, the rings (producer parts here; consumer lines in the region of the
+ * client holding the ring). The region stays CREATING: fill in the directory, then
  * call shm_region_ready(&n->region). Returns 0 or -errno, with @diag (may be NULL)
  * saying why. */
 int proto_node_create(struct proto_node *n, const char *name, const struct proto_node_config *cfg,
@@ -231,6 +248,14 @@ int proto_node_attach_as(struct proto_node *n, const char *name, uid_t owner,
  * or what proto_xchg_open and mbox_attach return, with @diag saying why. */
 int proto_node_attach_xchg(struct proto_node *n, int fd, struct shm_diag *diag);
 
+/* The creator as a client of its own node (tests, benchmarks): lays out client region
+ * @region's mailbox (proto_node_client_open), checks the region as a client checks the
+ * memfd its hello brings (proto_xchg_open, on a duplicate descriptor), and makes it its
+ * own (n->xchg, n->mbox) through the pool's mapping: one address for the memory in the
+ * process. Returns 0, -ERANGE, -EALREADY, or what proto_xchg_open and mbox_attach
+ * return. */
+int proto_node_attach_own(struct proto_node *n, uint32_t region, struct shm_diag *diag);
+
 /* Unmaps @n and its exchange region (does not unlink). Safe on a zeroed struct. */
 void proto_node_detach(struct proto_node *n);
 
@@ -253,6 +278,24 @@ int proto_node_ring(struct proto_node *n, uint32_t idx, struct ring *r);
  * ring's header: for the region's creator, which laid the ring out and rewrites its
  * identity itself. Returns 0, -ERANGE or -ENOTCONN (@r zeroed). */
 int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r);
+
+/* The creator's (and its workers') proto_node_ring_bind and proto_node_ring for a ring
+ * whose consumer line lies in client region @region of the pool (the region of the
+ * client holding the ring, as the supervisor's assign names it): -ERANGE for a ring or
+ * region index out of range, -ENOTCONN without a pool. */
+int proto_node_ring_bind_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r);
+int proto_node_ring_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r);
+
+/* Scrubs client region @region of the pool for its next client (proto_xchg_scrub:
+ * every byte zero, the header written anew). The creator only, while nobody uses the
+ * region. Returns 0 or -errno. */
+int proto_node_client_scrub(struct proto_node *n, uint32_t region);
+
+/* Lays out the mailbox of client region @region (every slot FREE, generation 1) and
+ * binds n->pool_mbox[region] to it, before the region is handed out: a region's
+ * mailbox pages are touched only once a client gets it. The creator only, while nobody
+ * uses the region. Returns 0 or -errno. */
+int proto_node_client_open(struct proto_node *n, uint32_t region);
 
 /* Checks @name against the instance naming rule: 1..CHIPD_INSTANCE_MAX-1 characters of
  * [A-Za-z0-9._-] (the characters shm_region_name accepts). Returns 0, or -EINVAL with

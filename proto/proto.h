@@ -123,6 +123,7 @@ struct proto_msg {
 	struct proto_param params[CHIPD_MAX_PARAMS];
 	int64_t id, chip, max_tokens, deadline_ms, deadline_ns;
 	int64_t ring, ring_gen, client;
+	int64_t region; /* assign: the client region holding the ring's consumer line */
 	/* hello answers: the client's own bounds (docs/protocol.md §9) */
 	int64_t max_pending, max_rings;
 	/* drain, stop, shutdown */

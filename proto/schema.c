@@ -22,6 +22,7 @@
 #define DAY_MS	   86400000ll /* request deadlines up to a day */
 #define HOUR_MS	   3600000ll  /* grace periods up to an hour */
 #define RING_MAX   4095	      /* ring indices: node regions hold at most 4096 rings */
+#define REGION_MAX 4095	      /* client regions: a node keeps at most 4096 */
 
 /* Field constructors: key, required, range, default, storage. */
 #define F_INT(k, req, lo, hi, d, o)                                                                \
@@ -285,6 +286,7 @@ static const struct field assign_req_f[] = {
     RING_REQ,
     RGEN_REQ,
     F_INT("client", true, 1, PID_MAX, 0, MSG(client)),
+    F_INT("region", true, 0, REGION_MAX, 0, MSG(region)),
 };
 SCHEMA(assign_req, "assign request", NULL);
 

@@ -32,13 +32,43 @@ int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_ge
 	return g->total_size > SHM_REGION_MAX_SIZE ? -EINVAL : 0;
 }
 
+/* Writes the header of @x, shape @g, magic last. */
+static void write_header(struct proto_xchg *x, const struct proto_xchg_geom *g)
+{
+	struct proto_xchg_hdr *h = (struct proto_xchg_hdr *)(void *)x->base;
+
+	h->version = PROTO_XCHG_VERSION;
+	h->hdr_size = PROTO_XCHG_HDR;
+	h->total_size = g->total_size;
+	h->mbox_offset = g->mbox_offset;
+	h->mbox_size = g->mbox_size;
+	h->cons_offset = g->cons_offset;
+	h->cons_stride = g->cons_stride;
+	h->nrings = g->nrings;
+	/* the magic last: nobody sees the region before the hello answer anyway */
+	__atomic_store_n(&h->magic, PROTO_XCHG_MAGIC, __ATOMIC_RELEASE);
+}
+
+int proto_xchg_scrub(struct proto_xchg *x, const struct proto_xchg_geom *g)
+{
+	/* the pages go back to the kernel and read as zero: a scrub costs what the last
+	 * client touched, not the region's size */
+	if (fallocate(x->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+		      (off_t)g->total_size) != 0) {
+		if (errno != EOPNOTSUPP && errno != ENOSYS)
+			return -errno;
+		memset(x->base, 0, g->total_size);
+	}
+	write_header(x, g);
+	return 0;
+}
+
 int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g, struct shm_diag *diag)
 {
-	struct proto_xchg_hdr *h;
 	int rc;
 
 	memset(x, 0, sizeof(*x));
-	x->fd = memfd_create("chipd-exchange", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	x->fd = memfd_create("chipd-client", MFD_ALLOW_SEALING | MFD_CLOEXEC);
 	if (x->fd < 0)
 		return shm_diag_fail(diag, -errno, "exchange region: memfd_create: %s",
 				     strerror(errno));
@@ -55,17 +85,7 @@ int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g, str
 		goto err_close;
 	}
 	x->size = g->total_size;
-	h = (struct proto_xchg_hdr *)(void *)x->base;
-	h->version = PROTO_XCHG_VERSION;
-	h->hdr_size = PROTO_XCHG_HDR;
-	h->total_size = g->total_size;
-	h->mbox_offset = g->mbox_offset;
-	h->mbox_size = g->mbox_size;
-	h->cons_offset = g->cons_offset;
-	h->cons_stride = g->cons_stride;
-	h->nrings = g->nrings;
-	/* the magic last: nobody sees the region before the hello answer anyway */
-	__atomic_store_n(&h->magic, PROTO_XCHG_MAGIC, __ATOMIC_RELEASE);
+	write_header(x, g);
 	return 0;
 err_close:
 	close(x->fd);

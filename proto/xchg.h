@@ -1,15 +1,23 @@
-/* xchg.h - the node's exchange region: everything a client of the node may write.
+/* xchg.h - a client region (exchange region): everything one client of the node may
+ * write.
  *
  * The node region (node.h) is read-only to clients (mode 0400, mapped PROT_READ). What
- * clients write lives apart, in a memfd the supervisor creates, sizes and seals
- * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL: nobody can shrink it, so no mapping of
- * it can fault with SIGBUS) and hands to each client with its hello answer
- * (SCM_RIGHTS, docs/protocol.md §9). Its layout (docs/protocol.md §8.7):
+ * a client writes lives apart, in a memfd of its own: the supervisor creates a pool of
+ * them at start (one per connection the node allows, before it forks its workers, so
+ * every worker inherits every mapping), sizes and seals each (F_SEAL_SHRINK |
+ * F_SEAL_GROW | F_SEAL_SEAL: nobody can shrink it, so no mapping of it can fault with
+ * SIGBUS), and hands one to each connection with its hello answer (SCM_RIGHTS,
+ * docs/protocol.md §9). No other client ever gets it: a stray write of one client
+ * reaches its own requests only. When the connection ends the region is scrubbed
+ * (proto_xchg_scrub) before another connection gets it. Its layout
+ * (docs/protocol.md §8.7):
  *
  *   0            the 64-byte header below
- *   mbox_offset  the client mailbox (shm/mbox.h): header, attention bitmap, slots
+ *   mbox_offset  the client's own mailbox (shm/mbox.h): header, attention bitmap,
+ *                --max-client-slots slots
  *   cons_offset  nrings consumer lines (struct ring_cons), cons_stride bytes apart:
- *                line i belongs to the node region's ring i
+ *                line i belongs to the node region's ring i while this client holds
+ *                that ring (a line of a ring it does not hold is read by nobody)
  *
  * Everything in it is untrusted input to everyone: the supervisor and workers never
  * read a size or offset from it (they use their own geometry), and a client reads
@@ -25,7 +33,7 @@
 #include <stdint.h>
 
 #define PROTO_XCHG_MAGIC   0x4843584450494843ull /* "CHIPDXCH" in little-endian bytes */
-#define PROTO_XCHG_VERSION 1u
+#define PROTO_XCHG_VERSION 2u
 #define PROTO_XCHG_HDR	   64u
 /* The seals every exchange region carries (fcntl F_GET_SEALS); a client refuses a
  * memfd that lacks any of them. */
@@ -83,6 +91,12 @@ int proto_xchg_create(struct proto_xchg *x, const struct proto_xchg_geom *g,
  * mapped and @diag says which check failed. */
 int proto_xchg_open(struct proto_xchg *x, int fd, const struct proto_xchg_geom *want,
 		    struct shm_diag *diag);
+
+/* Scrubs the region @x of shape @g for its next client: every byte zero again (the
+ * pages are given back, FALLOC_FL_PUNCH_HOLE, or zeroed where that fails), then the
+ * header written anew. Its creator only, while no client and no worker uses it.
+ * Returns 0 or -errno. */
+int proto_xchg_scrub(struct proto_xchg *x, const struct proto_xchg_geom *g);
 
 /* Unmaps @x and closes its fd. Safe on a zeroed or closed struct (fd 0 is not
  * closed: a zeroed struct never owned one; use fd -1 for "none" otherwise). */

@@ -494,6 +494,15 @@ static uint64_t word_mask(const struct mbox *mb, uint32_t w)
 	return left >= 64 ? ~0ull : (1ull << left) - 1;
 }
 
+bool mbox_server_ready(const struct mbox *mb)
+{
+	for (uint32_t w = 0; w < mb->words; w++)
+		if (atomic_load_explicit(&mb->attention[w], memory_order_seq_cst) &
+		    word_mask(mb, w))
+			return true;
+	return false;
+}
+
 static bool work_ready(void *arg)
 {
 	struct mbox *mb = arg;
@@ -502,11 +511,16 @@ static bool work_ready(void *arg)
 	 * mbox_server_interrupt against shm_wait's sleepers announcement */
 	if (atomic_load_explicit(&mb->interrupted, memory_order_seq_cst))
 		return true;
-	for (uint32_t w = 0; w < mb->words; w++)
-		if (atomic_load_explicit(&mb->attention[w], memory_order_seq_cst) &
-		    word_mask(mb, w))
-			return true;
-	return false;
+	return mbox_server_ready(mb);
+}
+
+uint32_t mbox_server_announce(struct mbox *mb, _Atomic uint32_t **word)
+{
+	struct shm_wake *w = &mb->hdr->doorbell;
+
+	atomic_store_explicit(&w->sleepers, 1, memory_order_seq_cst);
+	*word = &w->seq;
+	return atomic_load_explicit(&w->seq, memory_order_seq_cst);
 }
 
 /* Looks at slot @i after its attention bit was cleared. Returns true with @ev
@@ -619,6 +633,11 @@ static bool scan(struct mbox *mb, struct mbox_event *ev)
 		if (examine(mb, slot, ev))
 			return true;
 	return false;
+}
+
+bool mbox_server_poll(struct mbox *mb, struct mbox_event *ev)
+{
+	return scan(mb, ev);
 }
 
 int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns)

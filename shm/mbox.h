@@ -235,6 +235,24 @@ void mbox_server_detach(struct mbox *mb);
  * mbox_server_interrupt was called. */
 int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns);
 
+/* ---- one server, many mailboxes (chipd's router: one mailbox per client region) ----
+ * The server polls each mailbox (mbox_server_poll), spins on mbox_server_ready, and to
+ * sleep announces itself on each mailbox's doorbell (mbox_server_announce), checks
+ * mbox_server_ready once more and sleeps on every doorbell's seq word at once
+ * (shm_futex_waitv). A client wakes it through its own mailbox's doorbell, as with
+ * mbox_server_next: nothing shared between two mailboxes. */
+
+/* Takes the next event of @mb without waiting, as one round of mbox_server_next.
+ * Returns true with @ev filled, false when nothing is flagged. */
+bool mbox_server_poll(struct mbox *mb, struct mbox_event *ev);
+
+/* Whether any attention bit of @mb's slots is set (seq_cst loads). */
+bool mbox_server_ready(const struct mbox *mb);
+
+/* Announces a sleep on @mb's doorbell (sleepers = 1, seq_cst) and returns its seq word
+ * (seq_cst load): the value to sleep on, unless mbox_server_ready says otherwise. */
+uint32_t mbox_server_announce(struct mbox *mb, _Atomic uint32_t **word);
+
 /* From now on mbox_server_next reports a request whose req_len exceeds the request
  * buffer as an MBOX_EV_REQUEST with req NULL and len the posted length (status 0),
  * instead of answering it with status EMSGSIZE: the server answers it in its own

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,7 +28,8 @@ uint64_t shm_deadline_in(uint64_t ns)
 	return ns > SHM_DEADLINE_NEVER - now ? SHM_DEADLINE_NEVER : now + ns;
 }
 
-int shm_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns)
+/* FUTEX_WAIT_BITSET (absolute CLOCK_MONOTONIC timeout) on @word, with @op's flags. */
+static int futex_wait_op(_Atomic uint32_t *word, int op, uint32_t expected, uint64_t deadline_ns)
 {
 	struct timespec ts, *tsp = NULL;
 
@@ -36,11 +38,50 @@ int shm_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_
 		ts.tv_nsec = (long)(deadline_ns % 1000000000u);
 		tsp = &ts;
 	}
-	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC timeout; no
-	 * FUTEX_PRIVATE_FLAG because the word lives in memory shared between
-	 * processes. */
-	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET, expected, tsp, NULL,
-		    FUTEX_BITSET_MATCH_ANY) == 0)
+	if (syscall(SYS_futex, (uint32_t *)word, op, expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY) ==
+	    0)
+		return 0;
+	return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+}
+
+int shm_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns)
+{
+	/* no FUTEX_PRIVATE_FLAG: the word lives in memory shared between processes */
+	return futex_wait_op(word, FUTEX_WAIT_BITSET, expected, deadline_ns);
+}
+
+int shm_futex_wait_private(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns)
+{
+	return futex_wait_op(word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, deadline_ns);
+}
+
+int shm_futex_wake_private(_Atomic uint32_t *word)
+{
+	long woke = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+
+	return woke < 0 ? -errno : (int)woke;
+}
+
+int shm_futex_waitv(const struct shm_waitv *v, uint32_t n, uint64_t deadline_ns)
+{
+	struct futex_waitv w[SHM_WAITV_MAX];
+	struct timespec ts, *tsp = NULL;
+
+	if (n == 0 || n > SHM_WAITV_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		w[i] = (struct futex_waitv){
+		    .val = v[i].expected,
+		    .uaddr = (uint64_t)(uintptr_t)v[i].word,
+		    .flags = FUTEX_32 | (v[i].private_word ? FUTEX_PRIVATE_FLAG : 0),
+		};
+	if (deadline_ns != SHM_DEADLINE_NEVER) {
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+		tsp = &ts;
+	}
+	/* the timeout is absolute, on the clock named last */
+	if (syscall(SYS_futex_waitv, w, n, 0, tsp, CLOCK_MONOTONIC) >= 0)
 		return 0;
 	return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 }

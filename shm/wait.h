@@ -88,6 +88,28 @@ int shm_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_
  * -errno. */
 int shm_futex_wake(_Atomic uint32_t *word, int n);
 
+/* At most this many words in one shm_futex_waitv (the kernel's FUTEX_WAITV_MAX). */
+#define SHM_WAITV_MAX 128u
+
+/* One word of shm_futex_waitv: sleep while *word == expected. @private_word: the word
+ * is in this process's private memory (FUTEX_PRIVATE_FLAG), else shared. */
+struct shm_waitv {
+	_Atomic uint32_t *word;
+	uint32_t expected;
+	bool private_word;
+};
+
+/* Sleeps until one of @n (1..SHM_WAITV_MAX) words is woken or does not hold its
+ * expected value, or the absolute CLOCK_MONOTONIC @deadline_ns (futex_waitv(2), Linux
+ * 5.16). Returns 0 when woken (possibly spuriously), -EAGAIN when a word differed on
+ * entry, -ETIMEDOUT, -EINTR, or -ENOSYS (an older kernel: the caller polls instead). */
+int shm_futex_waitv(const struct shm_waitv *v, uint32_t n, uint64_t deadline_ns);
+
+/* shm_futex_wait and a wake of every sleeper, for a word in this process's own memory
+ * (FUTEX_PRIVATE_FLAG): another thread of the process rings it. */
+int shm_futex_wait_private(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+int shm_futex_wake_private(_Atomic uint32_t *word);
+
 /* Zeroes a wake word pair (creator only, before the memory is shared). */
 void shm_wake_init(struct shm_wake *w);
 

@@ -149,10 +149,14 @@ static int attach_ring(struct wrk *w, const struct proto_msg *req, struct wrk_re
 {
 	struct ring r;
 
-	if (req->ring < 0 || req->ring > UINT32_MAX ||
-	    proto_node_ring(w->node, (uint32_t)req->ring, &r))
-		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"ring\": no ring %lld in the node",
-				  (long long)req->ring);
+	/* the consumer line is in the region of the client holding the ring: the index
+	 * comes from the supervisor's assign and is still bounds-checked */
+	if (req->ring < 0 || req->ring > UINT32_MAX || req->region < 0 ||
+	    req->region > UINT32_MAX ||
+	    proto_node_ring_in(w->node, (uint32_t)req->ring, (uint32_t)req->region, &r))
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "\"ring\": no ring %lld with client region %lld in the node",
+				  (long long)req->ring, (long long)req->region);
 	if (atomic_load_explicit(&r.hdr->generation, memory_order_acquire) !=
 		(uint32_t)req->ring_gen ||
 	    atomic_load_explicit(&r.hdr->request_id, memory_order_acquire) != (uint64_t)req->id)

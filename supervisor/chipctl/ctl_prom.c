@@ -39,7 +39,7 @@ static const struct {
      "discarded because the client gave up first."},
     {"mbox_resets", 'S',
      "Client mailbox slots reset for a client that gave up (a discarded answer included), "
-     "is gone or never connected, or taken back past its max-client-slots."},
+     "is gone, or whose owner pid is not its client region's client."},
     {"mbox_resets", 'W',
      "Control mailbox resets the worker acknowledged: the supervisor gave up on a call."},
     {"worker_starts", 0, "Worker processes started."},

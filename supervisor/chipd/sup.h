@@ -53,14 +53,6 @@
  * never said hello) may stay in one state before it is reclaimed like a dead client's:
  * long enough for such a process to read the refusal the router answered it with. */
 #define SUP_UNCONNECTED_MS 1000u
-/* How long a connected client's mailbox slot past its first --max-client-slots may stand
- * DONE (an answer it does not read) or TAKEN with one control word before the tick takes
- * it back: a client reads its answer microseconds after the wake, so a slot this old
- * past the bound is hoarded, or forged. */
-#define SUP_UNREAD_SLOT_MS 500u
-/* At most one warning per client this often about the slots taken back from it (the
- * line carries the count since the last one). */
-#define SUP_SLOT_WARN_MS 10000u
 /* A gap between two ticks longer than this means the supervisor itself did not run:
  * its heartbeats start again instead of counting the gap against the workers. Two
  * idle ticks: a loaded machine delays a tick by less. */
@@ -120,10 +112,13 @@ struct sup_req {
 	uint32_t chip;
 	pid_t producer; /* the worker pid the ring names */
 	uint32_t ring_gen;
-	/* the client process (the mailbox slot's owner pid, which had a live connection
-	 * when the router served the submit; 0 once nobody will read the stream): its
+	/* the client process (its connection's SO_PEERCRED pid, the owner of the client
+	 * region the submit came through; 0 once nobody will read the stream): its
 	 * hang-up closes the stream's reader (sup_conn.c) */
 	pid_t client;
+	/* that client region: the ring's consumer line lies there while the entry is
+	 * used, so the region is not scrubbed for another client before it is released */
+	uint32_t region;
 	uint64_t submitted_ns;
 	/* nobody will read it (its client died, gave up on the submit, or the forward
 	 * failed): the supervisor closed the ring's reader (ring_close_reader) at
@@ -174,10 +169,26 @@ struct sup_conn {
 	uint64_t accepted_ns;
 	/* event loop: a poll of the fd / pidfd is wanted (not armed yet) or armed */
 	bool want_fd, want_pid, armed_fd, armed_pid;
-	/* event loop, --max-client-slots: slots taken back since the last warning, and
-	 * when that warning was logged (0 never), for SUP_SLOT_WARN_MS */
-	uint32_t slots_taken;
-	uint64_t slots_warned_ns;
+	/* its client region (sup_region.c), from the hello on; SUP_REGION_NONE before */
+	uint32_t region;
+};
+
+/* The states of a client region of the pool (sup_region.c), under sup.lock. */
+enum sup_region_state {
+	SUP_REGION_FREE = 0, /* scrubbed, in the free queue */
+	SUP_REGION_LIVE,     /* a live connection's: the router serves its mailbox */
+	SUP_REGION_GONE,     /* its connection ended: slots reaped, streams still use it */
+	SUP_REGION_SCRUB,    /* nothing uses it: the router scrubs it, then FREE */
+};
+#define SUP_REGION_NONE UINT32_MAX
+
+/* The router's own view of the live client regions (router thread only): rebuilt from
+ * the pool whenever sup.region_epoch moved. */
+struct sup_view {
+	uint32_t epoch;
+	uint32_t n, cursor;
+	uint32_t *idx; /* live regions */
+	pid_t *pid;    /* their connections' pids */
 };
 
 struct sup {
@@ -204,7 +215,8 @@ struct sup {
 	_Atomic bool router_quit; /* the router thread leaves */
 	pthread_t router;
 	bool router_running;
-	pid_t router_client; /* router thread only: who sent the request being served */
+	pid_t router_client;   /* router thread only: who sent the request being served */
+	uint32_t router_region; /* router thread only: the client region it came through */
 	/* router thread only: the entry a submit being answered admitted (index + 1, and
 	 * its ring generation), so a discarded answer cancels that request; 0 none */
 	uint32_t router_admitted, router_admitted_gen;
@@ -213,19 +225,23 @@ struct sup {
 	char sock_path[PROTO_NODE_SOCK_MAX];
 	struct sup_conn *conns; /* cfg.max_clients entries */
 	uint64_t next_client;
-	/* +1 (release) whenever a connection goes: the router's cached "pid has a live
-	 * connection" holds while it is unchanged */
-	_Atomic uint32_t conn_epoch;
-	pid_t router_ok_pid; /* router thread only: the cache */
-	uint32_t router_ok_epoch;
-	/* event loop: what each mailbox slot of an unconnected owner held, and since when
-	 * (SUP_UNCONNECTED_MS) */
+	/* the client regions (sup_region.c), node.npool of them, under sup.lock: each
+	 * one's state and its live connection's pid, and the free ones in the order they
+	 * were freed (a region goes to the client that waited longest behind it) */
+	uint8_t *region_state;
+	pid_t *region_pid;
+	uint32_t *region_free, free_head, free_count;
+	/* +1 (seq_cst) whenever a region goes LIVE, GONE or SCRUB: the router's view is
+	 * current while it is unchanged */
+	_Atomic uint32_t region_epoch;
+	/* a futex word in this process's own memory: +1 and a wake when the router must
+	 * look (a region went live or is to be scrubbed, or the router is to quit) */
+	_Atomic uint32_t router_bell;
+	struct sup_view view; /* router thread only */
+	/* event loop: what each slot of each region held while its owner pid was not the
+	 * region's client (forged, or a forked child), and since when (SUP_UNCONNECTED_MS);
+	 * slot i of region k at k * slots + i */
 	uint64_t *slot_seen_ctl, *slot_seen_ns;
-	/* event loop, --max-client-slots (sup_conn.c): each slot's control word at the
-	 * last sweep and when a sweep first saw it (private: never in shared memory), the
-	 * ones this sweep takes back (their control word; 0 none), and the sweep's scratch
-	 * (owner and slot of each held slot) */
-	uint64_t *slot_last_ctl, *slot_last_ns, *slot_take_ctl, *slot_keys;
 	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
 	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
 			    * thread is acted on at once, not at the next (idle) tick */
@@ -318,25 +334,46 @@ void sup_conn_release(struct sup *s, uint32_t i);
 /* Connection @i's process exited (its pidfd became readable). Event loop. */
 void sup_conn_exited(struct sup *s, uint32_t i);
 /* Per tick: closes connections whose hello did not come within PROTO_HELLO_WAIT_MS,
- * reclaims the mailbox slots of owners without a connection (at once for a dead pid,
- * after SUP_UNCONNECTED_MS in one state otherwise), and takes back the slots a
- * connected client holds past its first --max-client-slots: CLAIMED when this sweep
- * and the last saw the same control word, DONE (an answer left unread) or TAKEN when
- * it stood SUP_UNREAD_SLOT_MS (FREE, next generation; a TAKEN one by way of RESET).
- * Event loop. */
+ * reclaims the slots of each live client region whose owner pid is not the region's
+ * client (at once for a dead pid, after SUP_UNCONNECTED_MS in one state otherwise),
+ * and hands the regions of gone clients that nothing uses any more to the router to
+ * scrub. Event loop. */
 void sup_conn_tick(struct sup *s, uint64_t now);
 /* Whether @pid has a live connection. Under sup.lock. */
 bool sup_conn_pid_live(const struct sup *s, pid_t pid);
-/* How many slots of mailbox @mb client @pid holds (any state but FREE, by the owner in
- * each slot's control word, read once each, over the mailbox's own slot count), and in
- * *@below how many of them are numbered below @slot: a slot with *@below at or past
- * --max-client-slots is past the client's bound. Reads only; any thread. */
-uint32_t sup_conn_slots_held(const struct mbox *mb, pid_t pid, uint32_t slot, uint32_t *below);
-/* The same for the router thread, without the lock while nothing changed. */
-bool sup_conn_router_check(struct sup *s, pid_t pid);
-/* Closes the readers of the streams whose client has no live connection (their
+/* Whether @e's reader may still read it: its client region is still its client's
+ * (LIVE, with that pid). Under sup.lock. */
+bool sup_conn_reader_live(const struct sup *s, const struct sup_req *e);
+/* Closes the readers of the streams whose client region is not live any more (their
  * workers cancel them at their next round) and sweeps the table. Under sup.lock. */
 void sup_conn_orphans(struct sup *s);
+
+/* ---- client regions (sup_region.c) ---- */
+/* Sets up the pool's books: every region FREE, in the free queue. Main thread, before
+ * any connection. Returns 0 or -ENOMEM. */
+int sup_region_init(struct sup *s);
+void sup_region_free(struct sup *s);
+/* Takes the free region freed longest ago for the connection of @pid (LIVE), or
+ * SUP_REGION_NONE when none is free. Under sup.lock. */
+uint32_t sup_region_take(struct sup *s, pid_t pid);
+/* Region @k's connection ended: every slot still held is reaped (counted in
+ * mbox_resets; a TAKEN one goes RESET for the router), and the region is GONE until
+ * nothing uses it. Under sup.lock. */
+void sup_region_release(struct sup *s, uint32_t k);
+/* Hands every GONE region no table entry uses any more to the router to scrub. Under
+ * sup.lock. */
+void sup_region_collect(struct sup *s);
+/* Wakes the router (a region changed, or it is to quit). Any thread. */
+void sup_router_wake(struct sup *s);
+/* Router thread: the next request or reset of any live client region, round robin
+ * over the regions, spinning and then sleeping on every live region's doorbell at once
+ * (and the router bell), until @deadline_ns. Scrubs the regions handed to it on the
+ * way. Returns 0 with @ev and the region's index and client pid, -ETIMEDOUT, or -EINTR
+ * once router_quit is set. */
+int sup_region_next(struct sup *s, struct mbox_event *ev, uint32_t *region, pid_t *pid,
+		    uint64_t deadline_ns);
+/* Router thread: whether region @k is still the live region of @pid. */
+bool sup_region_still(struct sup *s, uint32_t k, pid_t pid);
 
 /* ---- workers (sup_workers.c) ---- */
 /* Creates every worker's control region (before any fork). */

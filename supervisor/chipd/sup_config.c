@@ -32,10 +32,9 @@
 
 /* The longest --kv-blocks: 2^20 blocks of 2048 floats are 8 GiB per worker. */
 #define SUP_KV_BLOCKS_MAX (1u << 20)
-/* --max-client-slots' default: a quarter of the client mailbox's slots, at least 1, so
- * that one client leaves three quarters of the mailbox to the others however many
- * threads it runs. Its bound is the mailbox's slots (a bound of all of them is none). */
-#define SUP_MAX_CLIENT_SLOTS_DEFAULT (PROTO_NODE_SLOTS / 4 > 0 ? PROTO_NODE_SLOTS / 4 : 1u)
+/* --max-client-slots' default: each connection's own mailbox has this many slots (its
+ * requests in flight at once); no client's use of them touches another's. */
+#define SUP_MAX_CLIENT_SLOTS_DEFAULT PROTO_NODE_CLIENT_SLOTS
 /* getopt_long's value for table entry i; above every short option's character. */
 #define OPT_BASE 256
 
@@ -101,9 +100,8 @@ static const struct opt opts[] = {
      NULL},
     {"max_client_slots", "max-client-slots", "N", "CHIPD_MAX_CLIENT_SLOTS", K_U32,
      FIELD(max_client_slots), SRC(max_client_slots), 1, PROTO_NODE_SLOTS, 0,
-     "client mailbox slots one client process may hold at once (a quarter of the mailbox's "
-     "by default): a request past them is answered queue_full, and slots it leaves claimed "
-     "past them are taken back",
+     "slots of each connection's own mailbox (in its client region): its requests in flight "
+     "at once; one more is answered queue_full by libchipd, retryable",
      NULL},
     {"banks", "banks", "N", "CHIPD_BANKS", K_U32, FIELD(banks), SRC(banks), 1, SUP_BANKS_MAX, 0,
      "arena banks per worker (2: build one step while the last runs; more: a slow "

@@ -35,8 +35,8 @@
 
 /* --max-clients: each connection costs the supervisor two descriptors (the socket and
  * the client's pidfd); the default fits the usual 4096 descriptors with room. */
-#define SUP_MAX_CLIENTS_DEFAULT 1024u
-#define SUP_MAX_CLIENTS_MAX	65536u
+#define SUP_MAX_CLIENTS_DEFAULT 128u
+#define SUP_MAX_CLIENTS_MAX	4096u /* PROTO_NODE_MAX_CLIENTS */
 
 enum sup_source { SUP_SRC_DEFAULT = 0, SUP_SRC_FLAG, SUP_SRC_ENV, SUP_SRC_SCHEDULER };
 
@@ -59,13 +59,14 @@ struct sup_config {
 	char gpu_env[32];     /* the variable that gave them ("CUDA_VISIBLE_DEVICES"); "" none */
 	uint32_t queue;	      /* --queue: per-worker admission queue, CHIPD_QUEUE; 64 */
 	uint32_t max_pending; /* --max-pending: the router's bound, CHIPD_MAX_PENDING; 256 */
-	/* --max-clients: connections of the handshake socket, CHIPD_MAX_CLIENTS; 1024 */
+	/* --max-clients: connections of the handshake socket, CHIPD_MAX_CLIENTS; 128: one
+	 * client region each, made at start (docs/protocol.md §8.7) */
 	uint32_t max_clients;
 	/* --max-client-pending, --max-client-rings (CHIPD_MAX_CLIENT_*): what one client
 	 * process may hold of the node's requests in flight and token rings; 128 each */
 	uint32_t max_client_pending, max_client_rings;
-	/* --max-client-slots (CHIPD_MAX_CLIENT_SLOTS): client mailbox slots one client
-	 * process may hold at once; a quarter of the mailbox's slots (sup_config.c) */
+	/* --max-client-slots (CHIPD_MAX_CLIENT_SLOTS): the slots of each client region's
+	 * mailbox, so the requests one connection may have in flight at once; 16 */
 	uint32_t max_client_slots;
 	uint32_t banks;	      /* --banks, CHIPD_BANKS; 2 */
 	bool no_overlap;      /* --no-overlap, CHIPD_NO_OVERLAP=1 */

@@ -37,21 +37,19 @@ int sup_conn_listen(struct sup *s)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
+	size_t slots = (size_t)s->node.npool * s->node.pool_slots;
 	int n, fd, rc;
 
 	s->listen_fd = -1;
 	s->conns = calloc(s->cfg.max_clients, sizeof(*s->conns));
-	s->slot_seen_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_seen_ctl));
-	s->slot_seen_ns = calloc(s->node.mbox.nslots, sizeof(*s->slot_seen_ns));
-	s->slot_last_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_last_ctl));
-	s->slot_last_ns = calloc(s->node.mbox.nslots, sizeof(*s->slot_last_ns));
-	s->slot_take_ctl = calloc(s->node.mbox.nslots, sizeof(*s->slot_take_ctl));
-	s->slot_keys = calloc(s->node.mbox.nslots, sizeof(*s->slot_keys));
-	if (!s->conns || !s->slot_seen_ctl || !s->slot_seen_ns || !s->slot_last_ctl ||
-	    !s->slot_last_ns || !s->slot_take_ctl || !s->slot_keys)
+	s->slot_seen_ctl = calloc(slots, sizeof(*s->slot_seen_ctl));
+	s->slot_seen_ns = calloc(slots, sizeof(*s->slot_seen_ns));
+	if (!s->conns || !s->slot_seen_ctl || !s->slot_seen_ns || sup_region_init(s))
 		return -ENOMEM;
-	for (uint32_t i = 0; i < s->cfg.max_clients; i++)
+	for (uint32_t i = 0; i < s->cfg.max_clients; i++) {
 		s->conns[i].fd = s->conns[i].pidfd = -1;
+		s->conns[i].region = SUP_REGION_NONE;
+	}
 	n = snprintf(s->sock_path, sizeof(s->sock_path), "%s/chipd.%u.%s.sock", s->cfg.runtime_dir,
 		     (unsigned)geteuid(), s->cfg.instance);
 	if (n < 0 || (size_t)n >= sizeof(s->sock_path) || (size_t)n >= sizeof(sa.sun_path)) {
@@ -98,12 +96,11 @@ int sup_conn_listen(struct sup *s)
 /* Retires @c: its pid is no client from now on; the event loop cancels its polls and
  * then closes its descriptors (sup_conn_release), since a descriptor closed under an
  * armed poll stays open in the ring. Under sup.lock. */
-static void conn_retire(struct sup *s, struct sup_conn *c)
+static void conn_retire(struct sup_conn *c)
 {
 	c->live = false;
 	c->closing = true;
 	c->want_fd = c->want_pid = false;
-	atomic_fetch_add_explicit(&s->conn_epoch, 1, memory_order_release);
 }
 
 void sup_conn_release(struct sup *s, uint32_t i)
@@ -137,13 +134,9 @@ void sup_conn_close_all(struct sup *s)
 	free(s->conns);
 	free(s->slot_seen_ctl);
 	free(s->slot_seen_ns);
-	free(s->slot_last_ctl);
-	free(s->slot_last_ns);
-	free(s->slot_take_ctl);
-	free(s->slot_keys);
+	sup_region_free(s);
 	s->conns = NULL;
 	s->slot_seen_ctl = s->slot_seen_ns = NULL;
-	s->slot_last_ctl = s->slot_last_ns = s->slot_take_ctl = s->slot_keys = NULL;
 }
 
 bool sup_conn_pid_live(const struct sup *s, pid_t pid)
@@ -154,39 +147,12 @@ bool sup_conn_pid_live(const struct sup *s, pid_t pid)
 	return false;
 }
 
-uint32_t sup_conn_slots_held(const struct mbox *mb, pid_t pid, uint32_t slot, uint32_t *below)
+bool sup_conn_reader_live(const struct sup *s, const struct sup_req *e)
 {
-	uint32_t held = 0;
-
-	*below = 0;
-	/* the mailbox's own slot count, never the header's; the owner field is 24 bits */
-	for (uint32_t i = 0; pid > 0 && i < mb->nslots; i++) {
-		uint64_t c = mbox_ctl(mb, i);
-
-		if (MBOX_CTL_STATE(c) == MBOX_FREE || MBOX_CTL_PID(c) != (pid & 0xffffff))
-			continue;
-		held++;
-		*below += i < slot;
-	}
-	return held;
-}
-
-bool sup_conn_router_check(struct sup *s, pid_t pid)
-{
-	uint32_t epoch = atomic_load_explicit(&s->conn_epoch, memory_order_acquire);
-	bool live;
-
-	if (pid > 0 && pid == s->router_ok_pid && epoch == s->router_ok_epoch)
-		return true;
-	pthread_mutex_lock(&s->lock);
-	epoch = atomic_load_explicit(&s->conn_epoch, memory_order_acquire);
-	live = sup_conn_pid_live(s, pid);
-	pthread_mutex_unlock(&s->lock);
-	if (live) {
-		s->router_ok_pid = pid;
-		s->router_ok_epoch = epoch;
-	}
-	return live;
+	/* no pool books (before the socket, or after the stop closed it): nobody reads */
+	return e->client > 0 && s->region_state && e->region < s->node.npool &&
+	       s->region_state[e->region] == SUP_REGION_LIVE &&
+	       s->region_pid[e->region] == e->client;
 }
 
 /* Sends the error envelope @code/@fmt on @fd, best effort (the socket is closed next). */
@@ -273,33 +239,22 @@ void sup_conn_accept(struct sup *s)
 		c->id = 0;
 		c->live = false;
 		c->accepted_ns = shm_now_ns();
-		c->slots_taken = 0;
-		c->slots_warned_ns = 0;
+		c->region = SUP_REGION_NONE;
 		c->want_fd = c->want_pid = true;
 		pthread_mutex_unlock(&s->lock);
 	}
 }
 
-/* The reaper's liveness at a client's end: every owner but the gone pid counts as
- * alive (the tick judges the others). */
-static bool gone_pid_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
+/* Reclaims what connection @c held: its client region's slots (a TAKEN one goes RESET
+ * for the router to acknowledge), the readers of the streams read through it, the rings
+ * the sweep can take at once, and the region itself once nothing uses it. Under
+ * sup.lock. */
+static void client_gone(struct sup *s, struct sup_conn *c)
 {
-	const pid_t *gone = ctx;
-
-	(void)slot, (void)start;
-	return MBOX_CTL_PID(ctl) != *gone;
-}
-
-/* Reclaims what client @pid held, if it has no live connection left: its mailbox slots
- * (a TAKEN one goes RESET for the router to acknowledge), its streams' readers, and
- * the rings the sweep can take at once. Under sup.lock. */
-static void client_gone(struct sup *s, pid_t pid)
-{
-	if (sup_conn_pid_live(s, pid))
-		return; /* another connection of the same process lives on */
-	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap_by(&s->node.mbox, gone_pid_alive,
-								    &pid));
+	sup_region_release(s, c->region);
+	c->region = SUP_REGION_NONE;
 	sup_conn_orphans(s);
+	sup_region_collect(s);
 }
 
 /* Ends connection @c: its entry is freed (the loop cancelled or will drop its polls)
@@ -314,9 +269,9 @@ static void conn_end(struct sup *s, struct sup_conn *c, const char *why)
 		SUP_DEBUG(-1, 0, "client %llu (pid %d) %s", (unsigned long long)c->id, (int)pid, why);
 	else
 		SUP_DEBUG(-1, 0, "connection of pid %d %s before its hello", (int)pid, why);
-	conn_retire(s, c);
+	conn_retire(c);
 	if (live)
-		client_gone(s, pid);
+		client_gone(s, c);
 	count_clients(s);
 }
 
@@ -364,20 +319,30 @@ static bool hello(struct sup *s, struct sup_conn *c)
 		m->pid = s->pid;
 		m->max_pending = s->cfg.max_client_pending;
 		m->max_rings = s->cfg.max_client_rings;
-		if (proto_encode_answer(m, out, sizeof(out), &len, &pe) != 0) {
-			refuse(c->fd, CHIPD_E_INTERNAL, "%s", pe.message);
-		} else {
-			/* live before the answer leaves: the client claims a slot only after
-			 * reading it, and the router must know the pid by then */
-			pthread_mutex_lock(&s->lock);
+		/* live, with its own region, before the answer leaves: the client claims a
+		 * slot only after reading it, and the router must serve the region by then */
+		pthread_mutex_lock(&s->lock);
+		c->region = sup_region_take(s, c->pid);
+		if (c->region != SUP_REGION_NONE) {
 			c->id = (uint64_t)m->client;
 			c->live = true;
 			count_clients(s);
-			pthread_mutex_unlock(&s->lock);
-			/* with the exchange region: the client's mailbox and consumer
-			 * lines (docs/protocol.md §8.7, §9) */
-			ok = fdpass_send(c->fd, out, len, s->node.xchg.fd, MSG_DONTWAIT) ==
-			     (ssize_t)len;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (c->region == SUP_REGION_NONE) {
+			/* every region is some connection's, or still used by a gone one's
+			 * streams: those come back within the stuck bound */
+			refuse(c->fd, CHIPD_E_QUEUE_FULL,
+			       "every client region is in use or being reclaimed (the node's bound "
+			       "max-clients=%u): retry",
+			       s->cfg.max_clients);
+		} else if (proto_encode_answer(m, out, sizeof(out), &len, &pe) != 0) {
+			refuse(c->fd, CHIPD_E_INTERNAL, "%s", pe.message);
+		} else {
+			/* with its own client region: its mailbox and consumer lines
+			 * (docs/protocol.md §8.7, §9), no other client's */
+			ok = fdpass_send(c->fd, out, len, s->node.pool[c->region].fd,
+					 MSG_DONTWAIT) == (ssize_t)len;
 			if (ok)
 				SUP_DEBUG(-1, 0, "client %llu: pid %d", (unsigned long long)c->id,
 					  (int)c->pid);
@@ -432,130 +397,38 @@ void sup_conn_exited(struct sup *s, uint32_t i)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static int cmp_key(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/* The tick's liveness of a slot owner in live region @k: the region's client, or a
+ * live process whose slot has not stood in one state for SUP_UNCONNECTED_MS (time to
+ * read the router's refusal: a forked child of the client, or a pid written by hand);
+ * a dead pid is dead at once. Under sup.lock. */
+struct tick_ctx {
+	struct sup *s;
+	uint32_t k;
+};
 
-	return (x > y) - (x < y);
-}
-
-/* Whether a slot past its owner's bound that has held control word @c for @held_ns
- * (since the sweep that first saw it; 0 when this sweep did) is taken back: CLAIMED
- * once two sweeps saw it (a claim is posted within microseconds), DONE (an answer left
- * unread) or TAKEN (the router's own answers come within SUP_FORWARD_MS, queue_full
- * at once past the bound; one standing this long may be forged) after
- * SUP_UNREAD_SLOT_MS. POSTED is the router's to take, RESET its to acknowledge. */
-static bool over_bound_stale(uint64_t c, uint64_t held_ns, bool seen_before)
-{
-	switch (MBOX_CTL_STATE(c)) {
-	case MBOX_CLAIMED:
-		return seen_before;
-	case MBOX_DONE:
-	case MBOX_TAKEN:
-		return seen_before && held_ns >= (uint64_t)SUP_UNREAD_SLOT_MS * SHM_NS_PER_MS;
-	default:
-		return false;
-	}
-}
-
-/* Marks in slot_take_ctl what this sweep takes back for --max-client-slots: of each
- * connected owner's slots (any state but FREE) in slot order, those past its first
- * max_client_slots that over_bound_stale picks. One left standing that long past the
- * bound holds a slot other clients need. A slot within the bound is never taken back,
- * however long it is held (its client may be building a request, or read its answer
- * later). Every control word is read once, each slot index is below the mailbox's own
- * count; the times are the supervisor's own, never in shared memory. Under sup.lock. */
-static void mark_over_bound(struct sup *s, uint64_t now)
-{
-	const struct mbox *mb = &s->node.mbox;
-	uint32_t bound = s->cfg.max_client_slots, n = 0;
-
-	for (uint32_t i = 0; i < mb->nslots; i++) {
-		uint64_t c = mbox_ctl(mb, i);
-		bool seen = c == s->slot_last_ctl[i];
-
-		if (!seen) {
-			s->slot_last_ctl[i] = c;
-			s->slot_last_ns[i] = now;
-		}
-		s->slot_take_ctl[i] = over_bound_stale(c, now - s->slot_last_ns[i], seen) ? c : 0;
-		if (MBOX_CTL_STATE(c) != MBOX_FREE)
-			s->slot_keys[n++] = (uint64_t)MBOX_CTL_PID(c) << 32 | i;
-	}
-	/* grouped by owner, each owner's slots in slot order */
-	qsort(s->slot_keys, n, sizeof(*s->slot_keys), cmp_key);
-	for (uint32_t k = 0, end; k < n; k = end) {
-		pid_t pid = (pid_t)(s->slot_keys[k] >> 32);
-		bool live = sup_conn_pid_live(s, pid);
-
-		for (end = k; end < n && (pid_t)(s->slot_keys[end] >> 32) == pid; end++)
-			if (!live || end - k < bound)
-				s->slot_take_ctl[(uint32_t)s->slot_keys[end]] = 0;
-	}
-}
-
-/* The connection entry of live client @pid (the first, when it has several), or NULL.
- * Under sup.lock. */
-static struct sup_conn *conn_of_pid(struct sup *s, pid_t pid)
-{
-	for (uint32_t i = 0; pid > 0 && i < s->cfg.max_clients; i++)
-		if (s->conns[i].live && s->conns[i].pid == pid)
-			return &s->conns[i];
-	return NULL;
-}
-
-/* The tick's liveness of a slot owner: connected, or a live process whose slot has not
- * stood in one state for SUP_UNCONNECTED_MS (time to read the router's refusal); a
- * dead pid is dead at once. A connected owner's slot that mark_over_bound marked, with
- * the control word it marked, counts as dead (and towards the owner's next warning):
- * the reaper moves it to FREE with the next generation (a TAKEN one through RESET), so
- * the owner's late post, wait or read of it fails. Under sup.lock. */
 static bool tick_alive(void *ctx, uint32_t slot, uint64_t ctl, uint64_t start)
 {
-	struct sup *s = ctx;
+	const struct tick_ctx *t = ctx;
+	struct sup *s = t->s;
 	uint64_t now = shm_now_ns();
-	struct sup_conn *owner = conn_of_pid(s, MBOX_CTL_PID(ctl));
+	size_t at = (size_t)t->k * s->node.pool_mbox[t->k].nslots + slot;
 
-	if (owner) {
-		if (slot >= s->node.mbox.nslots || s->slot_take_ctl[slot] != ctl)
-			return true;
-		owner->slots_taken++;
-		return false;
-	}
+	if (MBOX_CTL_PID(ctl) == (s->region_pid[t->k] & 0xffffff))
+		return true;
+	if (slot >= s->node.pool_mbox[t->k].nslots)
+		return true;
 	if (!shm_proc_alive(MBOX_CTL_PID(ctl), start))
 		return false;
-	if (s->slot_seen_ctl[slot] != ctl) {
-		s->slot_seen_ctl[slot] = ctl;
-		s->slot_seen_ns[slot] = now;
+	if (s->slot_seen_ctl[at] != ctl) {
+		s->slot_seen_ctl[at] = ctl;
+		s->slot_seen_ns[at] = now;
 		return true;
 	}
-	if (now - s->slot_seen_ns[slot] < SUP_UNCONNECTED_MS * SHM_NS_PER_MS)
+	if (now - s->slot_seen_ns[at] < SUP_UNCONNECTED_MS * SHM_NS_PER_MS)
 		return true;
-	SUP_INFO(-1, 0, "mailbox slot %u: owner pid %d never connected: reclaimed", slot,
-		 (int)MBOX_CTL_PID(ctl));
+	SUP_INFO(-1, 0, "client region %u, slot %u: owner pid %d is not its client: reclaimed",
+		 t->k, slot, (int)MBOX_CTL_PID(ctl));
 	return false;
-}
-
-/* One warning per client per SUP_SLOT_WARN_MS about the slots taken back from it,
- * with the count since the last: a hoarding client cannot flood the log. Under
- * sup.lock. */
-static void warn_taken(struct sup *s, uint64_t now)
-{
-	for (uint32_t i = 0; i < s->cfg.max_clients; i++) {
-		struct sup_conn *c = &s->conns[i];
-
-		if (!c->slots_taken || (c->slots_warned_ns != 0 &&
-					now - c->slots_warned_ns <
-					    (uint64_t)SUP_SLOT_WARN_MS * SHM_NS_PER_MS))
-			continue;
-		SUP_WARN(-1, 0,
-			 "took back %u mailbox slots held past the per-client bound "
-			 "max-client-slots=%u (claimed and not posted, or answers left unread "
-			 "for %u ms) (pid %d)",
-			 c->slots_taken, s->cfg.max_client_slots, SUP_UNREAD_SLOT_MS, (int)c->pid);
-		c->slots_taken = 0;
-		c->slots_warned_ns = now;
-	}
 }
 
 void sup_conn_tick(struct sup *s, uint64_t now)
@@ -568,9 +441,14 @@ void sup_conn_tick(struct sup *s, uint64_t now)
 		    now - c->accepted_ns >= (uint64_t)PROTO_HELLO_WAIT_MS * SHM_NS_PER_MS)
 			conn_end(s, c, "sent no hello within 2 s: closed");
 	}
-	mark_over_bound(s, now);
-	sup_count(s, PROTO_SUP_mbox_resets, (uint64_t)mbox_reap_by(&s->node.mbox, tick_alive, s));
-	warn_taken(s, now);
+	for (uint32_t k = 0; k < s->node.npool; k++) {
+		struct tick_ctx t = {s, k};
+
+		if (s->region_state[k] == SUP_REGION_LIVE)
+			sup_count(s, PROTO_SUP_mbox_resets,
+				  (uint64_t)mbox_reap_by(&s->node.pool_mbox[k], tick_alive, &t));
+	}
+	sup_region_collect(s);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -580,9 +458,10 @@ void sup_conn_orphans(struct sup *s)
 		struct sup_req *e = &s->reqs[i];
 
 		if (!e->used || e->ended || e->forwarding || e->reader_closed || e->client == 0 ||
-		    sup_conn_pid_live(s, e->client))
+		    sup_conn_reader_live(s, e))
 			continue;
-		SUP_INFO((int)e->chip, e->id, "client pid %d is gone: cancelling", (int)e->client);
+		SUP_INFO((int)e->chip, e->id, "client pid %d (its region %u) is gone: cancelling",
+			 (int)e->client, e->region);
 		sup_table_close_reader(s, e);
 	}
 	sup_table_sweep(s);

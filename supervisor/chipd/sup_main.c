@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,10 @@ static int create_region(struct sup *s)
 		return EXIT_USAGE;
 	}
 	proto_node_config_default(&nc, s->cfg.chips);
+	/* one client region per connection the node allows, each with a mailbox of the
+	 * per-client bound's size (docs/protocol.md §8.7) */
+	nc.nclients = s->cfg.max_clients;
+	nc.mbox_slots = s->cfg.max_client_slots;
 	rc = proto_node_create(&s->node, s->region_name, &nc, SHM_CREATE_RECLAIM_STALE, &diag);
 	if (rc == -EEXIST) {
 		/* The pid file was ours, yet another chipd serves the instance: it runs with
@@ -179,20 +184,21 @@ static void block_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* Each client connection costs two descriptors (the socket and the client's pidfd):
- * the soft limit is raised towards the hard one to hold --max-clients of them, and
- * the bound is lowered (with a warning) where the hard limit cannot. */
+/* Each client connection costs three descriptors (the socket, the client's pidfd and
+ * its client region's memfd, held from start): the soft limit is raised towards the
+ * hard one to hold --max-clients of them, and the bound is lowered (with a warning)
+ * where the hard limit cannot. Before the regions are made. */
 static void fit_fd_limit(struct sup *s)
 {
 	struct rlimit rl;
-	rlim_t need = 2 * (rlim_t)s->cfg.max_clients + 256; /* the rest of chipd */
+	rlim_t need = 3 * (rlim_t)s->cfg.max_clients + 256; /* the rest of chipd */
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
 		return;
 	rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
-		uint32_t fit = rl.rlim_cur > 512 ? (uint32_t)((rl.rlim_cur - 256) / 2) : 128u;
+		uint32_t fit = rl.rlim_cur > 448 ? (uint32_t)((rl.rlim_cur - 256) / 3) : 64u;
 
 		SUP_WARN(-1, 0, "descriptor limit %llu holds %u clients, not max-clients=%u",
 			 (unsigned long long)rl.rlim_cur, fit, s->cfg.max_clients);
@@ -260,6 +266,12 @@ int main(int argc, char **argv, char **envp)
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}
+	/* not dumpable (inherited by the spawner and the workers): /proc keeps every
+	 * client region's memfd, and the mappings, from the other processes of the uid,
+	 * so a client reaches no region but the one its hello brought (docs/protocol.md
+	 * §8.7) */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		fprintf(stderr, "chipd: PR_SET_DUMPABLE: %s\n", strerror(errno));
 	rc = take_pidfile(s);
 	if (rc)
 		return rc;
@@ -267,6 +279,7 @@ int main(int argc, char **argv, char **envp)
 		detach(s);
 	if (pidfile_write(s->pidfh) != 0)
 		SUP_WARN(-1, 0, "pid file %s: %s", s->cfg.pidfile, strerror(errno));
+	fit_fd_limit(s);
 	rc = create_region(s);
 	if (rc) {
 		pidfile_remove(s->pidfh);
@@ -289,10 +302,8 @@ int main(int argc, char **argv, char **envp)
 		rc = sup_worker_spawn(s, &s->workers[i]);
 	/* bound after the spawner forked, by this process: its SO_PEERCRED is the region's
 	 * creator, as clients check (docs/protocol.md §9) */
-	if (rc == 0) {
-		fit_fd_limit(s);
+	if (rc == 0)
 		rc = sup_conn_listen(s);
-	}
 	if (rc == 0)
 		rc = sup_router_start(s);
 	if (rc) {

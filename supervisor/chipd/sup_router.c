@@ -20,12 +20,12 @@
 #include <string.h>
 #include <time.h>
 
-/* How long the router waits for a request before checking whether to leave (a stop
- * interrupts the wait). It also bounds a lost wake: every client can write the
- * doorbell's wake word, and one that zeroes it hides the router's announcement from
- * the next poster, so each wait announces itself afresh. Short enough that a
- * scribbled word delays a request by at most this, long enough that an idle chipd
- * wakes only a few times a second. */
+/* How long the router sleeps at most before it looks again (a stop or a region that
+ * changed rings its bell at once). It also bounds a lost wake: a client can write its
+ * own doorbell's wake words, and one that zeroes them hides the router's announcement
+ * from its own next post, so each wait announces itself afresh. Short enough that a
+ * scribbled word delays that client's request by at most this, long enough that an
+ * idle chipd wakes only a few times a second. */
 #define ROUTER_SLICE_NS (100ull * SHM_NS_PER_MS)
 
 /* Every request answered with the error envelope, from any step of proto_dispatch
@@ -137,6 +137,7 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	    .chip = w->chip,
 	    .producer = w->pid,
 	    .client = s->router_client,
+	    .region = s->router_region,
 	    .submitted_ns = shm_now_ns(),
 	    .nparams = req->nparams,
 	    .max_tokens = req->max_tokens,
@@ -467,10 +468,10 @@ static const struct proto_server router_server = {
     .refused = router_refused,
 };
 
-/* The answer to a request from a slot whose owner pid has no live connection on the
- * handshake socket: a process that never said hello, one whose connection ended, a
- * forked child using its parent's handle, or a pid written by hand. Not served; the
- * tick reclaims the slot (sup_conn_tick). */
+/* The answer to a request from a slot whose owner pid is not the client of the region
+ * it came through: a forked child using its parent's handle, a pid written by hand, or
+ * a client whose connection ended meanwhile. Not served; the tick reclaims the slot
+ * (sup_conn_tick). */
 static int unconnected(struct sup *s, pid_t pid, void *out, size_t cap, size_t *len)
 {
 	struct proto_error e;
@@ -484,58 +485,43 @@ static int unconnected(struct sup *s, pid_t pid, void *out, size_t cap, size_t *
 	return proto_encode_error(&e, out, cap, len);
 }
 
-/* The answer to a request in a slot past its client's --max-client-slots: the client
- * holds more slots than its bound, and this one is not among its first (lowest
- * numbered) ones. queue_full, retryable: the client's own slots coming back make room.
- * Served that way, the first ones of a client past its bound still go through. */
-static int over_slots(struct sup *s, pid_t pid, uint32_t held, void *out, size_t cap, size_t *len)
-{
-	struct proto_error e;
-
-	proto_fail(&e, CHIPD_E_QUEUE_FULL,
-		   "pid %d holds %u mailbox slots (the per-client bound max-client-slots=%u)",
-		   (int)pid, held, s->cfg.max_client_slots);
-	sup_count_err(s, CHIPD_E_QUEUE_FULL);
-	return proto_encode_error(&e, out, cap, len);
-}
-
 static void *router_main(void *arg)
 {
 	struct sup *s = arg;
-	struct mbox *mb = &s->node.mbox;
 
 	while (!atomic_load_explicit(&s->router_quit, memory_order_acquire)) {
 		struct mbox_event ev;
-		uint32_t held, below;
+		struct mbox *mb;
+		uint32_t k;
+		pid_t owner;
 		size_t len;
-		int rc = mbox_server_next(mb, &ev, shm_now_ns() + ROUTER_SLICE_NS);
+		int rc = sup_region_next(s, &ev, &k, &owner, shm_now_ns() + ROUTER_SLICE_NS);
 
 		if (rc)
 			continue; /* -ETIMEDOUT or -EINTR: look at router_quit again */
+		mb = &s->node.pool_mbox[k];
 		if (ev.kind == MBOX_EV_RESET) {
 			mbox_ack_reset(mb, ev.t);
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 			continue;
 		}
 		sup_count(s, PROTO_SUP_requests, 1);
-		s->router_client = ev.client;
+		/* who sent it is the region's client, as the handshake said; a slot naming
+		 * another pid is not its request */
+		s->router_client = owner;
+		s->router_region = k;
 		s->router_admitted = 0;
-		if (!sup_conn_router_check(s, ev.client))
+		if (ev.client != (owner & 0xffffff) || !sup_region_still(s, k, owner))
 			rc = unconnected(s, ev.client, mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb),
 					 &len);
-		else if ((held = sup_conn_slots_held(mb, ev.client, ev.t.slot, &below)) >
-			     s->cfg.max_client_slots &&
-			 below >= s->cfg.max_client_slots)
-			rc = over_slots(s, ev.client, held, mbox_resp_buf(mb, ev.t),
-					mbox_resp_cap(mb), &len);
 		else
 			rc = proto_dispatch(&router_server, s, ev.req, ev.len,
 					    mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb), &len);
 		if (rc != 0)
 			continue; /* cannot happen: the response buffer holds an envelope */
 		/* answered: the answer reached a client still waiting for it; otherwise the
-		 * client gave up first, its reset is acknowledged here and the answer is
-		 * discarded (requests - answered) */
+		 * client gave up first, or is gone, its reset is acknowledged here and the
+		 * answer is discarded (requests - answered) */
 		rc = mbox_answer(mb, ev.t, (uint32_t)len);
 		if (rc == 0)
 			sup_count(s, PROTO_SUP_answered, 1);
@@ -550,13 +536,11 @@ static void *router_main(void *arg)
 
 int sup_router_start(struct sup *s)
 {
-	int rc = mbox_server_attach(&s->node.mbox);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	/* a request longer than the slot is answered too_large and counted like any
-	 * other refusal, not refused by the mailbox layer unseen */
-	mbox_server_take_oversize(&s->node.mbox);
+	/* each region's mailbox is attached when it is handed out (sup_region_take),
+	 * answering a request longer than the slot too_large, counted like any other
+	 * refusal, not refused by the mailbox layer unseen */
 	atomic_store_explicit(&s->router_quit, false, memory_order_relaxed);
 	rc = -pthread_create(&s->router, NULL, router_main, s);
 	if (rc == 0)
@@ -568,11 +552,13 @@ void sup_router_stop(struct sup *s)
 {
 	if (!s->router_running)
 		return;
-	atomic_store_explicit(&s->router_quit, true, memory_order_release);
-	/* wakes it from the doorbell; a request it is handling ends within its bounds
-	 * (a forward to a worker gives up after SUP_FORWARD_MS) */
-	mbox_server_interrupt(&s->node.mbox);
+	atomic_store_explicit(&s->router_quit, true, memory_order_seq_cst);
+	/* wakes it from its wait; a request it is handling ends within its bounds (a
+	 * forward to a worker gives up after SUP_FORWARD_MS) */
+	sup_router_wake(s);
 	pthread_join(s->router, NULL);
 	s->router_running = false;
-	mbox_server_detach(&s->node.mbox);
+	for (uint32_t k = 0; k < s->node.npool; k++)
+		if (s->node.pool_mbox[k].hdr) /* ever handed out */
+			mbox_server_detach(&s->node.pool_mbox[k]);
 }

@@ -27,7 +27,8 @@ int sup_table_init(struct sup *s)
 	 * reader later writes into its header (the supervisor laid them out: bound with
 	 * its own geometry, nothing read from a header) */
 	for (uint32_t i = 0; i < s->nreqs; i++) {
-		int rc = proto_node_ring_bind(&s->node, i, &s->rings[i]);
+		/* the consumer line is rebound to its client's region at each reset */
+		int rc = proto_node_ring_bind_in(&s->node, i, 0, &s->rings[i]);
 
 		if (rc)
 			return rc;
@@ -58,8 +59,13 @@ uint32_t sup_table_reset(struct sup *s, struct sup_req *e, uint64_t id, pid_t pr
 			 pid_t consumer)
 {
 	struct ring *r = sup_table_ring(s, e);
-	struct ring_hdr *h = r->hdr;
+	struct ring_hdr *h;
 
+	/* the consumer line is in the region of the client the stream is for (e->region,
+	 * the supervisor's own index: in range); a take-back resets it where it was */
+	if (proto_node_ring_bind_in(&s->node, sup_table_index(s, e), e->region, r) != 0)
+		(void)proto_node_ring_bind_in(&s->node, sup_table_index(s, e), 0, r);
+	h = r->hdr;
 	/* the identity line is the owner's: a reader that overwrote it gets it back, so
 	 * the next stream's reader attaches the ring the supervisor laid out */
 	h->magic = RING_MAGIC;
@@ -220,7 +226,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	/* the client's connection says whether it lives (sup_conn.c), never a pid the
 	 * ring header holds */
 	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-		      !sup_conn_pid_live(s, e->client);
+		      !sup_conn_reader_live(s, e);
 	if (ring_drained(r) || reader_gone)
 		return true;
 	pos = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
@@ -383,4 +389,5 @@ void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *
 	m->ring = sup_table_index(s, e);
 	m->ring_gen = e->ring_gen;
 	m->client = e->client;
+	m->region = e->region;
 }

@@ -491,7 +491,7 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 		return;
 	}
 	if (e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-	    !sup_conn_pid_live(s, e->client)) {
+	    !sup_conn_reader_live(s, e)) {
 		requeue_end(s, e, "nobody reads it");
 		return;
 	}

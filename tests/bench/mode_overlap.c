@@ -82,7 +82,9 @@ static int ov_start(struct ov_run *r, bool no_overlap, struct wrk_trace *tr)
 	nc.nrings = 64;
 	nc.mbox_slots = 2;
 	snprintf(r->name, sizeof(r->name), "/chipd-bench.%d.overlap", (int)getpid());
-	if (proto_node_create(&r->node, r->name, &nc, SHM_CREATE_RECLAIM_STALE, NULL))
+	nc.nclients = 1; /* the bench reads its rings as the one client (region 0) */
+	if (proto_node_create(&r->node, r->name, &nc, SHM_CREATE_RECLAIM_STALE, NULL) ||
+	    proto_node_attach_own(&r->node, 0, NULL))
 		return -1;
 	shm_region_ready(&r->node.region);
 	if (shm_region_create_anon(&r->ctl, SHM_KIND_CONTROL, SHM_BODY_OFFSET + msize) ||

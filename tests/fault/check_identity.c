@@ -287,8 +287,8 @@ static int call_unconnected(void *arg)
 	if (shm_region_name(name, sizeof(name), (unsigned)geteuid(), u->d->instance) ||
 	    proto_node_attach(&n, name, &diag))
 		return 13;
-	/* without a hello there is no mailbox at all (node layout 3): the node region is
-	 * read-only and the exchange region comes only with the hello answer */
+	/* without a hello there is no mailbox at all (node layout 3 on): the node region
+	 * is read-only and the client region comes only with the hello answer */
 	memset(&r, 0x5a, sizeof(r));
 	if (n.xchg.base || n.mbox.hdr || proto_node_ring(&n, 0, &r) != -ENOTCONN || r.hdr)
 		return 14;

@@ -1,18 +1,18 @@
-/* check_readonly.c - the kernel enforces what a client may write (node layout 3,
+/* check_readonly.c - the kernel enforces what a client may write (node layout 3 on,
  * docs/protocol.md §2, §8.7; docs/reliability.md rows 63-66):
  *
  * - node_region_read_only: a client (user nobody, as root bypasses mode bits) cannot
  *   get a writable mapping of the node region: a read-write open fails EACCES (with a
  *   message naming the newer layout), mprotect(PROT_WRITE) of its read-only mapping
  *   fails EACCES, and a write through that mapping faults;
- * - exchange_region_sealed: the exchange region a client receives with its hello is a
+ * - exchange_region_sealed: the client region a client receives with its hello is a
  *   memfd with F_SEAL_SHRINK, F_SEAL_GROW and F_SEAL_SEAL of the size the descriptor
  *   says; truncating it fails EPERM, truncating the node region through a client's
  *   descriptor fails too, and the node keeps serving another client (no SIGBUS);
- * - unsealed_exchange_refused: libchipd refuses an exchange region without its seals
+ * - unsealed_exchange_refused: libchipd refuses a client region without its seals
  *   or of another size, with a message that says why;
  * - old_layout_client_refused: a node of another layout is refused with the message
- *   "node layout N, wire version W (this libchipd: 3, 1): use the libchipd and chipctl
+ *   "node layout N, wire version W (this libchipd: 4, 1): use the libchipd and chipctl
  *   of the running chipd".
  *
  * Runs as root (it becomes nobody for the client's part); 77 otherwise. */
@@ -45,8 +45,11 @@ static void small_node(struct proto_node *n, char *name, size_t cap, const char 
 	cfg.nrings = 4;
 	cfg.ring_capacity = 16;
 	cfg.mbox_slots = 4;
+	cfg.nclients = 2;
 	ck_assert_msg(proto_node_create(n, name, &cfg, SHM_CREATE_RECLAIM_STALE, &diag) == 0,
 		      "%s", diag.msg);
+	/* the first client region, as chipd lays it out for the client it hands it to */
+	ck_assert_int_eq(proto_node_client_open(n, 0), 0);
 	shm_region_ready(&n->region);
 }
 
@@ -165,7 +168,7 @@ START_TEST(exchange_region_sealed)
 }
 END_TEST
 
-/* A sealed memfd of @size bytes holding a copy of @n's exchange region; with @seal
+/* A sealed memfd of @size bytes holding a copy of @n's first client region; with @seal
  * false, an unsealed one. */
 static int fake_exchange(const struct proto_node *n, size_t size, bool seal)
 {
@@ -173,7 +176,7 @@ static int fake_exchange(const struct proto_node *n, size_t size, bool seal)
 
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
-	ck_assert_int_eq(pwrite(fd, n->xchg.base, n->xchg.size, 0), (ssize_t)n->xchg.size);
+	ck_assert_int_eq(pwrite(fd, n->pool[0].base, n->pool[0].size, 0), (ssize_t)n->pool[0].size);
 	if (seal)
 		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, PROTO_XCHG_SEALS), 0);
 	return fd;
@@ -199,13 +202,13 @@ START_TEST(unsealed_exchange_refused)
 
 	small_node(&owner, name, sizeof(name), "seal");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int real = owner.xchg.fd, fake, rc;
+		int real = owner.pool[0].fd, fake, rc;
 
 		fake = fake_exchange(&owner, owner.geom.xchg.total_size + cases[i].extra,
 				     cases[i].seal);
-		owner.xchg.fd = fake; /* what the fixture's server sends */
+		owner.pool[0].fd = fake; /* what the fixture's server sends */
 		hx_start(&h, &owner);
-		owner.xchg.fd = real;
+		owner.pool[0].fd = real;
 		ck_assert_msg(proto_node_attach(&client, name, &diag) == 0, "%s", diag.msg);
 		rc = proto_hello(&client, 5000, &hello, why, sizeof(why));
 		ck_assert_msg(rc == cases[i].rc && strstr(why, cases[i].says), "case %zu: %d %s",
@@ -235,16 +238,16 @@ START_TEST(old_layout_client_refused)
 	chipd_conn *c = NULL;
 
 	small_node(&owner, name, sizeof(name), "old");
-	ck_assert_uint_eq(owner.desc->version, 3);
-	/* a node of layout 2 (the descriptor as its chipd wrote it) */
-	owner.desc->version = 2;
+	ck_assert_uint_eq(owner.desc->version, 4);
+	/* a node of layout 3 (one exchange region shared by every client) */
+	owner.desc->version = 3;
 	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);
-	ck_assert_msg(strstr(diag.msg, "node layout 2, wire version 1 (this libchipd: 3, 1): use "
+	ck_assert_msg(strstr(diag.msg, "node layout 3, wire version 1 (this libchipd: 4, 1): use "
 				       "the libchipd and chipctl of the running chipd"),
 		      "%s", diag.msg);
 	snprintf(inst, sizeof(inst), "ro-old-%d", (int)getpid());
 	ck_assert_int_eq(chipd_connect_monitor(inst, &c, &err), -EPROTONOSUPPORT);
-	ck_assert_msg(strstr(err.message, "node layout 2") &&
+	ck_assert_msg(strstr(err.message, "node layout 3") &&
 			  strstr(err.message, "use the libchipd and chipctl of the running chipd"),
 		      "%s", err.message);
 	owner.desc->version = PROTO_NODE_VERSION;

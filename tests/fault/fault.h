@@ -109,6 +109,9 @@ struct ft_raw {
 	pid_t pid;
 	uint32_t slot, gen;
 	int fd; /* read end: the child writes its ticket, then sleeps */
+	/* the test's view of the child's own client region (the child passed its memfd
+	 * along with its ticket: no other client could map it): read slots through it */
+	struct proto_node *view;
 };
 
 /* Forks a child that attaches @d's node region with proto_node_attach, claims a
@@ -123,6 +126,9 @@ void ft_raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const v
 void ft_raw_start_sup_stopped(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop,
 			      const void *msg, uint32_t len, unsigned ms);
 
+/* Unmaps @r's view of the child's region (after the child is gone). */
+void ft_raw_end(struct ft_raw *r);
+
 /* The state of slot @slot of @d's client mailbox, read through @n. */
 enum mbox_state ft_slot_state(struct proto_node *n, uint32_t slot);
 
@@ -131,7 +137,8 @@ enum mbox_state ft_slot_state(struct proto_node *n, uint32_t slot);
 bool ft_slot_wait(struct proto_node *n, uint32_t slot, enum mbox_state state, uint32_t gen,
 		  unsigned ms);
 
-/* Attaches @n to @d's node region (the test's own view of the raw mailbox). */
+/* Attaches @n to @d's node region, read-only, without a hello (no client region). */
+void ft_node_attach_bare(struct cd *d, struct proto_node *n);
 /* Attaches @n to @d's node region and says hello on its handshake socket (the
  * connection stays open until the calling process exits: the supervisor serves the
  * mailbox requests of connected processes only). */

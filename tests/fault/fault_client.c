@@ -78,9 +78,10 @@ START_TEST(client_killed_while_claimed)
 	ft_start(&d, one_chip);
 	ft_node_attach(&d, &n);
 	ft_raw_start(&r, &d, FT_RAW_CLAIMED, msg, (uint32_t)ping_msg(msg, sizeof(msg)), 5000);
-	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_CLAIMED);
-	kill_and_expect_free(&r, &n, 3000); /* the event loop's tick reaps it */
+	ck_assert_int_eq(ft_slot_state(r.view, r.slot), MBOX_CLAIMED);
+	kill_and_expect_free(&r, r.view, 3000); /* the event loop's tick reaps it */
 	ping_ok(&d);
+	ft_raw_end(&r);
 	proto_node_detach(&n);
 	ft_check_accounting(&d, &l, 0);
 	ft_stop_clean(&d, NULL, 0);
@@ -100,13 +101,14 @@ START_TEST(client_killed_while_posted)
 	/* the router cannot take it: stopped by the raw client once it said hello */
 	ft_raw_start_sup_stopped(&r, &d, FT_RAW_POSTED, msg, (uint32_t)ping_msg(msg, sizeof(msg)),
 				 5000);
-	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_POSTED);
+	ck_assert_int_eq(ft_slot_state(r.view, r.slot), MBOX_POSTED);
 	tu_kill(r.pid);
-	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_POSTED);
+	ck_assert_int_eq(ft_slot_state(r.view, r.slot), MBOX_POSTED);
 	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
-	ck_assert_msg(ft_slot_wait(&n, r.slot, MBOX_FREE, r.gen, 3000), "slot %u in state %d",
-		      r.slot, ft_slot_state(&n, r.slot));
+	ck_assert_msg(ft_slot_wait(r.view, r.slot, MBOX_FREE, r.gen, 3000), "slot %u in state %d",
+		      r.slot, ft_slot_state(r.view, r.slot));
 	ping_ok(&d);
+	ft_raw_end(&r);
 	proto_node_detach(&n);
 	ft_check_accounting(&d, &l, 0);
 	ft_stop_clean(&d, NULL, 0);
@@ -133,13 +135,14 @@ START_TEST(client_killed_while_taken)
 	w[0] = cd_worker_pid(&d, 0);
 	ft_sigstop(w[0]);
 	ft_raw_start(&r, &d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, sizeof(msg), 5), 5000);
-	ck_assert_msg(ft_slot_wait(&n, r.slot, MBOX_TAKEN, 0, 3000), "router did not take it");
-	kill_and_expect_free(&r, &n, 6000);
+	ck_assert_msg(ft_slot_wait(r.view, r.slot, MBOX_TAKEN, 0, 3000), "router did not take it");
+	kill_and_expect_free(&r, r.view, 6000);
 	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w[0], 10000));
 	w[1] = cd_worker_pid(&d, 0);
 	ping_ok(&d);
 	ft_stats(&d, &st);
 	ck_assert_uint_ge(st.sup[PROTO_SUP_mbox_resets], 1);
+	ft_raw_end(&r);
 	proto_node_detach(&n);
 	{
 		chipd_stream *s;
@@ -166,9 +169,10 @@ START_TEST(client_killed_while_done)
 	ft_start(&d, one_chip);
 	ft_node_attach(&d, &n);
 	ft_raw_start(&r, &d, FT_RAW_DONE, msg, (uint32_t)ping_msg(msg, sizeof(msg)), 5000);
-	ck_assert_int_eq(ft_slot_state(&n, r.slot), MBOX_DONE);
-	kill_and_expect_free(&r, &n, 3000);
+	ck_assert_int_eq(ft_slot_state(r.view, r.slot), MBOX_DONE);
+	kill_and_expect_free(&r, r.view, 3000);
 	ping_ok(&d);
+	ft_raw_end(&r);
 	proto_node_detach(&n);
 	ft_check_accounting(&d, &l, 0);
 	ft_stop_clean(&d, NULL, 0);

@@ -1,5 +1,6 @@
 /* fault_util.c - see fault.h. */
 #include "fault.h"
+#include "fdpass.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -356,7 +358,7 @@ enum chipd_code ft_drain(chipd_stream *s, struct ft_ledger *l, unsigned ms)
 
 /* ---- raw mailbox ---- */
 
-void ft_node_attach(struct cd *d, struct proto_node *n)
+void ft_node_attach_bare(struct cd *d, struct proto_node *n)
 {
 	struct shm_diag diag = {""};
 	char name[SHM_NAME_MAX];
@@ -366,6 +368,11 @@ void ft_node_attach(struct cd *d, struct proto_node *n)
 	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d->instance), 0);
 	rc = proto_node_attach(n, name, &diag);
 	ck_assert_msg(rc == 0, "proto_node_attach: %d %s", rc, diag.msg);
+}
+
+void ft_node_attach(struct cd *d, struct proto_node *n)
+{
+	ft_node_attach_bare(d, n);
 	(void)ft_node_hello(n);
 }
 
@@ -392,8 +399,11 @@ bool ft_slot_wait(struct proto_node *n, uint32_t slot, enum mbox_state state, ui
 	for (;;) {
 		uint64_t ctl = mbox_ctl(&n->mbox, slot);
 
+		/* FREE in a later generation, or scrubbed for the region's next client
+		 * (FREE in generation 1 again, docs/protocol.md §8.7) */
 		if (MBOX_CTL_STATE(ctl) == state &&
-		    (state != MBOX_FREE || MBOX_CTL_GEN(ctl) != gen))
+		    (state != MBOX_FREE || MBOX_CTL_GEN(ctl) != gen ||
+		     ctl == MBOX_CTL(1, 0, MBOX_FREE)))
 			return true;
 		if (ft_now_ms() >= end)
 			return false;
@@ -435,7 +445,8 @@ static int raw_child(void *arg)
 	}
 	report[0] = t.slot;
 	report[1] = t.gen;
-	if (write(a->wfd, report, sizeof(report)) != (ssize_t)sizeof(report))
+	/* with its region's memfd: the test watches the slot through it */
+	if (fdpass_send(a->wfd, report, sizeof(report), n.xchg.fd, 0) != (ssize_t)sizeof(report))
 		return 5;
 	for (;;)
 		pause(); /* until the test kills it */
@@ -447,20 +458,35 @@ static void raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, con
 	struct raw_arg a = {d, stop, msg, len, -1, stop_sup};
 	uint32_t report[2];
 	struct pollfd pfd;
-	int p[2];
+	struct shm_diag diag = {""};
+	int p[2], xfd = -1;
 
-	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p), 0);
 	a.wfd = p[1];
 	r->pid = tu_fork(raw_child, &a);
 	close(p[1]);
 	r->fd = p[0];
 	pfd = (struct pollfd){.fd = p[0], .events = POLLIN};
 	ck_assert_msg(poll(&pfd, 1, (int)ms) == 1 &&
-			  read(p[0], report, sizeof(report)) == (ssize_t)sizeof(report),
+			  fdpass_recv(p[0], report, sizeof(report), &xfd, 0) ==
+			      (ssize_t)sizeof(report) &&
+			  xfd >= 0,
 		      "raw client did not reach its state within %u ms", ms);
 	r->slot = report[0];
 	r->gen = report[1];
 	close(p[0]);
+	r->view = malloc(sizeof(*r->view));
+	ck_assert_ptr_nonnull(r->view);
+	ft_node_attach_bare(d, r->view);
+	ck_assert_msg(proto_node_attach_xchg(r->view, xfd, &diag) == 0, "%s", diag.msg);
+}
+
+void ft_raw_end(struct ft_raw *r)
+{
+	if (r->view)
+		proto_node_detach(r->view);
+	free(r->view);
+	r->view = NULL;
 }
 
 void ft_raw_start(struct ft_raw *r, struct cd *d, enum ft_raw_stop stop, const void *msg,

@@ -13,7 +13,7 @@
  * ASan (heap) and by the mapping itself: the file is a whole number of pages, so a
  * read past its end faults.
  *
- * The exchange region (node layout 3: what a client may write) is fuzzed with the
+ * A client region (node layout 4: what a client may write) is fuzzed with the
  * input's bytes past the first 4096: they overwrite the template's exchange region
  * (its header, the mailbox header, the attention bitmap, the slots), which goes into a
  * fresh memfd, sealed as the supervisor seals it, opened the way libchipd opens the one
@@ -51,7 +51,8 @@ static void init(void)
 					.ring_capacity = 16,
 					.mbox_slots = 4,
 					.req_cap = 256,
-					.resp_cap = 256};
+					.resp_cap = 256,
+					.nclients = 1};
 	struct proto_node n;
 	struct shm_diag diag;
 
@@ -62,6 +63,8 @@ static void init(void)
 		fprintf(stderr, "fuzz_region: cannot create the template: %s\n", diag.msg);
 		abort();
 	}
+	if (proto_node_client_open(&n, 0))
+		abort();
 	shm_region_ready(&n.region);
 	tpl_size = n.region.size;
 	tpl = aligned_alloc(4096, tpl_size); /* ring_bind wants its rings 64-aligned */
@@ -73,7 +76,7 @@ static void init(void)
 	xtpl = malloc(geom.xchg.total_size);
 	if (!xtpl)
 		abort();
-	memcpy(xtpl, n.xchg.base, geom.xchg.total_size);
+	memcpy(xtpl, n.pool[0].base, geom.xchg.total_size); /* a client region, as handed out */
 	proto_node_detach(&n);
 	/* FUZZ_REGION_SEED=FILE writes the template's first 4 KiB (the seed corpus) */
 	if (getenv("FUZZ_REGION_SEED")) {

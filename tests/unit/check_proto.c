@@ -762,6 +762,8 @@ static void geom_region(struct proto_node *n, char *name, size_t cap)
 	cfg.mbox_slots = 4;
 	ck_assert_msg(proto_node_create(n, name, &cfg, SHM_CREATE_RECLAIM_STALE, &diag) == 0, "%s",
 		      diag.msg);
+	/* the owner reads rings as the client of its first client region */
+	ck_assert_msg(proto_node_attach_own(n, 0, &diag) == 0, "%s", diag.msg);
 	shm_region_ready(&n->region);
 }
 
@@ -782,7 +784,7 @@ START_TEST(node_ring_keeps_the_geometry_it_validated)
 	ck_assert_int_eq(proto_node_ring(&client, 0, &r), -ENOTCONN); /* no hello yet */
 	ck_assert_ptr_null(r.hdr);
 	/* what the hello answer brings: the exchange region's memfd */
-	ck_assert_msg(proto_node_attach_xchg(&client, dup(owner.xchg.fd), &diag) == 0, "%s",
+	ck_assert_msg(proto_node_attach_xchg(&client, dup(owner.pool[0].fd), &diag) == 0, "%s",
 		      diag.msg);
 	ck_assert_uint_eq(client.geom.nrings, GEOM_RINGS);
 	ck_assert_uint_eq(client.geom.nworkers, 2);

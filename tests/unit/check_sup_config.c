@@ -125,10 +125,10 @@ START_TEST(defaults_when_nothing_is_given)
 		ck_assert_int_eq(c.gpus[i], -1);
 	ck_assert_uint_eq(c.queue, 64);
 	ck_assert_uint_eq(c.max_pending, 256);
-	ck_assert_uint_eq(c.max_clients, 1024);
+	ck_assert_uint_eq(c.max_clients, 128);
 	ck_assert_uint_eq(c.max_client_pending, 128);
 	ck_assert_uint_eq(c.max_client_rings, 128);
-	ck_assert_uint_eq(c.max_client_slots, 16); /* a quarter of the mailbox's 64 slots */
+	ck_assert_uint_eq(c.max_client_slots, 16); /* each connection's own mailbox */
 	ck_assert_uint_eq(c.banks, 8);
 	ck_assert(!c.no_overlap && !c.foreground && !c.print_config);
 	ck_assert_int_eq(c.log_level, SUP_LOG_INFO);
@@ -528,13 +528,13 @@ START_TEST(client_bounds_are_settings)
 	line_of(out, "max_client_rings", line, sizeof(line));
 	ck_assert_msg(strstr(line, "= 9 (env)"), "%s", line);
 	line_of(out, "max_clients", line, sizeof(line));
-	ck_assert_msg(strstr(line, "= 1024 (default)"), "%s", line);
+	ck_assert_msg(strstr(line, "= 128 (default)"), "%s", line);
 	free(out);
 	unsetenv("CHIPD_MAX_CLIENT_RINGS");
 	ck_assert_int_eq(LOAD("--max-client-pending", "0"), -EINVAL);
 	ck_assert_msg(strstr(msg, "--max-client-pending 0: out of range 1..4096"), "%s", msg);
-	ck_assert_int_eq(LOAD("--max-clients", "65537"), -EINVAL);
-	ck_assert_msg(strstr(msg, "--max-clients 65537: out of range 1..65536"), "%s", msg);
+	ck_assert_int_eq(LOAD("--max-clients", "4097"), -EINVAL);
+	ck_assert_msg(strstr(msg, "--max-clients 4097: out of range 1..4096"), "%s", msg);
 	/* the mailbox slots: 1 up to all of the mailbox's */
 	ck_assert_int_eq(LOAD("--max-client-slots", "1"), 0);
 	ck_assert_uint_eq(c.max_client_slots, 1);
@@ -841,7 +841,7 @@ START_TEST(help_lists_every_flag_and_variable)
 	    "--max-client-rings",
 	    "CHIPD_MAX_CLIENT_RINGS",
 	    "--max-client-slots N  [CHIPD_MAX_CLIENT_SLOTS, default: 16]",
-	    "a quarter of the mailbox's",
+	    "slots of each connection's own mailbox",
 	    "--banks",
 	    "CHIPD_BANKS",
 	    "--no-overlap",

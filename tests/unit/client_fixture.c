@@ -201,6 +201,8 @@ static void make(struct cx *x, uint32_t slots)
 	ck_assert_msg(proto_node_create(&x->node, x->name, &cfg, SHM_CREATE_RECLAIM_STALE, &diag) ==
 			  0,
 		      "%s", diag.msg);
+	/* the fixture serves the first client region's mailbox, through its own mapping */
+	ck_assert_msg(proto_node_attach_own(&x->node, 0, &diag) == 0, "%s", diag.msg);
 	shm_region_ready(&x->node.region);
 }
 

@@ -72,7 +72,7 @@ void hx_start(struct hx *h, struct proto_node *n)
 	ck_assert_int_eq(bind(h->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	ck_assert_int_eq(listen(h->lfd, 64), 0);
 	memcpy(n->desc->sock_path, h->path, sizeof(h->path));
-	h->xfd = n->xchg.fd;
+	h->xfd = n->pool ? n->pool[0].fd : n->xchg.fd; /* the first client region */
 	ck_assert_int_eq(pthread_create(&h->thread, NULL, serve, h), 0);
 }
 

@@ -49,6 +49,8 @@ void wf_start(struct wf *f, const struct wrk_config *cfg, uint32_t ring_cap)
 	nc.mbox_slots = 2;
 	tu_region_name(f->name, sizeof(f->name), "wrk");
 	ck_assert_int_eq(proto_node_create(&f->node, f->name, &nc, 0, NULL), 0);
+	/* the test reads rings as the client of the first region (assigns name region 0) */
+	ck_assert_int_eq(proto_node_attach_own(&f->node, 0, NULL), 0);
 	shm_region_ready(&f->node.region);
 	ck_assert_int_eq(shm_region_create_anon(&f->ctl, SHM_KIND_CONTROL, SHM_BODY_OFFSET + msize),
 			 0);
