@@ -332,6 +332,7 @@ static bool hello(struct sup *s, struct sup_conn *c)
 		if (c->region == SUP_REGION_NONE) {
 			/* every region is some connection's, or still used by a gone one's
 			 * streams: those come back within the stuck bound */
+			sup_count(s, PROTO_SUP_clients_refused, 1);
 			refuse(c->fd, CHIPD_E_QUEUE_FULL,
 			       "every client region is in use or being reclaimed (the node's bound "
 			       "max-clients=%u): retry",
