@@ -72,6 +72,9 @@ struct sup_config {
 	enum sup_log_level log_level;	  /* --log-level error|warn|info|debug, CHIPD_LOG_LEVEL */
 	int notify_fd;			  /* --notify-fd N; -1 none */
 	char trace[SUP_PATH_MAX];	  /* --trace FILE, CHIPD_TRACE; "" none */
+	/* --callables DIR, CHIPD_CALLABLES: the callables loaded at start; "" the
+	 * built-ins' directory (sup_main.c: wl_default_dir) */
+	char callables[SUP_PATH_MAX];
 	char pidfile[SUP_PATH_MAX];	  /* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
 	char runtime_dir[SUP_PATH_MAX];	  /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /run/user/UID,
 					   * /tmp/chipd-UID; must be private (sup_files.h) */
@@ -96,7 +99,7 @@ struct sup_config {
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
 	    max_client_pending, max_client_rings, max_client_slots, banks, no_overlap, foreground,
-	    log_level, notify_fd, trace, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
+	    log_level, notify_fd, trace, callables, pidfile, runtime_dir, grace_ms, heartbeat_ms, stuck_ms,
 	    progress_ms, backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks,
 	    max_request_host_bytes, max_request_device_bytes, max_request_steps, watchdog_usec,
 	    notify_socket, gpus;

@@ -14,6 +14,7 @@
 
 #include "proto.h"
 #include "wait.h"
+#include "wl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -218,6 +219,24 @@ static void cleanup(struct sup *s)
 		pidfile_remove(s->pidfh);
 }
 
+/* Loads the workloads before anything else: the workers, forked later, inherit them.
+ * A callable refused (docs/callables.md, "Loading") stops the start with a message
+ * naming its file. */
+static int load_callables(const struct sup_config *cfg)
+{
+	char dir[WL_PATH_MAX], msg[WL_MSG_MAX + WL_PATH_MAX];
+
+	if (cfg->callables[0])
+		snprintf(dir, sizeof(dir), "%s", cfg->callables);
+	else
+		wl_default_dir(dir, sizeof(dir));
+	if (wl_load_dir(dir, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "chipd: %s\n", msg);
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	struct sup *s = &g_sup;
@@ -237,6 +256,9 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	sup_log_init(s->cfg.log_level, "chipd");
+	rc = load_callables(&s->cfg);
+	if (rc)
+		return rc;
 	s->notify_fd = s->cfg.notify_fd;
 	s->daemon_fd = -1;
 	s->log_fd = -1;
