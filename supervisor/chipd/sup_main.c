@@ -234,6 +234,13 @@ static int load_callables(const struct sup_config *cfg)
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}
+	for (const char *const *name = wl_names(); *name; name++) {
+		const char *path;
+		uint32_t version = 0;
+
+		(void)wl_callable_info(*name, &version, &path);
+		SUP_INFO(-1, 0, "callable %s version %u loaded from %s", *name, version, path);
+	}
 	return 0;
 }
 
