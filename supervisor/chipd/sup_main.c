@@ -234,14 +234,19 @@ static int load_callables(const struct sup_config *cfg)
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}
+	return 0;
+}
+
+/* One line per loaded callable, once the start got past the instance checks. */
+static void log_callables(void)
+{
 	for (const char *const *name = wl_names(); *name; name++) {
-		const char *path;
+		const char *path = "?";
 		uint32_t version = 0;
 
 		(void)wl_callable_info(*name, &version, &path);
 		SUP_INFO(-1, 0, "callable %s version %u loaded from %s", *name, version, path);
 	}
-	return 0;
 }
 
 int main(int argc, char **argv, char **envp)
@@ -323,6 +328,7 @@ int main(int argc, char **argv, char **envp)
 		return 1;
 	}
 	setproctitle("supervisor (instance %s, %u chips)", s->cfg.instance, s->cfg.chips);
+	log_callables();
 	SUP_INFO(-1, 0, "starting: instance %s, backend %s, %u chips, pid %d", s->cfg.instance,
 		 sup_backend_name(s->cfg.backend), s->cfg.chips, (int)s->pid);
 	rc = sup_loop_run(s);
