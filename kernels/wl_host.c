@@ -95,9 +95,7 @@ static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, i
 		r->own_kv = true;
 	}
 	if (wl_kvpool_block_floats(r->kv) < block_floats) {
-		snprintf(msg, cap,
-			 "%s: block_size * kv_heads * head_dim = %u floats exceeds the pool's "
-			 "blocks of %u",
+		snprintf(msg, cap, "%s: KV blocks of %u floats exceed the pool's blocks of %u",
 			 name, block_floats, wl_kvpool_block_floats(r->kv));
 		err = -EINVAL;
 	} else if (n > wl_kvpool_free_blocks(r->kv)) {
