@@ -144,14 +144,21 @@ static struct wl_task *task_add(struct wl_step *st, uint32_t lane, int dep)
 	return t;
 }
 
-int wl_add_launch(struct wl_step *st, uint32_t lane, const struct dev_kcall *c, int dep)
+int wl_add_launch_args(struct wl_step *st, uint32_t lane, enum dev_kernel kernel,
+		       const void *args, size_t size, int dep)
 {
-	struct wl_task *t = task_add(st, lane, dep);
+	struct wl_task *t;
 
-	if (!t)
+	if (st->n == st->cap)
 		return -ENOBUFS;
+	/* only what the task's kind and ndeps say is read: no memset of the whole task */
+	t = &st->tasks[st->n];
 	t->kind = WL_TASK_LAUNCH;
-	t->u.call = *c;
+	t->lane = lane;
+	t->ndeps = dep >= 0 ? 1 : 0;
+	t->deps[0] = dep >= 0 ? (uint32_t)dep : 0;
+	t->u.call.kernel = kernel;
+	memcpy(&t->u.call.u, args, size);
 	return (int)st->n++;
 }
 

@@ -137,14 +137,11 @@ static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, con
 		       size_t args_size, int dep)
 {
 	struct wl_step *st = step_of(cst);
-	struct dev_kcall c;
 
 	if (kernel < 0 || kernel >= DEV_K_COUNT ||
 	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n)
 		return -EINVAL;
-	c.kernel = (enum dev_kernel)kernel;
-	memcpy(&c.u, args, args_size);
-	return wl_add_launch(st, lane, &c, dep);
+	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
 }
 
 static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, const void *src,

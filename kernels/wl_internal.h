@@ -46,9 +46,12 @@ extern const struct chipd_cl_host wl_host;
 
 /* Appends a task to @st on @lane depending on task @dep (or none if @dep < 0).
  * Returns its index, or -ENOBUFS. */
-int wl_add_launch(struct wl_step *st, uint32_t lane, const struct dev_kcall *c, int dep);
 int wl_add_copy(struct wl_step *st, uint32_t lane, void *dst, const void *src, size_t n,
 		enum dev_copy_kind kind, int dep);
+/* A launch of @kernel, its arguments (@size bytes, checked by the caller against
+ * dev_kcall_args_size) copied straight into the task. */
+int wl_add_launch_args(struct wl_step *st, uint32_t lane, enum dev_kernel kernel,
+		       const void *args, size_t size, int dep);
 
 /* Takes @n blocks from @kp into @ids (-ENOSPC, nothing taken, if fewer are free) and
  * gives them back. */
