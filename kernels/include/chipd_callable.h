@@ -154,8 +154,9 @@ struct chipd_callable {
 	const void *inputs, *outputs;
 	uint64_t reserved[4];
 
-	/* Once, when loaded; a failure refuses the callable with its message. NULL:
-	 * nothing to do. */
+	/* Once, when loaded: in chipd's supervisor, before it forks the workers (which
+	 * inherit what init set up), with no device open. A failure refuses the callable
+	 * with its message. NULL: nothing to do. */
 	int (*init)(const struct chipd_cl_host *host, char *msg, size_t cap);
 	/* Checks between parameters (ranges are checked already); NULL: none. */
 	int (*check)(const int64_t *cfg, char *msg, size_t cap);
