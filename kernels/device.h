@@ -19,7 +19,7 @@
 #ifndef CHIPD_KERNELS_DEVICE_H
 #define CHIPD_KERNELS_DEVICE_H
 
-#include "kcall.h"
+#include "chipd_kcall.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -118,5 +118,13 @@ int dev_sync(struct dev *d);
  * @d fail with -EAGAIN, as a runtime out of stream resources does. -ENOTSUP on any
  * other backend. */
 int dev_sim_fail_stream_creates(struct dev *d, uint32_t n);
+
+/* Checks @c's kernel id, pointers and shapes against the supported ranges of chipd_kcall.h.
+ * Returns 0, or -EINVAL with a message naming the offending field in @msg. Touches
+ * no device memory (block table contents are checked inside the kernels). */
+int dev_kcall_check(const struct dev_kcall *c, char *msg, size_t cap);
+
+/* The kernel's name, "?" for an unknown id. */
+const char *dev_kernel_name(enum dev_kernel k);
 
 #endif

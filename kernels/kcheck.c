@@ -1,5 +1,5 @@
 /* kcheck.c - host-side shape check of a kernel call, run before every launch. */
-#include "kcall.h"
+#include "device.h"
 
 #include <errno.h>
 #include <stdarg.h>

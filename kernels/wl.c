@@ -1,5 +1,6 @@
-/* wl.c - parameters, arenas, steps, KV pools and the request life cycle shared by the
- * workloads; the workloads themselves are in wl_*.c. */
+/* wl.c - parameters, arenas, steps, KV pools and the request life cycle, driving the
+ * loaded callables' hooks (the callables: wl_load.c; their device API: wl_host.c). */
+#include "cl_util.h"
 #include "wl_internal.h"
 
 #include <errno.h>
@@ -7,14 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const struct wl_ops *const workloads[] = {
-    &wl_paged_attention_ops,
-    &wl_gemm_ops,
-    &wl_synthetic_ops,
-};
-#define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
-_Static_assert(NWORKLOADS <= WL_WORKLOADS_MAX, "WL_WORKLOADS_MAX sizes the workloads answer");
 
 /* ---- parameters ---- */
 
@@ -151,14 +144,21 @@ static struct wl_task *task_add(struct wl_step *st, uint32_t lane, int dep)
 	return t;
 }
 
-int wl_add_launch(struct wl_step *st, uint32_t lane, const struct dev_kcall *c, int dep)
+int wl_add_launch_args(struct wl_step *st, uint32_t lane, enum dev_kernel kernel,
+		       const void *args, size_t size, int dep)
 {
-	struct wl_task *t = task_add(st, lane, dep);
+	struct wl_task *t;
 
-	if (!t)
+	if (st->n == st->cap)
 		return -ENOBUFS;
+	/* only what the task's kind and ndeps say is read: no memset of the whole task */
+	t = &st->tasks[st->n];
 	t->kind = WL_TASK_LAUNCH;
-	t->u.call = *c;
+	t->lane = lane;
+	t->ndeps = dep >= 0 ? 1 : 0;
+	t->deps[0] = dep >= 0 ? (uint32_t)dep : 0;
+	t->u.call.kernel = kernel;
+	memcpy(&t->u.call.u, args, size);
 	return (int)st->n++;
 }
 
@@ -175,81 +175,6 @@ int wl_add_copy(struct wl_step *st, uint32_t lane, void *dst, const void *src, s
 	t->u.copy.n = n;
 	t->u.copy.kind = kind;
 	return (int)st->n++;
-}
-
-/* Device scratch is aligned as dev_alloc's memory is, for coalesced loads. */
-#define SCRATCH_ALIGN 256u
-
-float *wl_scratch(struct wl_step *st, size_t n)
-{
-	return wl_arena_alloc(st->dev, n * sizeof(float), SCRATCH_ALIGN);
-}
-
-/* ---- deterministic inputs ---- */
-
-uint64_t wl_mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-float wl_rand(uint64_t seed, uint64_t stream, uint64_t i)
-{
-	uint64_t h = wl_mix(wl_mix(seed ^ wl_mix(stream)) + i);
-
-	/* 24 random bits: exactly representable, so every path gets the same float */
-	return (float)((int32_t)(h >> 40) - (1 << 23)) / (float)(1u << 23);
-}
-
-void wl_rand_fill(float *dst, size_t n, uint64_t seed, uint64_t stream, uint64_t first, float scale)
-{
-	for (size_t j = 0; j < n; j++)
-		dst[j] = scale * wl_rand(seed, stream, first + j);
-}
-
-void *wl_host_alloc(struct wl_req *r, size_t n)
-{
-	void *p = calloc(1, n);
-
-	if (p) {
-		r->host_now += n;
-		if (r->host_now > r->host_peak)
-			r->host_peak = r->host_now;
-	}
-	return p;
-}
-
-void wl_host_free(struct wl_req *r, void *p, size_t n)
-{
-	if (!p)
-		return;
-	r->host_now -= n;
-	free(p);
-}
-
-int wl_dev_alloc(struct wl_req *r, size_t n, void **out)
-{
-	int err = dev_alloc(r->dev, n, out);
-
-	if (!err)
-		r->dev_bytes += n;
-	return err;
-}
-
-int wl_upload(struct wl_req *r, void **dst, const void *src, size_t n)
-{
-	int err = wl_dev_alloc(r, n, dst);
-
-	if (err)
-		return err;
-	err = dev_copy(r->dev, NULL, *dst, src, n, DEV_H2D);
-	if (err) {
-		dev_free(r->dev, *dst);
-		*dst = NULL;
-	}
-	return err;
 }
 
 /* ---- KV pools ---- */
@@ -284,7 +209,7 @@ int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks, ui
 		kp->free[i] = (int32_t)i;
 	/* a fixed shuffle: reproducible, and no request gets neighbouring blocks */
 	for (uint32_t i = nblocks - 1; i > 0; i--) {
-		uint32_t j = (uint32_t)(wl_mix(i) % (i + 1));
+		uint32_t j = (uint32_t)(cl_mix(i) % (i + 1));
 		int32_t t = kp->free[i];
 
 		kp->free[i] = kp->free[j];
@@ -339,36 +264,21 @@ uint32_t wl_kvpool_block_floats(const struct wl_kvpool *kp)
 
 /* ---- workloads and requests ---- */
 
-const char *const *wl_names(void)
-{
-	static const char *const names[] = {"paged_attention", "gemm", "synthetic", NULL};
-
-	return names;
-}
-
-static const struct wl_ops *ops_find(const char *name)
-{
-	for (size_t i = 0; i < NWORKLOADS; i++)
-		if (strcmp(workloads[i]->name, name) == 0)
-			return workloads[i];
-	return NULL;
-}
-
 int wl_param_table(const char *workload, const struct wl_param_info **out)
 {
-	const struct wl_ops *ops = ops_find(workload);
+	const struct wl_callable *wc = wl_find(workload);
 
-	if (!ops)
+	if (!wc)
 		return -ENOENT;
-	*out = ops->specs;
-	return (int)ops->nspecs;
+	*out = wc->info;
+	return (int)wc->cl->nparams;
 }
 
 const char *wl_summary(const char *workload)
 {
-	const struct wl_ops *ops = ops_find(workload);
+	const struct wl_callable *wc = wl_find(workload);
 
-	return ops ? ops->doc : NULL;
+	return wc ? wc->cl->doc : NULL;
 }
 
 int wl_describe(const char *workload, char *buf, size_t cap)
@@ -393,23 +303,24 @@ int wl_describe(const char *workload, char *buf, size_t cap)
 	return 0;
 }
 
-/* Fills @cfg from @p and @ops' defaults; checks keys, ranges, then consistency. */
-static int configure(const struct wl_ops *ops, const struct wl_params *p, int64_t *cfg, char *msg,
-		     size_t cap)
+/* Fills @cfg from @p and @wc's defaults; checks keys, ranges, then consistency. */
+static int configure(const struct wl_callable *wc, const struct wl_params *p, int64_t *cfg,
+		     char *msg, size_t cap)
 {
+	const struct chipd_callable *ops = wc->cl;
 	unsigned i, j;
 
 	for (i = 0; i < p->n; i++) {
-		for (j = 0; j < ops->nspecs; j++)
-			if (strcmp(p->v[i].key, ops->specs[j].key) == 0)
+		for (j = 0; j < ops->nparams; j++)
+			if (strcmp(p->v[i].key, ops->params[j].key) == 0)
 				break;
-		if (j == ops->nspecs) {
+		if (j == ops->nparams) {
 			snprintf(msg, cap, "%s: unknown parameter '%s'", ops->name, p->v[i].key);
 			return -EINVAL;
 		}
 	}
-	for (j = 0; j < ops->nspecs; j++) {
-		const struct wl_param_info *s = &ops->specs[j];
+	for (j = 0; j < ops->nparams; j++) {
+		const struct chipd_cl_param *s = &ops->params[j];
 
 		if (!wl_params_get(p, s->key, &cfg[j]))
 			cfg[j] = s->def;
@@ -423,37 +334,48 @@ static int configure(const struct wl_ops *ops, const struct wl_params *p, int64_
 }
 
 static int find_and_configure(const char *workload, const struct wl_params *p,
-			      const struct wl_ops **ops, int64_t *cfg, char *msg, size_t cap)
+			      const struct wl_callable **wc, int64_t *cfg, char *msg, size_t cap)
 {
-	*ops = workload ? ops_find(workload) : NULL;
-	if (!*ops) {
+	*wc = workload ? wl_find(workload) : NULL;
+	if (!*wc) {
 		snprintf(msg, cap, "workload: unknown workload '%s'", workload ? workload : "");
 		return -EINVAL;
 	}
-	return configure(*ops, p, cfg, msg, cap);
+	return configure(*wc, p, cfg, msg, cap);
 }
 
 int wl_validate(const char *workload, const struct wl_params *p, char *msg, size_t cap)
 {
-	const struct wl_ops *ops;
+	const struct wl_callable *wc;
 	int64_t cfg[WL_PARAMS_MAX];
 
-	return find_and_configure(workload, p, &ops, cfg, msg, cap);
+	return find_and_configure(workload, p, &wc, cfg, msg, cap);
+}
+
+/* The callable's declared cost of @cfg, in wl.h's terms. */
+static void cost_of(const struct wl_callable *wc, const int64_t *cfg, struct wl_cost *out)
+{
+	struct chipd_cl_cost c = {0};
+
+	wc->cl->cost(cfg, &c);
+	*out = (struct wl_cost){.host_bytes = c.host_bytes,
+				.dev_bytes = c.dev_bytes,
+				.kv_blocks = c.kv_blocks,
+				.kv_block_floats = c.kv_block_floats,
+				.steps = wc->cl->steps(cfg)};
+	out->host_bytes += sizeof(struct wl_req); /* the request's own record */
 }
 
 int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,
 	    size_t cap)
 {
-	const struct wl_ops *ops;
+	const struct wl_callable *wc;
 	int64_t cfg[WL_PARAMS_MAX];
-	int err = find_and_configure(workload, p, &ops, cfg, msg, cap);
+	int err = find_and_configure(workload, p, &wc, cfg, msg, cap);
 
 	if (err)
 		return err;
-	memset(out, 0, sizeof(*out));
-	ops->cost(cfg, out);
-	out->host_bytes += sizeof(struct wl_req);
-	out->steps = ops->steps(cfg);
+	cost_of(wc, cfg, out);
 	return 0;
 }
 
@@ -461,26 +383,27 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 		   const struct wl_params *p, char *msg, size_t cap)
 {
 	struct wl_req *r;
-	const struct wl_ops *ops;
+	const struct wl_callable *wc;
 	int64_t cfg[WL_PARAMS_MAX];
 	int err;
 
 	*out = NULL;
-	err = find_and_configure(workload, p, &ops, cfg, msg, cap);
+	err = find_and_configure(workload, p, &wc, cfg, msg, cap);
 	if (err)
 		return err;
 	r = calloc(1, sizeof(*r));
 	if (!r) {
-		snprintf(msg, cap, "%s: no host memory for the request", ops->name);
+		snprintf(msg, cap, "%s: no host memory for the request", wc->cl->name);
 		return -ENOMEM;
 	}
 	r->host_now = r->host_peak = sizeof(*r);
-	r->ops = ops;
+	r->wc = wc;
 	r->dev = env->dev;
 	r->kv = env->kv;
 	memcpy(r->cfg, cfg, sizeof(cfg));
-	r->steps = ops->steps(cfg);
-	err = ops->reserve(r, msg, cap);
+	r->pub = (struct chipd_cl_req){
+	    .host = &wl_host, .cfg = r->cfg, .steps = wc->cl->steps(cfg), .chipd = r};
+	err = wc->cl->reserve(&r->pub, msg, cap);
 	if (err) {
 		free(r);
 		return err;
@@ -495,7 +418,7 @@ int wl_req_fill(struct wl_req *r, char *msg, size_t cap)
 
 	if (r->filled)
 		return 0;
-	err = r->ops->fill(r, msg, cap);
+	err = r->wc->cl->fill(&r->pub, msg, cap);
 	r->filled = err == 0;
 	return err;
 }
@@ -517,28 +440,22 @@ int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *wor
 
 void wl_req_usage(const struct wl_req *r, struct wl_cost *out)
 {
-	struct wl_cost c;
-
-	memset(out, 0, sizeof(*out));
-	r->ops->cost(r->cfg, &c);
+	cost_of(r->wc, r->cfg, out);
 	out->host_bytes = r->host_peak;
 	out->dev_bytes = r->dev_bytes;
-	out->kv_blocks = c.kv_blocks;
-	out->kv_block_floats = c.kv_block_floats;
-	out->steps = r->steps;
 }
 
 void wl_req_destroy(struct wl_req *r)
 {
 	if (!r)
 		return;
-	r->ops->release(r);
+	r->wc->cl->release(&r->pub);
 	free(r);
 }
 
 uint32_t wl_req_steps(const struct wl_req *r)
 {
-	return r->steps;
+	return r->pub.steps;
 }
 
 uint32_t wl_req_built(const struct wl_req *r)
@@ -550,17 +467,18 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 {
 	uint32_t n = st->n;
 	size_t host_used = st->host->used, dev_used = st->dev->used;
-	int32_t *tok;
+	void *tok;
 	int err;
 
 	uint32_t built = atomic_load_explicit(&r->built, memory_order_relaxed);
 
 	if (!r->filled)
 		return -EPROTO;
-	if (built == r->steps)
+	if (built == r->pub.steps)
 		return -ENODATA;
-	tok = wl_arena_alloc(st->host, sizeof(*tok), sizeof(*tok));
-	err = tok ? r->ops->build(r, st, lane, tok) : -ENOBUFS;
+	tok = wl_arena_alloc(st->host, sizeof(int32_t), sizeof(int32_t));
+	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
+		  : -ENOBUFS;
 	if (err) {
 		st->n = n;
 		st->host->used = host_used;
@@ -585,16 +503,20 @@ int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token)
 int wl_ref_tokens(const char *workload, const struct wl_params *p, uint64_t *tokens, uint32_t n,
 		  char *msg, size_t cap)
 {
-	const struct wl_ops *ops;
+	const struct wl_callable *wc;
 	int64_t cfg[WL_PARAMS_MAX];
-	int err = find_and_configure(workload, p, &ops, cfg, msg, cap);
+	int err = find_and_configure(workload, p, &wc, cfg, msg, cap);
 
 	if (err)
 		return err;
-	if (n > ops->steps(cfg)) {
-		snprintf(msg, cap, "%s: %u reference tokens asked, the request makes %u", ops->name,
-			 n, ops->steps(cfg));
+	if (n > wc->cl->steps(cfg)) {
+		snprintf(msg, cap, "%s: %u reference tokens asked, the request makes %u",
+			 wc->cl->name, n, wc->cl->steps(cfg));
 		return -EINVAL;
 	}
-	return ops->ref(cfg, tokens, n);
+	if (!wc->cl->ref) {
+		snprintf(msg, cap, "%s: the callable has no CPU reference", wc->cl->name);
+		return -ENOTSUP;
+	}
+	return wc->cl->ref(cfg, tokens, n);
 }

@@ -20,11 +20,14 @@
  * a request may be built for step i+1 before step i's token was read, since each
  * step reads the previous token on the device.
  *
- * Built in: "paged_attention" (multi-layer decode over a paged KV cache), "gemm" (a
- * chain of matrix products per step), "synthetic" (configurable host and device cost
- * per step). Each workload's parameters are one table (wl_param_table): the validator
- * checks against it, the supervisor's "workloads" op answers it, and
- * docs/protocol.md §8.6 documents it (a test compares the two).
+ * The workloads are callables (chipd_callable.h, docs/callables.md): shared libraries
+ * loaded once per process (wl_load_dir, before any thread uses them), whose hooks this
+ * interface drives. Built in, and loaded the same way from the built-ins' directory:
+ * "paged_attention" (multi-layer decode over a paged KV cache), "gemm" (a chain of
+ * matrix products per step), "synthetic" (configurable host and device cost per step).
+ * Each workload's parameters are one table (wl_param_table, from the callable's): the
+ * validator checks against it, the supervisor's "workloads" op answers it, and
+ * docs/protocol.md §8.6 documents the built-ins' (a test compares the two).
  */
 #ifndef CHIPD_KERNELS_WL_H
 #define CHIPD_KERNELS_WL_H
@@ -146,11 +149,38 @@ struct wl_out {
 
 struct wl_req;
 
-/* Names of the built-in workloads, NULL-terminated. */
-const char *const *wl_names(void);
+/* ---- callables: where the workloads come from (wl_load.c) ---- */
 
-/* At most this many built-in workloads: the "workloads" answer is sized for them. */
+/* At most this many workloads are loaded: the "workloads" answer is sized for them. */
 #define WL_WORKLOADS_MAX 8
+#define WL_PATH_MAX	 4096
+
+/* Loads every "*.so" of @dir, in name order, all or nothing: the directory and each
+ * file must be owned by root or by this process's effective user and not writable by
+ * group or others, each file regular (not a link); each is dlopen'ed RTLD_NOW |
+ * RTLD_LOCAL, its entry chipd_callable_v1 called and its table checked (ABI version,
+ * names, parameters, hooks), then its init hook run. Errors, with a message naming the
+ * file: -ENOENT (no such directory, or no callable in it), -EPERM (owner or mode),
+ * -EINVAL (not loadable, no entry, a bad table, an ABI mismatch, init failed: its
+ * message), -EEXIST (a name already loaded), -ENOSPC (more than WL_WORKLOADS_MAX).
+ * Not thread-safe: call it before any thread uses the workloads. */
+int wl_load_dir(const char *dir, char *msg, size_t cap);
+
+/* The built-ins' directory: ${libdir}/chipd/callables relative to the running
+ * executable when it is installed, else the build tree's. */
+void wl_default_dir(char *buf, size_t cap);
+
+/* Whether any callable was loaded (wl_load_dir, or the built-ins on first use). */
+bool wl_loaded(void);
+
+/* A loaded workload's own version and the file it came from; -ENOENT if unknown. */
+int wl_callable_info(const char *workload, uint32_t *version, const char **path);
+
+/* Names of the loaded workloads in load order, NULL-terminated. When nothing was
+ * loaded, this and every function below that takes a workload's name first load the
+ * default directory (wl_default_dir), once; a failure is printed on stderr and leaves
+ * no workloads. */
+const char *const *wl_names(void);
 /* A parameter's or a workload's one-line description, NUL included. */
 #define WL_DOC_MAX 128
 

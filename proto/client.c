@@ -695,6 +695,7 @@ static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out,
 		memset(o, 0, sizeof(*o));
 		snprintf(o->name, sizeof(o->name), "%s", a->wls[w].wl);
 		snprintf(o->doc, sizeof(o->doc), "%s", a->wls[w].doc);
+		o->version = (uint32_t)a->wls[w].version;
 		for (uint32_t i = 0; i < a->nwl_params; i++) {
 			const struct proto_wl_param *p = &a->wl_params[i];
 			struct chipd_wl_param *q = &o->params[o->nparams];

@@ -92,6 +92,7 @@ struct proto_stat {
 struct proto_wl {
 	char wl[CHIPD_NAME_MAX];
 	char doc[CHIPD_DOC_MAX];
+	int64_t version; /* the callable's own version; 0 when absent */
 };
 
 /* One parameter of workload @wl in a workloads answer. */

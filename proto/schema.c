@@ -173,6 +173,7 @@ SCHEMA(trace_ans, "trace answer", NULL);
 static const struct field wl_rec_f[] = {
     F_STR("wl", true, CS_IDENT, 1, CHIPD_NAME_MAX - 1, WLR(wl)),
     F_STR("doc", true, CS_ANY, 0, CHIPD_DOC_MAX - 1, WLR(doc)),
+    F_INT("version", false, 0, UINT32_MAX, 0, WLR(version)),
 };
 static const struct schema wl_rec = {"workload", wl_rec_f, ARRAY_LEN(wl_rec_f),
 				     sizeof(struct proto_wl), NULL};

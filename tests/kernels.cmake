@@ -18,3 +18,24 @@ if(CHIPD_HIP OR CHIPD_CUDA)
   add_executable(gpu_bench gpu/gpu_bench.c)
   target_link_libraries(gpu_bench PRIVATE chipd_kernels)
 endif()
+
+# Loading callables: the built-ins, a callable of the tests' own and broken ones, each
+# built from tests/callables/test_callable.c as a variant (TEST_CALLABLE) against the
+# ABI alone, and chipd refusing to start on them.
+set(CHIPD_TEST_CALLABLES_DIR ${CMAKE_CURRENT_BINARY_DIR}/test_callables)
+set(variant 0)
+foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup)
+  add_library(${name} MODULE callables/test_callable.c)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
+  target_compile_definitions(${name} PRIVATE TEST_CALLABLE=${variant})
+  set_target_properties(${name} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
+                        ${CHIPD_TEST_CALLABLES_DIR} C_VISIBILITY_PRESET hidden)
+  list(APPEND CHIPD_TEST_CALLABLES ${name})
+  math(EXPR variant "${variant} + 1")
+endforeach()
+chipd_check(check_callables)
+target_link_libraries(check_callables PRIVATE chipd_kernels)
+add_dependencies(check_callables ${CHIPD_TEST_CALLABLES} chipd)
+target_compile_definitions(check_callables PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
+                           CL_BUILTIN_DIR="${CMAKE_BINARY_DIR}/callables"
+                           CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")

@@ -56,7 +56,8 @@ install(FILES ${chipd_python_modules} DESTINATION /usr/lib/python3/dist-packages
 # and benchmarks are no package's).
 get_property(chipd_gz_targets GLOBAL PROPERTY CHIPD_GZ_TARGETS)
 add_custom_target(chipd_deb_payload)
-add_dependencies(chipd_deb_payload chipd chipctl libchipd libchipd_static ${chipd_gz_targets})
+add_dependencies(chipd_deb_payload chipd chipctl libchipd libchipd_static
+                 ${CHIPD_BUILTIN_CALLABLE_TARGETS} ${chipd_gz_targets})
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME chipd)

@@ -23,7 +23,7 @@ static __device__ unsigned long long chipd_wall_clock(void)
 #endif
 
 #include "hip/kernels_hip.h"
-#include "kcall.h"
+#include "chipd_kcall.h"
 
 #include <math.h>
 

@@ -3,7 +3,7 @@
 #ifndef CHIPD_KERNELS_HIP_H
 #define CHIPD_KERNELS_HIP_H
 
-#include "kcall.h"
+#include "chipd_kcall.h"
 
 /* Codes a kernel leaves in the device's error word (first one wins). */
 #define CHIPD_KERR_BLOCK 1 /* a block table entry outside the pool */

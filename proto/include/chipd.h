@@ -298,6 +298,9 @@ struct chipd_workload {
 	char doc[CHIPD_DOC_MAX]; /* one line: what a step computes */
 	uint32_t nparams;	 /* 0..CHIPD_MAX_PARAMS */
 	struct chipd_wl_param params[CHIPD_MAX_PARAMS];
+	/* the callable's own version (docs/callables.md); 0 when the supervisor did not
+	 * say */
+	uint32_t version;
 };
 
 /* Asks the supervisor which workloads it runs and what parameters each takes (the

@@ -22,6 +22,7 @@ static const struct {
     {"status", ctl_cmd_status, "the supervisor's and every worker's state"},
     {"submit", ctl_cmd_submit, "submit requests, optionally print their tokens"},
     {"workloads", ctl_cmd_workloads, "the workloads and the parameters each takes"},
+    {"callables", ctl_cmd_callables, "the loaded callables: version, chips, parameters"},
     {"cancel", ctl_cmd_cancel, "cancel a request"},
     {"stats", ctl_cmd_stats, "every counter: a table, JSON or Prometheus text"},
     {"top", ctl_cmd_top, "live per-chip rates from the counters"},

@@ -83,11 +83,31 @@ static const char workloads_usage[] =
     "                    \"workloads\":[{\"name\":...,\"doc\":...,\"params\":[{\"key\":...,\n"
     "                    \"default\":N,\"min\":N,\"max\":N,\"doc\":...}]}]}\n" CTL_HELP_COMMON;
 
+int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
+			struct chipd_workload **out, uint32_t *n)
+{
+	struct chipd_error err;
+	int rc;
+
+	*n = 0;
+	*out = calloc(CHIPD_MAX_WORKLOADS, sizeof(**out));
+	if (!*out) {
+		fprintf(stderr, "chipctl %s: out of memory\n", cmd);
+		return CTL_EXIT_FAILED;
+	}
+	rc = chipd_workloads(c, g->timeout_ms, *out, CHIPD_MAX_WORKLOADS, n, &err);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+		return ctl_report(g, cmd, rc, &err, false);
+	}
+	return CTL_EXIT_OK;
+}
+
 int ctl_cmd_workloads(struct ctl *g, int argc, char **argv)
 {
 	const struct ctl_args a = {.usage = workloads_usage, .json = true};
 	struct chipd_workload *wl;
-	struct chipd_error err;
 	chipd_conn *c;
 	uint32_t n = 0;
 	int rc = ctl_args(g, argc, argv, &a);
@@ -97,18 +117,10 @@ int ctl_cmd_workloads(struct ctl *g, int argc, char **argv)
 	rc = ctl_connect(g, &c);
 	if (rc)
 		return rc;
-	wl = calloc(CHIPD_MAX_WORKLOADS, sizeof(*wl));
-	if (!wl) {
-		chipd_close(c);
-		fprintf(stderr, "chipctl workloads: out of memory\n");
-		return CTL_EXIT_FAILED;
-	}
-	rc = chipd_workloads(c, g->timeout_ms, wl, CHIPD_MAX_WORKLOADS, &n, &err);
-	if (rc)
-		rc = ctl_report(g, "workloads", rc, &err, false);
-	else if (g->json)
+	rc = ctl_workloads_fetch(g, c, "workloads", &wl, &n);
+	if (rc == CTL_EXIT_OK && g->json)
 		ctl_workloads_json(stdout, chipd_instance(c), wl, n);
-	else
+	else if (rc == CTL_EXIT_OK)
 		ctl_workloads_table(stdout, wl, n);
 	free(wl);
 	chipd_close(c);

@@ -68,28 +68,31 @@ struct sup_config {
 	/* --max-client-slots (CHIPD_MAX_CLIENT_SLOTS): the slots of each client region's
 	 * mailbox, so the requests one connection may have in flight at once; 16 */
 	uint32_t max_client_slots;
-	uint32_t banks;	      /* --banks, CHIPD_BANKS; 2 */
-	bool no_overlap;      /* --no-overlap, CHIPD_NO_OVERLAP=1 */
-	bool foreground;      /* --foreground, CHIPD_FOREGROUND=1 (else detach) */
-	enum sup_log_level log_level;	  /* --log-level error|warn|info|debug, CHIPD_LOG_LEVEL */
-	int notify_fd;			  /* --notify-fd N; -1 none */
-	char trace[SUP_PATH_MAX];	  /* --trace FILE, CHIPD_TRACE; "" none */
-	char pidfile[SUP_PATH_MAX];	  /* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
-	char runtime_dir[SUP_PATH_MAX];	  /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /run/user/UID,
-					   * /tmp/chipd-UID; must be private (sup_files.h) */
+	uint32_t banks;		      /* --banks, CHIPD_BANKS; 2 */
+	bool no_overlap;	      /* --no-overlap, CHIPD_NO_OVERLAP=1 */
+	bool foreground;	      /* --foreground, CHIPD_FOREGROUND=1 (else detach) */
+	enum sup_log_level log_level; /* --log-level error|warn|info|debug, CHIPD_LOG_LEVEL */
+	int notify_fd;		      /* --notify-fd N; -1 none */
+	char trace[SUP_PATH_MAX];     /* --trace FILE, CHIPD_TRACE; "" none */
+	/* --callables DIR, CHIPD_CALLABLES: the callables loaded at start; "" the
+	 * built-ins' directory (sup_main.c: wl_default_dir) */
+	char callables[SUP_PATH_MAX];
+	char pidfile[SUP_PATH_MAX];	/* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
+	char runtime_dir[SUP_PATH_MAX]; /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /run/user/UID,
+					 * /tmp/chipd-UID; must be private (sup_files.h) */
 	/* --allow-group GROUP, CHIPD_ALLOW_GROUP: members of the group may use the node
 	 * (sup_admit.c); the group's name as found (or the number given); "" none */
 	char allow_group[64];
-	gid_t allow_gid; /* its gid, when allow_group is not "" */
-	uint32_t grace_ms;		  /* --grace-ms, CHIPD_GRACE_MS; 10000 */
-	uint32_t heartbeat_ms;		  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
-	uint32_t stuck_ms;		  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
-	uint32_t progress_ms;		  /* --progress-ms, CHIPD_PROGRESS_MS; 5000 (O/S stalled) */
-	uint32_t backoff_min_ms;	  /* --backoff-min-ms, CHIPD_BACKOFF_MIN_MS; 100 */
-	uint32_t backoff_max_ms;	  /* --backoff-max-ms, CHIPD_BACKOFF_MAX_MS; 5000 */
-	uint32_t crash_limit;		  /* --crash-limit K, CHIPD_CRASH_LIMIT; 5 */
-	uint32_t crash_window_ms;	  /* --crash-window-ms T, CHIPD_CRASH_WINDOW_MS; 30000 */
-	uint32_t kv_blocks;		  /* --kv-blocks, CHIPD_KV_BLOCKS; per worker, 4096 */
+	gid_t allow_gid;	  /* its gid, when allow_group is not "" */
+	uint32_t grace_ms;	  /* --grace-ms, CHIPD_GRACE_MS; 10000 */
+	uint32_t heartbeat_ms;	  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
+	uint32_t stuck_ms;	  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
+	uint32_t progress_ms;	  /* --progress-ms, CHIPD_PROGRESS_MS; 5000 (O/S stalled) */
+	uint32_t backoff_min_ms;  /* --backoff-min-ms, CHIPD_BACKOFF_MIN_MS; 100 */
+	uint32_t backoff_max_ms;  /* --backoff-max-ms, CHIPD_BACKOFF_MAX_MS; 5000 */
+	uint32_t crash_limit;	  /* --crash-limit K, CHIPD_CRASH_LIMIT; 5 */
+	uint32_t crash_window_ms; /* --crash-window-ms T, CHIPD_CRASH_WINDOW_MS; 30000 */
+	uint32_t kv_blocks;	  /* --kv-blocks, CHIPD_KV_BLOCKS; per worker, 4096 */
 	/* --max-request-host-bytes, --max-request-device-bytes, --max-request-steps and
 	 * their CHIPD_MAX_REQUEST_* variables: what one request may cost (the worker
 	 * refuses more with bad_request); defaults above */
@@ -102,10 +105,10 @@ struct sup_config {
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
 	    max_client_pending, max_client_rings, max_client_slots, banks, no_overlap, foreground,
-	    log_level, notify_fd, trace, pidfile, runtime_dir, allow_group, grace_ms, heartbeat_ms, stuck_ms,
-	    progress_ms, backoff_min_ms, backoff_max_ms, crash_limit, crash_window_ms, kv_blocks,
-	    max_request_host_bytes, max_request_device_bytes, max_request_steps, watchdog_usec,
-	    notify_socket, gpus;
+	    log_level, notify_fd, trace, callables, pidfile, runtime_dir, allow_group, grace_ms,
+	    heartbeat_ms, stuck_ms, progress_ms, backoff_min_ms, backoff_max_ms, crash_limit,
+	    crash_window_ms, kv_blocks, max_request_host_bytes, max_request_device_bytes,
+	    max_request_steps, watchdog_usec, notify_socket, gpus;
 };
 
 /* The source's name: "default", "flag", "env", "scheduler". */

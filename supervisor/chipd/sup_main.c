@@ -14,6 +14,7 @@
 
 #include "proto.h"
 #include "wait.h"
+#include "wl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,6 +233,36 @@ static void cleanup(struct sup *s)
 		pidfile_remove(s->pidfh);
 }
 
+/* Loads the workloads before anything else: the workers, forked later, inherit them.
+ * A callable refused (docs/callables.md, "Loading") stops the start with a message
+ * naming its file. */
+static int load_callables(const struct sup_config *cfg)
+{
+	char dir[WL_PATH_MAX], msg[WL_MSG_MAX + WL_PATH_MAX];
+
+	if (cfg->callables[0])
+		snprintf(dir, sizeof(dir), "%s", cfg->callables);
+	else
+		wl_default_dir(dir, sizeof(dir));
+	if (wl_load_dir(dir, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "chipd: %s\n", msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* One line per loaded callable, once the start got past the instance checks. */
+static void log_callables(void)
+{
+	for (const char *const *name = wl_names(); *name; name++) {
+		const char *path = "?";
+		uint32_t version = 0;
+
+		(void)wl_callable_info(*name, &version, &path);
+		SUP_INFO(-1, 0, "callable %s version %u loaded from %s", *name, version, path);
+	}
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	struct sup *s = &g_sup;
@@ -251,6 +282,9 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	sup_log_init(s->cfg.log_level, "chipd");
+	rc = load_callables(&s->cfg);
+	if (rc)
+		return rc;
 	s->notify_fd = s->cfg.notify_fd;
 	s->daemon_fd = -1;
 	s->log_fd = -1;
@@ -315,6 +349,7 @@ int main(int argc, char **argv, char **envp)
 		return 1;
 	}
 	setproctitle("supervisor (instance %s, %u chips)", s->cfg.instance, s->cfg.chips);
+	log_callables();
 	SUP_INFO(-1, 0, "starting: instance %s, backend %s, %u chips, pid %d", s->cfg.instance,
 		 sup_backend_name(s->cfg.backend), s->cfg.chips, (int)s->pid);
 	rc = sup_loop_run(s);

@@ -378,7 +378,7 @@ static bool copy_text(char *dst, size_t cap, const char *src)
 }
 
 /* The workloads and their parameters: the validator's own tables (wl.h), so the
- * answer says exactly what a worker accepts. */
+ * answer says exactly what a worker accepts; and each callable's own version. */
 static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 			 struct proto_error *err)
 {
@@ -387,6 +387,8 @@ static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_ms
 		const struct wl_param_info *t;
 		int n = wl_param_table(*name, &t);
 		struct proto_wl *w = &ans->wls[ans->nwls];
+		const char *path;
+		uint32_t version = 0;
 		bool ok = n >= 0 && ans->nwls < CHIPD_MAX_WORKLOADS &&
 			  ans->nwl_params + (uint32_t)n <= PROTO_MAX_WL_PARAMS &&
 			  copy_text(w->wl, sizeof(w->wl), *name) &&
@@ -404,6 +406,8 @@ static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_ms
 		if (!ok)
 			return proto_fail(err, CHIPD_E_INTERNAL,
 					  "workload %s: its table does not fit the answer", *name);
+		if (wl_callable_info(*name, &version, &path) == 0)
+			w->version = version;
 		ans->nwls++;
 	}
 	return CHIPD_OK;

@@ -51,7 +51,7 @@ expect "$chipctl st" status stats stop
 expect "$chipctl --instance $inst submit " ""
 "$chipd" --instance "$inst" --chips 1 2>"$tmp/chipd.err" || { cat "$tmp/chipd.err"; exit 1; }
 
-expect "$chipctl " ping status submit workloads cancel stats top drain stop trace export
+expect "$chipctl " ping status submit workloads callables cancel stats top drain stop trace export
 expect "$chipctl dr" drain
 expect "$chipctl drain --" --grace-ms --json --help --instance --timeout-ms
 has "$chipctl submit --" --max-tokens

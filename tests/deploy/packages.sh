@@ -6,7 +6,8 @@
 # /usr/bin/chipd), runs the quick start's main job with /usr/bin/chipd and
 # /usr/bin/chipctl as the chipd account (its own instance and runtime directory),
 # README's Python example against python3-chipd, a C program built against
-# libchipd-dev with pkg-config; then dpkg -r and dpkg -P, and checks that no file the
+# libchipd-dev with pkg-config, a callable built against chipd-callable.pc (and the
+# built-in callables where it says); then dpkg -r and dpkg -P, and checks that no file the
 # packages listed is left, nor the chipd account's region, and that the account stays
 # (docs/operations.md).
 set -eu
@@ -186,6 +187,26 @@ cc -std=c11 -Wall -Werror -o "$tmp/status" "$tmp/status.c" $(pkg-config --cflags
 ldd "$tmp/status" | grep -q '/libchipd\.so\.0 ' || fail "the C program does not use libchipd.so.0"
 out=$(as_chipd "$tmp/status") || fail "the C program failed"
 [ "$out" = "ready 2 chips" ] || fail "the C program printed: $out"
+
+echo "== a callable built against libchipd-dev (pkg-config --cflags chipd-callable)"
+callables=$(pkg-config --variable=callablesdir chipd-callable) ||
+	fail "pkg-config knows no chipd-callable"
+for cl in gemm paged_attention synthetic; do
+	[ -f "$callables/$cl.so" ] || fail "no built-in callable $callables/$cl.so"
+done
+cat >"$tmp/callable.c" <<'EOF'
+#include <chipd_callable.h>
+
+static const struct chipd_callable table = {.abi = CHIPD_CALLABLE_ABI, .name = "pkg"};
+
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+{
+	return &table;
+}
+EOF
+# shellcheck disable=SC2046 # pkg-config's words
+cc -std=c11 -Wall -Werror -shared -fPIC -o "$tmp/callable.so" "$tmp/callable.c" \
+	$(pkg-config --cflags chipd-callable) || fail "the callable did not build"
 
 echo "== chipctl stop"
 as_chipd /usr/bin/chipctl stop || fail "chipctl stop"

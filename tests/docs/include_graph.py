@@ -32,7 +32,8 @@ import sys
 MODULES = ["shm", "proto", "kernels", "worker", "supervisor/chipd", "supervisor/chipctl"]
 # Where quoted includes are looked up after the including file's folder: the folders
 # the build puts on the include path (target_include_directories of each module).
-INCLUDE_DIRS = ["shm", "proto", "proto/include", "kernels", "worker", "supervisor/chipd",
+INCLUDE_DIRS = ["shm", "proto", "proto/include", "kernels", "kernels/include", "kernels/callables",
+                "worker", "supervisor/chipd",
                 "supervisor/chipctl"]
 SOURCE_EXT = (".c", ".h", ".hip")
 DOC = "docs/architecture.md"

@@ -77,6 +77,7 @@ int main(void)
 	FIELD(chipd_workload, doc);
 	FIELD(chipd_workload, nparams);
 	FIELD(chipd_workload, params);
+	FIELD(chipd_workload, version);
 
 	/* Constants the Python side hard-codes. */
 	printf("const MSG_MAX %d\nconst NAME_MAX %d\nconst KEY_MAX %d\nconst MAX_PARAMS %d\n",

@@ -174,6 +174,47 @@ END_TEST
 
 /* ---- workloads: the table and JSON of ctl_fixture.c's wl_sample ---- */
 
+/* ---- callables: wl_sample with versions, on two chips ---- */
+
+static void cl_table(FILE *f, const void *arg)
+{
+	ctl_callables_table(f, arg, 2, 2);
+}
+
+static void cl_json(FILE *f, const void *arg)
+{
+	ctl_callables_json(f, "inst", arg, 2, 2);
+}
+
+START_TEST(callables_table_and_json)
+{
+	struct chipd_workload *wl = malloc(2 * sizeof(*wl));
+	char *t;
+
+	ck_assert_ptr_nonnull(wl);
+	memcpy(wl, wl_sample, 2 * sizeof(*wl));
+	wl[0].version = 3;
+	wl[1].version = 4000000000u;
+	wl[1].nparams = 0;
+	t = format(cl_table, wl);
+	ck_assert_str_eq(t, "callable     version  chips   parameters\n"
+			    "alpha              3  0-1     tokens, neg\n"
+			    "beta      4000000000  0-1     -\n");
+	free(t);
+	t = format(cl_json, wl);
+	ck_assert_str_eq(t, "{\"v\":1,\"ok\":true,\"instance\":\"inst\",\"callables\":["
+			    "{\"name\":\"alpha\",\"version\":3,\"doc\":\"the first\","
+			    "\"chips\":[0,1],\"params\":["
+			    "{\"key\":\"tokens\",\"default\":16,\"min\":1,\"max\":65536},"
+			    "{\"key\":\"neg\",\"default\":-1,\"min\":-9223372036854775808,"
+			    "\"max\":0}]},"
+			    "{\"name\":\"beta\",\"version\":4000000000,\"doc\":\"the second\","
+			    "\"chips\":[0,1],\"params\":[]}]}\n");
+	free(t);
+	free(wl);
+}
+END_TEST
+
 START_TEST(workloads_table_and_json)
 {
 	char *t = format(wl_table, NULL);
@@ -354,6 +395,7 @@ static Suite *ctl_suite(void)
 	    {"stats_table_has_every_counter", stats_table_has_every_counter},
 	    {"stats_json_is_one_versioned_document", stats_json_is_one_versioned_document},
 	    {"workloads_table_and_json", workloads_table_and_json},
+	    {"callables_table_and_json", callables_table_and_json},
 	    {"top_frame_shows_rates", top_frame_shows_rates},
 	    {"trace_summary_overlap_and_latency", trace_summary_overlap_and_latency},
 	    {"trace_summary_refuses_malformed", trace_summary_refuses_malformed},

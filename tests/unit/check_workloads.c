@@ -387,7 +387,7 @@ START_TEST(kv_pool_capacity_is_enforced)
 	/* a request whose blocks are larger than the pool's */
 	params_of(&p, "head_dim=32,block_size=16");
 	ck_assert_int_eq(wl_req_create(&b, &env, "paged_attention", &p, msg, sizeof(msg)), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "exceeds the pool's blocks"));
+	ck_assert_ptr_nonnull(strstr(msg, "exceed the pool's blocks"));
 	wl_kvpool_destroy(kv);
 	fx_fini(&f);
 }

@@ -91,7 +91,7 @@ static void run(struct run *r, const char *const *args)
 		      (r)->status, (want), (r)->out, (r)->err)
 
 static const char *const commands[] = {"ping",	"status", "submit", "cancel", "stats",	  "top",
-				       "drain", "stop",	  "trace",  "export", "workloads"};
+				       "drain", "stop",	  "trace",  "export", "workloads", "callables"};
 
 START_TEST(cli_help_exits_0)
 {
@@ -141,6 +141,7 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"trace", "--out", "x", "--seconds", "abc", NULL},
 	    {"export", NULL},
 	    {"workloads", "gemm", NULL},
+	    {"callables", "gemm", NULL},
 	    {"--instance", "bad name!", "ping", NULL},
 	};
 	struct run *r = malloc(sizeof(*r));

@@ -174,6 +174,7 @@ class WorkloadStruct(Structure):
         ("doc", c_char * DOC_MAX),
         ("nparams", c_uint32),
         ("params", WlParamStruct * MAX_PARAMS),
+        ("version", c_uint32),
     ]
 
 

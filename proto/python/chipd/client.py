@@ -119,12 +119,14 @@ class WorkloadParam:
 
 @dataclass(frozen=True)
 class Workload:
-    """A workload the supervisor runs: its name, what a step computes, and its
-    parameters in the workload's order."""
+    """A workload the supervisor runs: its name, what a step computes, its
+    parameters in the workload's order, and its callable's own version (0: not
+    said; docs/callables.md)."""
 
     name: str
     doc: str
     params: List[WorkloadParam]
+    version: int = 0
 
 
 class _Guard:
@@ -490,6 +492,7 @@ class Connection(_Closable):
                     WorkloadParam(p.key.decode(), getattr(p, "def"), p.min, p.max, p.doc.decode())
                     for p in w.params[: min(w.nparams, _lib.MAX_PARAMS)]
                 ],
+                w.version,
             )
             for w in out[: n.value]
         ]

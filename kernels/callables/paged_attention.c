@@ -1,4 +1,4 @@
-/* wl_paged_attention.c - multi-layer decode over a paged KV cache.
+/* paged_attention.c - the built-in callable "paged_attention": multi-layer decode over a paged KV cache.
  *
  * The model: hidden size E = heads * head_dim. A step embeds the previous token (read
  * on the device), then per layer projects q, k, v (one gemm against [E][F] with
@@ -7,10 +7,10 @@
  * online-softmax update) and adds the output projection to the hidden state. The
  * token is the argmax of the final hidden state projected onto the vocabulary. The
  * prompt's `context` positions are cached at reservation with seeded values; each
- * step adds one position. Every weight comes from the seed (wl_rand).
+ * step adds one position. Every weight comes from the seed (cl_rand).
  */
 #include "ref.h"
-#include "wl_internal.h"
+#include "cl_util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,29 +22,29 @@ enum { P_LAYERS, P_HEADS, P_KV_HEADS, P_HEAD_DIM, P_BLOCK, P_CONTEXT, P_TOKENS, 
 
 /* The rules between parameters (pa_check) are stated in the docs of the parameters
  * they constrain, so that the table alone says what a request may ask. */
-static const struct wl_param_info specs[] = {
-    [P_LAYERS] = {"layers", 2, 1, 64,
+static const struct chipd_cl_param specs[] = {
+    [P_LAYERS] = {"layers", CHIPD_CL_INT64, 2, 1, 64,
 		  "decoder layers: each projects q, k, v, appends to the cache, attends over it "
 		  "and projects back"},
-    [P_HEADS] = {"heads", 8, 1, DEV_MAX_HEADS,
+    [P_HEADS] = {"heads", CHIPD_CL_INT64, 8, 1, DEV_MAX_HEADS,
 		 "query heads; a multiple of kv_heads, and heads * head_dim at most 8192"},
-    [P_KV_HEADS] = {"kv_heads", 2, 1, DEV_MAX_HEADS,
+    [P_KV_HEADS] = {"kv_heads", CHIPD_CL_INT64, 2, 1, DEV_MAX_HEADS,
 		    "key/value heads, each shared by heads / kv_heads query heads"},
-    [P_HEAD_DIM] = {"head_dim", 64, 1, DEV_MAX_HEAD_DIM,
+    [P_HEAD_DIM] = {"head_dim", CHIPD_CL_INT64, 64, 1, DEV_MAX_HEAD_DIM,
 		    "elements per head; the hidden size is heads * head_dim"},
-    [P_BLOCK] = {"block_size", 16, 1, DEV_ATTN_PART,
+    [P_BLOCK] = {"block_size", CHIPD_CL_INT64, 16, 1, DEV_ATTN_PART,
 		 "positions per KV cache block; a power of two"},
-    [P_CONTEXT] = {"context", 128, 0, DEV_MAX_CTX - 1,
+    [P_CONTEXT] = {"context", CHIPD_CL_INT64, 128, 0, DEV_MAX_CTX - 1,
 		   "prompt positions cached (seeded) before the first step; context + tokens "
 		   "at most 1048576"},
-    [P_TOKENS] = {"tokens", 16, 1, 65536,
+    [P_TOKENS] = {"tokens", CHIPD_CL_INT64, 16, 1, 65536,
 		  "steps, one token each (max_tokens may end the request earlier)"},
-    [P_VOCAB] = {"vocab", 256, 2, 65536,
+    [P_VOCAB] = {"vocab", CHIPD_CL_INT64, 256, 2, 65536,
 		 "vocabulary size: a step's token is the argmax of this many logits"},
-    [P_SEED] = {"seed", 1, 0, INT64_MAX, "seed of every weight and of the prompt's cache"},
+    [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, INT64_MAX, "seed of every weight and of the prompt's cache"},
 };
 
-/* wl_rand streams of the tensors; the layer goes in the low bits. */
+/* cl_rand streams of the tensors; the layer goes in the low bits. */
 enum {
 	RS_EMB = 1 << 16,
 	RS_WQKV = 2 << 16,
@@ -128,39 +128,40 @@ static float weight_scale(uint32_t fan_in)
 
 /* Uploads @layers tensors of @n seeded floats each (stream @rs | layer) into one new
  * device buffer *@dst. */
-static int upload_rand(struct wl_req *r, float **dst, uint32_t layers, size_t n, uint64_t seed,
+static int upload_rand(struct chipd_cl_req *r, float **dst, uint32_t layers, size_t n, uint64_t seed,
 		       uint64_t rs, float scale)
 {
 	size_t bytes = (size_t)layers * n * sizeof(float);
-	float *h = wl_host_alloc(r, bytes);
+	float *h = r->host->host_alloc(r, bytes);
 	int err;
 
 	if (!h)
 		return -ENOMEM;
 	for (uint32_t l = 0; l < layers; l++)
-		wl_rand_fill(h + l * n, n, seed, rs | l, 0, scale);
-	err = wl_upload(r, (void **)dst, h, bytes);
-	wl_host_free(r, h, bytes);
+		cl_rand_fill(h + l * n, n, seed, rs | l, 0, scale);
+	err = cl_upload(r, (void **)dst, h, bytes);
+	r->host->host_free(r, h, bytes);
 	return err;
 }
 
 /* Value of the prompt cache: K or V (@rs) of layer @l at contiguous index @i. */
 static float prompt_kv(const struct pa_shape *s, uint64_t rs, uint32_t l, uint64_t i)
 {
-	return wl_rand(s->seed, rs | l, i);
+	return cl_rand(s->seed, rs | l, i);
 }
 
 /* Writes the prompt's positions into the pool blocks of every table. */
-static int fill_prompt(struct wl_req *r, struct pa_state *st)
+static int fill_prompt(struct chipd_cl_req *r, struct pa_state *st)
 {
 	const struct pa_shape *s = &st->s;
-	uint32_t row = s->kvh * s->dim, bf = wl_kvpool_block_floats(r->kv);
-	float *h = wl_host_alloc(r, (size_t)s->blk_floats * sizeof(*h));
-	float *base = wl_kvpool_base(r->kv);
+	struct chipd_cl_kv kv;
+	uint32_t row = s->kvh * s->dim;
+	float *h = r->host->host_alloc(r, (size_t)s->blk_floats * sizeof(*h));
 	int err = 0;
 
 	if (!h)
 		return -ENOMEM;
+	r->host->kv_pool(r, &kv);
 	for (uint32_t t = 0; t < 2 * s->layers && !err; t++) {
 		uint64_t rs = t % 2 ? RS_V : RS_K;
 
@@ -170,63 +171,42 @@ static int fill_prompt(struct wl_req *r, struct pa_state *st)
 
 			for (uint64_t i = 0; i < (uint64_t)n * row; i++)
 				h[i] = prompt_kv(s, rs, t / 2, (uint64_t)b * s->bs * row + i);
-			err = dev_copy(r->dev, NULL, base + (size_t)id * bf, h,
-				       (size_t)n * row * sizeof(*h), DEV_H2D);
+			err = r->host->copy(r, kv.base + (size_t)id * kv.block_floats, h,
+					    (size_t)n * row * sizeof(*h), CHIPD_CL_H2D);
 		}
 	}
-	wl_host_free(r, h, (size_t)s->blk_floats * sizeof(*h));
+	r->host->host_free(r, h, (size_t)s->blk_floats * sizeof(*h));
 	return err;
 }
 
-static void pa_free(struct wl_req *r, struct pa_state *st)
+static void pa_free(struct chipd_cl_req *r, struct pa_state *st)
 {
-	dev_free(r->dev, st->emb);
-	dev_free(r->dev, st->wqkv);
-	dev_free(r->dev, st->wo);
-	dev_free(r->dev, st->wout);
-	dev_free(r->dev, st->tabs);
-	dev_free(r->dev, st->tok);
+	r->host->dev_free(r, st->emb);
+	r->host->dev_free(r, st->wqkv);
+	r->host->dev_free(r, st->wo);
+	r->host->dev_free(r, st->wout);
+	r->host->dev_free(r, st->tabs);
+	r->host->dev_free(r, st->tok);
 	if (st->ids)
-		wl_host_free(r, st->ids, (size_t)2 * st->s.layers * st->s.nblk * sizeof(*st->ids));
-	wl_host_free(r, st, sizeof(*st));
+		r->host->host_free(r, st->ids, (size_t)2 * st->s.layers * st->s.nblk * sizeof(*st->ids));
+	r->host->host_free(r, st, sizeof(*st));
 }
 
-static int reserve_blocks(struct wl_req *r, struct pa_state *st, char *msg, size_t cap)
+/* The block list, then the blocks (from the worker's pool, or a private one). */
+static int reserve_blocks(struct chipd_cl_req *r, struct pa_state *st, char *msg, size_t cap)
 {
 	const struct pa_shape *s = &st->s;
 	uint32_t need = 2 * s->layers * s->nblk;
-	int err;
 
-	if (!r->kv) {
-		err = wl_kvpool_create(&r->kv, r->dev, need, s->blk_floats);
-		if (err) {
-			snprintf(msg, cap, "paged_attention: cannot allocate %u KV blocks", need);
-			return err;
-		}
-		r->own_kv = true;
-	}
-	if (wl_kvpool_block_floats(r->kv) < s->blk_floats) {
-		snprintf(msg, cap,
-			 "paged_attention: block_size * kv_heads * head_dim = %u floats exceeds "
-			 "the pool's blocks of %u",
-			 s->blk_floats, wl_kvpool_block_floats(r->kv));
-		return -EINVAL;
-	}
-	/* refused before the block list is allocated: it may be large */
-	if (need > wl_kvpool_free_blocks(r->kv)) {
-		snprintf(msg, cap, "paged_attention: %u KV blocks needed, %u free", need,
-			 wl_kvpool_free_blocks(r->kv));
-		return -ENOSPC;
-	}
-	st->ids = wl_host_alloc(r, (size_t)need * sizeof(*st->ids));
+	st->ids = r->host->host_alloc(r, (size_t)need * sizeof(*st->ids));
 	if (!st->ids) {
 		snprintf(msg, cap, "paged_attention: no host memory for %u KV block ids", need);
 		return -ENOMEM;
 	}
-	return wl_kvpool_reserve(r->kv, need, st->ids); /* cannot fail: checked above */
+	return r->host->kv_take(r, need, s->blk_floats, st->ids, msg, cap);
 }
 
-static void pa_cost(const int64_t *cfg, struct wl_cost *out)
+static void pa_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 {
 	struct pa_shape s;
 	uint64_t ids, stage, t;
@@ -248,9 +228,9 @@ static void pa_cost(const int64_t *cfg, struct wl_cost *out)
 	out->kv_block_floats = s.blk_floats;
 }
 
-static int pa_reserve(struct wl_req *r, char *msg, size_t cap)
+static int pa_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 {
-	struct pa_state *st = wl_host_alloc(r, sizeof(*st));
+	struct pa_state *st = r->host->host_alloc(r, sizeof(*st));
 	int err;
 
 	if (!st) {
@@ -260,8 +240,6 @@ static int pa_reserve(struct wl_req *r, char *msg, size_t cap)
 	shape_of(r->cfg, &st->s);
 	err = reserve_blocks(r, st, msg, cap);
 	if (err) {
-		if (r->own_kv)
-			wl_kvpool_destroy(r->kv);
 		pa_free(r, st);
 		return err;
 	}
@@ -269,14 +247,14 @@ static int pa_reserve(struct wl_req *r, char *msg, size_t cap)
 	return 0;
 }
 
-static int pa_fill(struct wl_req *r, char *msg, size_t cap)
+static int pa_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 {
 	struct pa_state *st = r->state;
 	const struct pa_shape *s = &st->s;
 	int32_t tok = (int32_t)(s->seed % s->vocab);
 	int err;
 
-	err = wl_upload(r, (void **)&st->tabs, st->ids,
+	err = cl_upload(r, (void **)&st->tabs, st->ids,
 			(size_t)2 * s->layers * s->nblk * sizeof(*st->ids));
 	if (!err)
 		err = fill_prompt(r, st);
@@ -292,31 +270,30 @@ static int pa_fill(struct wl_req *r, char *msg, size_t cap)
 		err = upload_rand(r, &st->wout, 1, (size_t)s->e * s->vocab, s->seed, RS_WOUT,
 				  weight_scale(s->e));
 	if (!err)
-		err = wl_upload(r, (void **)&st->tok, &tok, sizeof(tok));
+		err = cl_upload(r, (void **)&st->tok, &tok, sizeof(tok));
 	if (err)
 		snprintf(msg, cap, "paged_attention: cannot reserve device memory (%d)", err);
 	return err;
 }
 
-static void pa_release(struct wl_req *r)
+static void pa_release(struct chipd_cl_req *r)
 {
 	struct pa_state *st = r->state;
 
-	wl_kvpool_release(r->kv, 2 * st->s.layers * st->s.nblk, st->ids);
-	if (r->own_kv)
-		wl_kvpool_destroy(r->kv);
+	r->host->kv_give(r, 2 * st->s.layers * st->s.nblk, st->ids);
 	pa_free(r, st);
 }
 
-static struct dev_k_cache cache_of(const struct wl_req *r, const struct pa_state *st, uint32_t l)
+static struct dev_k_cache cache_of(const struct chipd_cl_kv *kv, const struct pa_state *st,
+				   uint32_t l)
 {
 	struct dev_k_cache c = {
-	    .pool = wl_kvpool_base(r->kv),
+	    .pool = kv->base,
 	    .ktab = st->tabs + (size_t)2 * l * st->s.nblk,
 	    .vtab = st->tabs + (size_t)(2 * l + 1) * st->s.nblk,
 	    .table_len = st->s.nblk,
-	    .pool_blocks = wl_kvpool_blocks(r->kv),
-	    .block_stride = wl_kvpool_block_floats(r->kv),
+	    .pool_blocks = kv->blocks,
+	    .block_stride = kv->block_floats,
 	    .block_size = st->s.bs,
 	    .kv_heads = st->s.kvh,
 	    .head_dim = st->s.dim,
@@ -326,31 +303,33 @@ static struct dev_k_cache cache_of(const struct wl_req *r, const struct pa_state
 
 #define ADD(call)                                                                                  \
 	do {                                                                                       \
-		t = wl_add_launch(stp, lane, (call), t);                                           \
+		t = cl_launch(r, stp, lane, (call), t);                                           \
 		if (t < 0)                                                                         \
 			return t;                                                                  \
 	} while (0)
 
-static int pa_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_t *host_tok)
+static int pa_build(struct chipd_cl_req *r, struct chipd_cl_step *stp, uint32_t lane, uint32_t step, void *host_tok)
 {
 	const struct pa_state *st = r->state;
 	const struct pa_shape *s = &st->s;
-	uint32_t pos = s->ctx0 + r->built, ctx = pos + 1, np = dev_attn_nparts(ctx);
-	float *x = wl_scratch(stp, s->e), *qkv = wl_scratch(stp, s->f);
-	float *att = wl_scratch(stp, s->e), *logits = wl_scratch(stp, s->vocab);
-	float *sc = wl_scratch(stp, (size_t)s->heads * np * DEV_ATTN_PART);
-	float *m = wl_scratch(stp, (size_t)s->heads * np),
-	      *l = wl_scratch(stp, (size_t)s->heads * np);
-	float *po = wl_scratch(stp, (size_t)s->heads * np * s->dim);
+	uint32_t pos = s->ctx0 + step, ctx = pos + 1, np = dev_attn_nparts(ctx);
+	float *x = cl_scratch(r, stp, s->e), *qkv = cl_scratch(r, stp, s->f);
+	float *att = cl_scratch(r, stp, s->e), *logits = cl_scratch(r, stp, s->vocab);
+	float *sc = cl_scratch(r, stp, (size_t)s->heads * np * DEV_ATTN_PART);
+	float *m = cl_scratch(r, stp, (size_t)s->heads * np),
+	      *l = cl_scratch(r, stp, (size_t)s->heads * np);
+	float *po = cl_scratch(r, stp, (size_t)s->heads * np * s->dim);
+	struct chipd_cl_kv kv;
 	struct dev_kcall c;
 	int t = -1;
 
 	if (!x || !qkv || !att || !logits || !sc || !m || !l || !po)
 		return -ENOBUFS;
+	r->host->kv_pool(r, &kv);
 	c = (struct dev_kcall){DEV_K_EMBED, .u.embed = {st->emb, st->tok, x, s->vocab, s->e}};
 	ADD(&c);
 	for (uint32_t layer = 0; layer < s->layers; layer++) {
-		struct dev_k_cache cache = cache_of(r, st, layer);
+		struct dev_k_cache cache = cache_of(&kv, st, layer);
 
 		c = (struct dev_kcall){
 		    DEV_K_GEMM,
@@ -379,7 +358,7 @@ static int pa_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_
 	ADD(&c);
 	c = (struct dev_kcall){DEV_K_ARGMAX, .u.argmax = {logits, st->tok, s->vocab}};
 	ADD(&c);
-	t = wl_add_copy(stp, lane, host_tok, st->tok, sizeof(*host_tok), DEV_D2H, t);
+	t = r->host->copy_task(stp, lane, host_tok, st->tok, sizeof(int32_t), CHIPD_CL_D2H, t);
 	return t < 0 ? t : 0;
 }
 
@@ -423,18 +402,18 @@ static int ref_init(struct pa_ref *m, const int64_t *cfg)
 		ref_free(m);
 		return -ENOMEM;
 	}
-	wl_rand_fill(m->emb, (size_t)s->vocab * s->e, s->seed, RS_EMB, 0, 1.0f);
+	cl_rand_fill(m->emb, (size_t)s->vocab * s->e, s->seed, RS_EMB, 0, 1.0f);
 	for (uint32_t l = 0; l < s->layers; l++) {
-		wl_rand_fill(m->wqkv + (size_t)l * s->e * s->f, (size_t)s->e * s->f, s->seed,
+		cl_rand_fill(m->wqkv + (size_t)l * s->e * s->f, (size_t)s->e * s->f, s->seed,
 			     RS_WQKV | l, 0, weight_scale(s->e));
-		wl_rand_fill(m->wo + (size_t)l * s->e * s->e, (size_t)s->e * s->e, s->seed,
+		cl_rand_fill(m->wo + (size_t)l * s->e * s->e, (size_t)s->e * s->e, s->seed,
 			     RS_WO | l, 0, weight_scale(s->e));
 		for (size_t i = 0; i < (size_t)s->ctx0 * row; i++) {
 			m->k[l * cache + i] = prompt_kv(s, RS_K, l, i);
 			m->v[l * cache + i] = prompt_kv(s, RS_V, l, i);
 		}
 	}
-	wl_rand_fill(m->wout, (size_t)s->e * s->vocab, s->seed, RS_WOUT, 0, weight_scale(s->e));
+	cl_rand_fill(m->wout, (size_t)s->e * s->vocab, s->seed, RS_WOUT, 0, weight_scale(s->e));
 	return 0;
 }
 
@@ -473,12 +452,15 @@ static int pa_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 	return 0;
 }
 
-const struct wl_ops wl_paged_attention_ops = {
+static const struct chipd_callable callable = {
+    .abi = CHIPD_CALLABLE_ABI,
+    .version = 1,
+    .token_bytes = sizeof(int32_t),
     .name = "paged_attention",
     .doc = "multi-layer decode over a paged KV cache; the prompt's cache grows by one "
 	   "position per step",
-    .specs = specs,
-    .nspecs = sizeof(specs) / sizeof(specs[0]),
+    .params = specs,
+    .nparams = sizeof(specs) / sizeof(specs[0]),
     .check = pa_check,
     .steps = pa_steps,
     .cost = pa_cost,
@@ -488,3 +470,8 @@ const struct wl_ops wl_paged_attention_ops = {
     .build = pa_build,
     .ref = pa_ref,
 };
+
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+{
+	return &callable;
+}

@@ -1,11 +1,11 @@
-/* wl_gemm.c - a chain of matrix products per step.
+/* gemm.c - the built-in callable "gemm": a chain of matrix products per step.
  *
  * State: X [m][k]. A step multiplies X by `chain` weights W_c [k][k] in turn
  * (X <- X . W_c, ping-ponging between two buffers); the token is the argmax over the
  * result, which is the next step's X. Weights are scaled to keep X's magnitude.
  */
 #include "ref.h"
-#include "wl_internal.h"
+#include "cl_util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,13 +15,13 @@
 
 enum { P_M, P_K, P_CHAIN, P_TOKENS, P_SEED };
 
-static const struct wl_param_info specs[] = {
-    [P_M] = {"m", 16, 1, 4096, "rows of the state X [m][k]"},
-    [P_K] = {"k", 64, 1, 4096, "columns of X; every weight W is [k][k]"},
-    [P_CHAIN] = {"chain", 4, 1, 64, "matrix products per step"},
-    [P_TOKENS] = {"tokens", 16, 1, 65536,
+static const struct chipd_cl_param specs[] = {
+    [P_M] = {"m", CHIPD_CL_INT64, 16, 1, 4096, "rows of the state X [m][k]"},
+    [P_K] = {"k", CHIPD_CL_INT64, 64, 1, 4096, "columns of X; every weight W is [k][k]"},
+    [P_CHAIN] = {"chain", CHIPD_CL_INT64, 4, 1, 64, "matrix products per step"},
+    [P_TOKENS] = {"tokens", CHIPD_CL_INT64, 16, 1, 65536,
 		  "steps, one token each (max_tokens may end the request earlier)"},
-    [P_SEED] = {"seed", 1, 0, INT64_MAX, "seed of X and of the weights"},
+    [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, INT64_MAX, "seed of X and of the weights"},
 };
 
 enum { RS_X = 1 << 16, RS_W = 2 << 16 };
@@ -48,12 +48,12 @@ static void gm_inputs(const int64_t *cfg, float *x, float *w)
 	uint32_t m = (uint32_t)cfg[P_M], k = (uint32_t)cfg[P_K], chain = (uint32_t)cfg[P_CHAIN];
 	uint64_t seed = (uint64_t)cfg[P_SEED];
 
-	wl_rand_fill(x, (size_t)m * k, seed, RS_X, 0, 1.0f);
+	cl_rand_fill(x, (size_t)m * k, seed, RS_X, 0, 1.0f);
 	for (uint32_t c = 0; c < chain; c++)
-		wl_rand_fill(w + (size_t)c * k * k, (size_t)k * k, seed, RS_W | c, 0, gm_scale(k));
+		cl_rand_fill(w + (size_t)c * k * k, (size_t)k * k, seed, RS_W | c, 0, gm_scale(k));
 }
 
-static void gm_cost(const int64_t *cfg, struct wl_cost *out)
+static void gm_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 {
 	uint64_t m = (uint64_t)cfg[P_M], k = (uint64_t)cfg[P_K], chain = (uint64_t)cfg[P_CHAIN];
 	uint64_t x = m * k * sizeof(float), w = chain * k * k * sizeof(float);
@@ -62,18 +62,18 @@ static void gm_cost(const int64_t *cfg, struct wl_cost *out)
 	out->dev_bytes = 2 * x + w + sizeof(int32_t);
 }
 
-static void gm_free(struct wl_req *r, struct gm_state *st)
+static void gm_free(struct chipd_cl_req *r, struct gm_state *st)
 {
-	dev_free(r->dev, st->x[0]);
-	dev_free(r->dev, st->x[1]);
-	dev_free(r->dev, st->w);
-	dev_free(r->dev, st->tok);
-	wl_host_free(r, st, sizeof(*st));
+	r->host->dev_free(r, st->x[0]);
+	r->host->dev_free(r, st->x[1]);
+	r->host->dev_free(r, st->w);
+	r->host->dev_free(r, st->tok);
+	r->host->host_free(r, st, sizeof(*st));
 }
 
-static int gm_reserve(struct wl_req *r, char *msg, size_t cap)
+static int gm_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 {
-	struct gm_state *st = wl_host_alloc(r, sizeof(*st));
+	struct gm_state *st = r->host->host_alloc(r, sizeof(*st));
 
 	if (!st) {
 		snprintf(msg, cap, "gemm: no host memory for the request");
@@ -86,41 +86,41 @@ static int gm_reserve(struct wl_req *r, char *msg, size_t cap)
 	return 0;
 }
 
-static int gm_fill(struct wl_req *r, char *msg, size_t cap)
+static int gm_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 {
 	struct gm_state *st = r->state;
 	size_t xb = (size_t)st->m * st->k * sizeof(float);
 	size_t wb = (size_t)st->chain * st->k * st->k * sizeof(float);
-	float *x = wl_host_alloc(r, xb), *w = wl_host_alloc(r, wb);
+	float *x = r->host->host_alloc(r, xb), *w = r->host->host_alloc(r, wb);
 	int32_t zero = 0;
 	int err = x && w ? 0 : -ENOMEM;
 
 	if (!err) {
 		gm_inputs(r->cfg, x, w);
-		err = wl_upload(r, (void **)&st->x[0], x, xb);
+		err = cl_upload(r, (void **)&st->x[0], x, xb);
 	}
 	if (!err)
-		err = wl_dev_alloc(r, xb, (void **)&st->x[1]);
+		err = r->host->dev_alloc(r, xb, (void **)&st->x[1]);
 	if (!err)
-		err = wl_upload(r, (void **)&st->w, w, wb);
+		err = cl_upload(r, (void **)&st->w, w, wb);
 	if (!err)
-		err = wl_upload(r, (void **)&st->tok, &zero, sizeof(zero));
-	wl_host_free(r, x, xb);
-	wl_host_free(r, w, wb);
+		err = cl_upload(r, (void **)&st->tok, &zero, sizeof(zero));
+	r->host->host_free(r, x, xb);
+	r->host->host_free(r, w, wb);
 	if (err)
 		snprintf(msg, cap, "gemm: cannot reserve device memory (%d)", err);
 	return err;
 }
 
-static void gm_release(struct wl_req *r)
+static void gm_release(struct chipd_cl_req *r)
 {
 	gm_free(r, r->state);
 }
 
-static int gm_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_t *host_tok)
+static int gm_build(struct chipd_cl_req *r, struct chipd_cl_step *stp, uint32_t lane, uint32_t step, void *host_tok)
 {
 	const struct gm_state *st = r->state;
-	uint32_t cur = (uint32_t)(((uint64_t)r->built * st->chain) % 2);
+	uint32_t cur = (uint32_t)(((uint64_t)step * st->chain) % 2);
 	struct dev_kcall c = {.kernel = DEV_K_GEMM};
 	int t = -1;
 
@@ -132,14 +132,14 @@ static int gm_build(struct wl_req *r, struct wl_step *stp, uint32_t lane, int32_
 					       st->k,
 					       st->k,
 					       0};
-		t = wl_add_launch(stp, lane, &c, t);
+		t = cl_launch(r, stp, lane, &c, t);
 		if (t < 0)
 			return t;
 	}
 	c = (struct dev_kcall){DEV_K_ARGMAX, .u.argmax = {st->x[cur], st->tok, st->m * st->k}};
-	t = wl_add_launch(stp, lane, &c, t);
+	t = cl_launch(r, stp, lane, &c, t);
 	if (t >= 0)
-		t = wl_add_copy(stp, lane, host_tok, st->tok, sizeof(*host_tok), DEV_D2H, t);
+		t = r->host->copy_task(stp, lane, host_tok, st->tok, sizeof(int32_t), CHIPD_CL_D2H, t);
 	return t < 0 ? t : 0;
 }
 
@@ -172,12 +172,15 @@ static int gm_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 	return 0;
 }
 
-const struct wl_ops wl_gemm_ops = {
+static const struct chipd_callable callable = {
+    .abi = CHIPD_CALLABLE_ABI,
+    .version = 1,
+    .token_bytes = sizeof(int32_t),
     .name = "gemm",
     .doc = "a chain of matrix products per step: X <- X W_1 ... W_chain; the token is the "
 	   "argmax of X",
-    .specs = specs,
-    .nspecs = sizeof(specs) / sizeof(specs[0]),
+    .params = specs,
+    .nparams = sizeof(specs) / sizeof(specs[0]),
     .steps = gm_steps,
     .cost = gm_cost,
     .reserve = gm_reserve,
@@ -186,3 +189,8 @@ const struct wl_ops wl_gemm_ops = {
     .build = gm_build,
     .ref = gm_ref,
 };
+
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+{
+	return &callable;
+}

@@ -1,5 +1,7 @@
-/* kcall.h - the kernel catalogue: one argument struct per kernel, shared by the sim
- * kernels (C), the HIP/CUDA launchers (C++) and the host-side shape check.
+/* chipd_kcall.h - the kernel catalogue: one argument struct per kernel, shared by the sim
+ * kernels (C), the HIP/CUDA launchers (C++), the host-side shape check and callables
+ * (installed with chipd_callable.h: a callable launches these kernels by name with
+ * these argument structs; part of CHIPD_CALLABLE_ABI).
  *
  * Every tensor is float32, row-major, in device memory of the device the call is
  * launched on. A paged KV cache is a pool of fixed-size blocks: block b starts at
@@ -123,13 +125,30 @@ static inline uint32_t dev_attn_nparts(uint32_t ctx)
 	return (ctx + DEV_ATTN_PART - 1) / DEV_ATTN_PART;
 }
 
-/* Checks @c's kernel id, pointers and shapes against the supported ranges above.
- * Returns 0, or -EINVAL with a message naming the offending field in @msg. Touches
- * no device memory (block table contents are checked inside the kernels). */
-int dev_kcall_check(const struct dev_kcall *c, char *msg, size_t cap);
-
-/* The kernel's name, "?" for an unknown id. */
-const char *dev_kernel_name(enum dev_kernel k);
+/* The size of kernel @k's argument struct (the member of dev_kcall.u), 0 for an
+ * unknown kernel: what a launch by handle passes as args_size. */
+static inline size_t dev_kcall_args_size(enum dev_kernel k)
+{
+	switch (k) {
+	case DEV_K_GEMM:
+		return sizeof(struct dev_k_gemm);
+	case DEV_K_EMBED:
+		return sizeof(struct dev_k_embed);
+	case DEV_K_KV_APPEND:
+		return sizeof(struct dev_k_kv_append);
+	case DEV_K_ATTN_QK:
+	case DEV_K_ATTN_SOFTMAX:
+	case DEV_K_ATTN_PV:
+	case DEV_K_ATTN_UPDATE:
+		return sizeof(struct dev_k_attn);
+	case DEV_K_ARGMAX:
+		return sizeof(struct dev_k_argmax);
+	case DEV_K_SPIN:
+		return sizeof(struct dev_k_spin);
+	default:
+		return 0;
+	}
+}
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* ref.h - CPU references of the kernels: the same math computed the direct way, in
  * double precision, over contiguous tensors. Tests and the GPU checks compare every
- * kernel against these with stated tolerances. Layouts as in kcall.h. */
+ * kernel against these with stated tolerances. Layouts as in chipd_kcall.h. */
 #ifndef CHIPD_KERNELS_REF_H
 #define CHIPD_KERNELS_REF_H
 

@@ -1,0 +1,188 @@
+/* wl_host.c - the device API a callable gets (struct chipd_cl_host): chipd's arenas,
+ * device and KV pools behind the callable ABI, with the request's accounting. */
+#include "wl_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct wl_req *req_of(const struct chipd_cl_req *r)
+{
+	return r->chipd;
+}
+
+static struct wl_step *step_of(const struct chipd_cl_step *st)
+{
+	return (struct wl_step *)st;
+}
+
+static int host_kernel(const char *name)
+{
+	for (int k = 0; k < DEV_K_COUNT; k++)
+		if (strcmp(dev_kernel_name((enum dev_kernel)k), name) == 0)
+			return k;
+	return -ENOENT;
+}
+
+static void *host_alloc(struct chipd_cl_req *cr, size_t n)
+{
+	struct wl_req *r = req_of(cr);
+	void *p = calloc(1, n);
+
+	if (p) {
+		r->host_now += n;
+		if (r->host_now > r->host_peak)
+			r->host_peak = r->host_now;
+	}
+	return p;
+}
+
+static void host_free(struct chipd_cl_req *cr, void *p, size_t n)
+{
+	if (!p)
+		return;
+	req_of(cr)->host_now -= n;
+	free(p);
+}
+
+static int host_dev_alloc(struct chipd_cl_req *cr, size_t n, void **out)
+{
+	struct wl_req *r = req_of(cr);
+	int err = dev_alloc(r->dev, n, out);
+
+	if (!err)
+		r->dev_bytes += n;
+	return err;
+}
+
+static void host_dev_free(struct chipd_cl_req *cr, void *p)
+{
+	(void)dev_free(req_of(cr)->dev, p);
+}
+
+/* The ABI's copy directions are the device layer's, value for value. */
+_Static_assert((int)CHIPD_CL_H2D == (int)DEV_H2D && (int)CHIPD_CL_D2H == (int)DEV_D2H &&
+		   (int)CHIPD_CL_D2D == (int)DEV_D2D,
+	       "copy directions");
+
+static bool copy_kind_ok(enum chipd_cl_copy kind)
+{
+	return kind == CHIPD_CL_H2D || kind == CHIPD_CL_D2H || kind == CHIPD_CL_D2D;
+}
+
+static int host_copy(struct chipd_cl_req *cr, void *dst, const void *src, size_t n,
+		     enum chipd_cl_copy kind)
+{
+	if (!copy_kind_ok(kind))
+		return -EINVAL;
+	return dev_copy(req_of(cr)->dev, NULL, dst, src, n, (enum dev_copy_kind)kind);
+}
+
+static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, int32_t *ids,
+		   char *msg, size_t cap)
+{
+	struct wl_req *r = req_of(cr);
+	const char *name = r->wc->cl->name;
+	int err;
+
+	if (!r->kv) {
+		err = wl_kvpool_create(&r->kv, r->dev, n, block_floats);
+		if (err) {
+			snprintf(msg, cap, "%s: cannot allocate %u KV blocks", name, n);
+			return err;
+		}
+		r->own_kv = true;
+	}
+	if (wl_kvpool_block_floats(r->kv) < block_floats) {
+		snprintf(msg, cap, "%s: KV blocks of %u floats exceed the pool's blocks of %u",
+			 name, block_floats, wl_kvpool_block_floats(r->kv));
+		err = -EINVAL;
+	} else if (n > wl_kvpool_free_blocks(r->kv)) {
+		snprintf(msg, cap, "%s: %u KV blocks needed, %u free", name, n,
+			 wl_kvpool_free_blocks(r->kv));
+		err = -ENOSPC;
+	} else {
+		return wl_kvpool_reserve(r->kv, n, ids); /* cannot fail: checked above */
+	}
+	if (r->own_kv) {
+		wl_kvpool_destroy(r->kv);
+		r->kv = NULL;
+		r->own_kv = false;
+	}
+	return err;
+}
+
+static void kv_give(struct chipd_cl_req *cr, uint32_t n, const int32_t *ids)
+{
+	struct wl_req *r = req_of(cr);
+
+	wl_kvpool_release(r->kv, n, ids);
+	if (r->own_kv) {
+		wl_kvpool_destroy(r->kv);
+		r->kv = NULL;
+		r->own_kv = false;
+	}
+}
+
+static void kv_pool(const struct chipd_cl_req *cr, struct chipd_cl_kv *out)
+{
+	const struct wl_req *r = req_of(cr);
+
+	*out = (struct chipd_cl_kv){wl_kvpool_base(r->kv), wl_kvpool_blocks(r->kv),
+				    wl_kvpool_block_floats(r->kv)};
+}
+
+static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, const void *args,
+		       size_t args_size, int dep)
+{
+	struct wl_step *st = step_of(cst);
+
+	if (kernel < 0 || kernel >= DEV_K_COUNT ||
+	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n)
+		return -EINVAL;
+	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
+}
+
+static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, const void *src,
+			  size_t n, enum chipd_cl_copy kind, int dep)
+{
+	struct wl_step *st = step_of(cst);
+
+	if (!copy_kind_ok(kind) || dep >= (int)st->n)
+		return -EINVAL;
+	return wl_add_copy(st, lane, dst, src, n, (enum dev_copy_kind)kind, dep);
+}
+
+/* Device scratch is aligned as dev_alloc's memory is, for coalesced loads. */
+#define SCRATCH_ALIGN 256u
+
+static void *host_scratch(struct chipd_cl_step *cst, size_t n)
+{
+	return wl_arena_alloc(step_of(cst)->dev, n, SCRATCH_ALIGN);
+}
+
+static uint32_t host_room(const struct chipd_cl_step *cst)
+{
+	const struct wl_step *st = step_of(cst);
+
+	return st->cap - st->n;
+}
+
+const struct chipd_cl_host wl_host = {
+    .abi = CHIPD_CALLABLE_ABI,
+    .size = sizeof(struct chipd_cl_host),
+    .kernel = host_kernel,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .dev_alloc = host_dev_alloc,
+    .dev_free = host_dev_free,
+    .copy = host_copy,
+    .kv_take = kv_take,
+    .kv_give = kv_give,
+    .kv_pool = kv_pool,
+    .launch = host_launch,
+    .copy_task = host_copy_task,
+    .scratch = host_scratch,
+    .room = host_room,
+};

@@ -1,0 +1,143 @@
+/* test_callable.c - callables for tests/unit/check_callables.c, built from this one
+ * source once per variant (TEST_CALLABLE, tests/kernels.cmake): a good one that uses
+ * only the ABI, and broken ones, one fault each, that chipd must refuse by name.
+ *
+ *   TC_GOOD      "tiny": tokens steps of one spin kernel, token = seed * 7 + step
+ *   TC_ABI       declares ABI version 99
+ *   TC_NO_ENTRY  exports no chipd_callable_v1
+ *   TC_INIT      its init fails ("broken on purpose")
+ *   TC_TABLE     its name is not [a-z0-9_]
+ *   TC_DUP       calls itself "gemm", a built-in's name
+ */
+#include "chipd_callable.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+/* macros, not an enum: the preprocessor compares them */
+#define TC_GOOD	    0
+#define TC_ABI	    1
+#define TC_NO_ENTRY 2
+#define TC_INIT	    3
+#define TC_TABLE    4
+#define TC_DUP	    5
+
+#ifndef TEST_CALLABLE
+#error "TEST_CALLABLE names the variant"
+#endif
+
+enum { P_TOKENS, P_SEED };
+
+static const struct chipd_cl_param params[] = {
+    [P_TOKENS] = {"tokens", CHIPD_CL_INT64, 4, 1, 64, "steps, one token each"},
+    [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, 1000, "tokens are seed * 7 + step"},
+};
+
+static int spin = -1; /* the spin kernel's handle, found at init */
+
+struct tiny {
+	int32_t *tok; /* device */
+};
+
+static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
+{
+	if (TEST_CALLABLE == TC_INIT) {
+		snprintf(msg, cap, "broken on purpose");
+		return -EIO;
+	}
+	spin = host->kernel("spin");
+	if (spin < 0 || host->kernel("no_such_kernel") != -ENOENT) {
+		snprintf(msg, cap, "no spin kernel");
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static uint32_t tiny_steps(const int64_t *cfg)
+{
+	return (uint32_t)cfg[P_TOKENS];
+}
+
+static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
+{
+	(void)cfg;
+	out->host_bytes = sizeof(struct tiny);
+	out->dev_bytes = sizeof(int32_t);
+}
+
+static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
+{
+	r->state = r->host->host_alloc(r, sizeof(struct tiny));
+	if (!r->state) {
+		snprintf(msg, cap, "tiny: no host memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
+{
+	struct tiny *t = r->state;
+	int err = r->host->dev_alloc(r, sizeof(int32_t), (void **)&t->tok);
+
+	if (err)
+		snprintf(msg, cap, "tiny: no device memory");
+	return err;
+}
+
+static void tiny_release(struct chipd_cl_req *r)
+{
+	struct tiny *t = r->state;
+
+	r->host->dev_free(r, t->tok);
+	r->host->host_free(r, t, sizeof(*t));
+}
+
+static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
+		      uint32_t step, void *token)
+{
+	const struct tiny *t = r->state;
+	struct dev_k_spin a = {t->tok, 0, (int32_t)(r->cfg[P_SEED] * 7 + step)};
+	int task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
+
+	if (task >= 0)
+		task = r->host->copy_task(st, lane, token, t->tok, sizeof(int32_t), CHIPD_CL_D2H,
+					  task);
+	return task < 0 ? task : 0;
+}
+
+static int tiny_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		tokens[i] = (uint64_t)(cfg[P_SEED] * 7 + i);
+	return 0;
+}
+
+static const struct chipd_callable callable = {
+    .abi = TEST_CALLABLE == TC_ABI ? 99 : CHIPD_CALLABLE_ABI,
+    .version = 3,
+    .name = TEST_CALLABLE == TC_TABLE ? "Tiny!" : TEST_CALLABLE == TC_DUP ? "gemm" : "tiny",
+    .doc = "a spin kernel per step; tokens are seed * 7 + step",
+    .params = params,
+    .nparams = sizeof(params) / sizeof(params[0]),
+    .token_bytes = sizeof(int32_t),
+    .init = tiny_init,
+    .steps = tiny_steps,
+    .cost = tiny_cost,
+    .reserve = tiny_reserve,
+    .fill = tiny_fill,
+    .build = tiny_build,
+    .release = tiny_release,
+    .ref = tiny_ref,
+};
+
+#if TEST_CALLABLE == TC_NO_ENTRY
+/* the table under another name: found by nobody */
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void);
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void)
+#else
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+#endif
+{
+	return &callable;
+}
