@@ -82,17 +82,22 @@ for node in "${nodes[@]}"; do
 		fail "$node: no namespaces after 5 s"
 	on_node "$node" hostname "$node"
 	on_node "$node" mount -t tmpfs -o mode=1777 "shm-$node" /dev/shm
-	# chipd and chipctl may live under /tmp (a clone built there): the node keeps
-	# the host's /tmp at a private mount point and binds their directories back
+	# chipd and chipctl may live under /tmp (a clone built there, its callables
+	# beside them): the node keeps the host's /tmp at a private mount point and
+	# binds the top directory under /tmp that holds them back
 	mkdir -p "$dir/hosttmp-$node"
 	on_node "$node" mount --bind /tmp "$dir/hosttmp-$node"
 	on_node "$node" mount -t tmpfs -o mode=1777 "tmp-$node" /tmp
 	for exe in chipd chipctl; do
-		bindir=$(dirname "$(readlink -f "$dir/bin/$exe")")
-		case $bindir in
-		/tmp/*)
-			on_node "$node" mkdir -p "$bindir"
-			on_node "$node" mount --bind "$dir/hosttmp-$node/${bindir#/tmp/}" "$bindir"
+		rel=$(readlink -f "$dir/bin/$exe")
+		case $rel in
+		/tmp/*/*)
+			rel=${rel#/tmp/}
+			rel=${rel%%/*}
+			if ! on_node "$node" mountpoint -q "/tmp/$rel"; then
+				on_node "$node" mkdir -p "/tmp/$rel"
+				on_node "$node" mount --bind "$dir/hosttmp-$node/$rel" "/tmp/$rel"
+			fi
 			;;
 		esac
 	done
