@@ -203,6 +203,16 @@ wait_job() { # wait_job ID SECONDS: until the job has ended; prints its final st
 	done
 	echo "$state"
 }
+cancel_within_killwait() { # cancel_within_killwait ID: scancel, ended inside KillWait; sets took
+	local t state
+	t=$SECONDS
+	scancel "$1"
+	state=$(wait_job "$1" 45)
+	took=$((SECONDS - t))
+	say "job $1 cancelled mid-work: state $state after $took s"
+	case $state in CANCELLED | COMPLETED) ;; *) fail "job $1: state $state 45 s after scancel" ;; esac
+	[ "$took" -lt 30 ] || fail "job $1: took $took s to end, not inside KillWait (30 s)"
+}
 expect() { # expect PATTERN WHAT: the job's output ($out) has a line matching PATTERN
 	grep -q "$1" "$out" || fail "job $id: $2"
 }
