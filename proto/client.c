@@ -227,7 +227,7 @@ static int attach(chipd_conn *c, const char *instance, struct chipd_error *err)
 {
 	char name[SHM_NAME_MAX];
 	struct shm_diag diag = {""};
-	uid_t owner;
+	uid_t owner = (uid_t)-1; /* set by resolve on success */
 	int rc;
 
 	rc = resolve(instance, c->instance, name, &owner, err);
