@@ -1,5 +1,5 @@
 /* check_hostile.c - one stray or hostile write into the node's shared memory does not
- * take the node down (issue 16's examples). Since node layout 4 a client can write only
+ * take the node down. Since node layout 4 a client can write only
  * its own client region (the mailbox header's bitmap_words and server_pid cases); the
  * corruptions of the node region (descriptor, ring header, gauge) are made as root
  * through a read-write remapping, a writer no client can be, and skipped otherwise. Each tcase starts chipd with 2 sim chips and a good client streaming
