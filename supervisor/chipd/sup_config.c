@@ -7,6 +7,7 @@
  * then derived values (pidfile, banks under --no-overlap) and cross-checks.
  */
 #include "sup_config.h"
+#include "sup_config_env.h"
 #include "sup_files.h"
 
 #include "node.h"
@@ -89,15 +90,13 @@ static const struct opt opts[] = {
      SRC(max_pending), 1, PROTO_NODE_MAX_RINGS, 0, "live requests of the node (the router)", NULL},
     {"max_clients", "max-clients", "N", "CHIPD_MAX_CLIENTS", K_U32, FIELD(max_clients),
      SRC(max_clients), 1, SUP_MAX_CLIENTS_MAX, 0,
-     "connections of the handshake socket (client processes, each connection counted)",
-     NULL},
+     "connections of the handshake socket (client processes, each connection counted)", NULL},
     {"max_client_pending", "max-client-pending", "N", "CHIPD_MAX_CLIENT_PENDING", K_U32,
      FIELD(max_client_pending), SRC(max_client_pending), 1, PROTO_NODE_MAX_RINGS, 0,
      "live requests of one client process", NULL},
     {"max_client_rings", "max-client-rings", "N", "CHIPD_MAX_CLIENT_RINGS", K_U32,
      FIELD(max_client_rings), SRC(max_client_rings), 1, PROTO_NODE_MAX_RINGS, 0,
-     "token rings one client process holds (streams in flight or ended and not yet read)",
-     NULL},
+     "token rings one client process holds (streams in flight or ended and not yet read)", NULL},
     {"max_client_slots", "max-client-slots", "N", "CHIPD_MAX_CLIENT_SLOTS", K_U32,
      FIELD(max_client_slots), SRC(max_client_slots), 1, PROTO_NODE_SLOTS, 0,
      "slots of each connection's own mailbox (in its client region): its requests in flight "
@@ -233,8 +232,7 @@ static void set_source(const struct opt *o, struct sup_sources *src, enum sup_so
 		*(enum sup_source *)((char *)src + o->src) = s;
 }
 
-/* Formats the one-line message into @msg; returns -EINVAL. */
-__attribute__((format(printf, 3, 4))) static int fail(char *msg, size_t cap, const char *fmt, ...)
+int sup_config_fail(char *msg, size_t cap, const char *fmt, ...)
 {
 	if (msg && cap) {
 		va_list ap;
@@ -305,8 +303,7 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 	cfg->max_request_steps = SUP_REQUEST_STEPS_MAX;
 }
 
-/* Parses a decimal number without sign or blanks. Returns 0, -EINVAL or -ERANGE. */
-static int parse_u64(const char *s, uint64_t *out)
+int sup_config_parse_u64(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 	char *end;
@@ -361,7 +358,7 @@ static const char *parse_group(const char *v, struct sup_config *cfg)
 	char buf[4096];
 	uint64_t u;
 
-	if (parse_u64(v, &u) == 0) {
+	if (sup_config_parse_u64(v, &u) == 0) {
 		if (u >= (gid_t)-1)
 			return "out of range";
 		cfg->allow_gid = (gid_t)u;
@@ -415,12 +412,12 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 		w.sep = "=";
 	}
 	if (!*v && !(o->flags & O_EMPTY_OK) && o->kind != K_INSTANCE)
-		return fail(msg, cap, "%s%s%s: empty", w.name, w.sep, v);
+		return sup_config_fail(msg, cap, "%s%s%s: empty", w.name, w.sep, v);
 	switch (o->kind) {
 	case K_U32:
 	case K_U64:
 	case K_FD:
-		rc = parse_u64(v, &u);
+		rc = sup_config_parse_u64(v, &u);
 		snprintf(range, sizeof(range), "out of range %llu..%llu",
 			 (unsigned long long)o->min, (unsigned long long)o->max);
 		if (rc == -EINVAL)
@@ -478,7 +475,7 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 		abort(); /* never set from text */
 	}
 	if (why)
-		return fail(msg, cap, "%s%s%s: %s", w.name, w.sep, v, why);
+		return sup_config_fail(msg, cap, "%s%s%s: %s", w.name, w.sep, v, why);
 	set_source(o, src, from);
 	return 0;
 }
@@ -613,135 +610,28 @@ static int parse_flags(int argc, char **argv, const char **given, char *msg, siz
 			return 1;
 		}
 		if (c == ':')
-			return fail(msg, cap, "%s: missing value", argv[optind - 1]);
+			return sup_config_fail(msg, cap, "%s: missing value", argv[optind - 1]);
 		if (c == '?' && optopt >= OPT_BASE) /* "--foreground=1" */
-			return fail(msg, cap, "%s: takes no value", argv[optind - 1]);
+			return sup_config_fail(msg, cap, "%s: takes no value", argv[optind - 1]);
 		if (c == '?' && optopt)
-			return fail(msg, cap, "unknown option -%c", optopt);
+			return sup_config_fail(msg, cap, "unknown option -%c", optopt);
 		if (c < OPT_BASE || c >= OPT_BASE + (int)NOPTS)
-			return fail(msg, cap, "unknown option %s", argv[optind - 1]);
+			return sup_config_fail(msg, cap, "unknown option %s", argv[optind - 1]);
 		given[c - OPT_BASE] = optarg ? optarg : "1";
 	}
 	if (optind < argc)
-		return fail(msg, cap, "unexpected argument %s", argv[optind]);
+		return sup_config_fail(msg, cap, "unexpected argument %s", argv[optind]);
 	return 0;
 }
 
-/* Parses the comma list @mask of variable @var into @cfg->gpu_ids. Returns how many
- * devices it names, or -EINVAL. */
-static int parse_mask(struct sup_config *cfg, const char *var, const char *mask, char *msg,
-		      size_t cap)
+/* "--chips 4" or "CHIPD_CHIPS=4": how the chip count was given (for a message). */
+static const char *chips_given(const struct sup_config *cfg, const struct sup_sources *src)
 {
-	const char *p = mask;
-	int n = 0;
+	static _Thread_local char buf[64];
+	struct origin w = origin_of(opt_named("chips"), src->chips);
 
-	if (!*mask)
-		return 0; /* set and empty: no device is visible */
-	for (;;) {
-		size_t len = strcspn(p, ",");
-
-		if (len == 0)
-			return fail(msg, cap, "%s=%s: empty entry", var, mask);
-		if (len >= SUP_GPU_ID_MAX)
-			return fail(msg, cap, "%s=%s: entry too long", var, mask);
-		if (n < CHIPD_MAX_CHIPS)
-			memcpy(cfg->gpu_ids[n], p, len); /* zeroed by defaults() */
-		n++;
-		if (!p[len])
-			return n;
-		p += len + 1;
-	}
-}
-
-/* hip: how many GPUs are visible and which ordinal each chip gets. Worker i gets the
- * i-th visible device: ordinal i within the mask, which the runtime applies itself. */
-static int resolve_gpus(struct sup_config *cfg, struct sup_sources *src, char *msg, size_t cap)
-{
-	static const char *const masks[] = {"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"};
-	const struct opt *chips = opt_named("chips");
-	const char *var = NULL, *val = NULL;
-	long visible = -1;
-
-	if (cfg->backend == SUP_BACKEND_SIM)
-		return 0; /* gpus stay -1 */
-	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]) && !val; i++) {
-		val = getenv(masks[i]);
-		var = masks[i];
-	}
-	if (val) {
-		visible = parse_mask(cfg, var, val, msg, cap);
-		if (visible < 0)
-			return (int)visible;
-	} else if ((val = getenv("SLURM_GPUS_ON_NODE")) && *val) {
-		uint64_t u;
-
-		var = "SLURM_GPUS_ON_NODE";
-		if (parse_u64(val, &u) < 0 || u > INT_MAX)
-			return fail(msg, cap, "%s=%s: not a number", var, val);
-		visible = (long)u;
-	}
-	if (visible >= 0)
-		strcpy(cfg->gpu_env, var);
-
-	if (src->chips != SUP_SRC_DEFAULT) {
-		struct origin w = origin_of(chips, src->chips);
-
-		if (visible >= 0 && cfg->chips > visible)
-			return fail(msg, cap, "%s%s%u: only %ld GPUs visible (%s=%s)", w.name,
-				    w.sep, cfg->chips, visible, var, val);
-		src->gpus = visible >= 0 ? SUP_SRC_SCHEDULER : src->chips;
-	} else {
-		if (visible < 0)
-			return fail(msg, cap,
-				    "--backend hip: no GPU mask (ROCR_VISIBLE_DEVICES, "
-				    "CUDA_VISIBLE_DEVICES) nor SLURM_GPUS_ON_NODE: give "
-				    "--chips N");
-		if (visible == 0)
-			return fail(msg, cap, "%s=%s: no GPU visible", var, val);
-		if (visible > CHIPD_MAX_CHIPS)
-			return fail(msg, cap, "%s=%s: %ld GPUs, at most %d chips: give --chips N",
-				    var, val, visible, CHIPD_MAX_CHIPS);
-		cfg->chips = (uint32_t)visible;
-		src->chips = src->gpus = SUP_SRC_SCHEDULER;
-	}
-	for (uint32_t i = 0; i < cfg->chips; i++)
-		cfg->gpus[i] = (int32_t)i;
-	return 0;
-}
-
-/* systemd's variables: where to say READY=1, and whether a watchdog expects us. */
-static int resolve_systemd(struct sup_config *cfg, struct sup_sources *src, char *msg, size_t cap)
-{
-	const char *sock = getenv("NOTIFY_SOCKET"), *usec = getenv("WATCHDOG_USEC");
-	const char *wpid = getenv("WATCHDOG_PID");
-	size_t sun_max = sizeof(((struct sockaddr_un *)0)->sun_path);
-	uint64_t u, pid;
-
-	if (sock && *sock) {
-		/* "@name" fills sun_path from byte 1 without a NUL; a path needs its NUL */
-		if (sock[0] != '/' && sock[0] != '@')
-			return fail(msg, cap, "NOTIFY_SOCKET=%s: neither a path nor @abstract",
-				    sock);
-		if (strlen(sock) + (sock[0] == '/') > sun_max)
-			return fail(msg, cap, "NOTIFY_SOCKET=%s: too long for a socket address",
-				    sock);
-		strcpy(cfg->notify_socket, sock);
-		src->notify_socket = SUP_SRC_ENV;
-	}
-	if (!usec || !*usec)
-		return 0;
-	if (parse_u64(usec, &u) < 0)
-		return fail(msg, cap, "WATCHDOG_USEC=%s: not a number", usec);
-	if (wpid && *wpid) {
-		if (parse_u64(wpid, &pid) < 0)
-			return fail(msg, cap, "WATCHDOG_PID=%s: not a number", wpid);
-		if (pid != (uint64_t)getpid())
-			return 0; /* the watchdog of another process (our parent's) */
-	}
-	/* a longer watchdog is pinged more often than needed, which is harmless */
-	cfg->watchdog_usec = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
-	src->watchdog_usec = SUP_SRC_ENV;
-	return 0;
+	snprintf(buf, sizeof(buf), "%s%s%u", w.name, w.sep, cfg->chips);
+	return buf;
 }
 
 /* The values the scheduler's environment gives when neither flag nor CHIPD_* did,
@@ -779,15 +669,16 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 		struct origin g = origin_of(opt_named("allow_group"), src->allow_group);
 
 		/* chipd opens its runtime directory to the group: never a login's own */
-		return fail(msg, cap,
-			    "%s%s%s: needs CHIPD_RUNTIME_DIR, a directory of chipd's own that it "
-			    "opens to the group (such as /run/chipd), not the user's %s",
-			    g.name, g.sep, cfg->allow_group, cfg->runtime_dir);
+		return sup_config_fail(
+		    msg, cap,
+		    "%s%s%s: needs CHIPD_RUNTIME_DIR, a directory of chipd's own that it "
+		    "opens to the group (such as /run/chipd), not the user's %s",
+		    g.name, g.sep, cfg->allow_group, cfg->runtime_dir);
 	}
 	if (rc == 0)
-		rc = resolve_gpus(cfg, src, msg, cap);
+		rc = sup_config_resolve_gpus(cfg, src, chips_given(cfg, src), msg, cap);
 	if (rc == 0)
-		rc = resolve_systemd(cfg, src, msg, cap);
+		rc = sup_config_resolve_systemd(cfg, src, msg, cap);
 	if (rc < 0)
 		return rc;
 
@@ -796,8 +687,9 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 				 cfg->runtime_dir, (unsigned)geteuid(), cfg->instance);
 
 		if (n < 0 || (size_t)n >= sizeof(cfg->pidfile))
-			return fail(msg, cap, "runtime dir %s: too long for the pidfile's path",
-				    cfg->runtime_dir);
+			return sup_config_fail(msg, cap,
+					       "runtime dir %s: too long for the pidfile's path",
+					       cfg->runtime_dir);
 	}
 	{
 		/* the handshake socket's path must fit sun_path (and the node descriptor) */
@@ -806,10 +698,11 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 				 (unsigned)geteuid(), cfg->instance);
 
 		if (n < 0 || (size_t)n >= sizeof(sock))
-			return fail(msg, cap,
-				    "runtime dir %s: too long for the handshake socket's path "
-				    "(%d bytes, at most %zu): set CHIPD_RUNTIME_DIR to a shorter one",
-				    cfg->runtime_dir, n, sizeof(sock) - 1);
+			return sup_config_fail(
+			    msg, cap,
+			    "runtime dir %s: too long for the handshake socket's path "
+			    "(%d bytes, at most %zu): set CHIPD_RUNTIME_DIR to a shorter one",
+			    cfg->runtime_dir, n, sizeof(sock) - 1);
 	}
 	if (cfg->no_overlap) {
 		cfg->banks = 1;
@@ -819,15 +712,16 @@ static int resolve(struct sup_config *cfg, struct sup_sources *src, char *msg, s
 		struct origin lo = origin_of(opt_named("backoff_min_ms"), src->backoff_min_ms);
 		struct origin hi = origin_of(opt_named("backoff_max_ms"), src->backoff_max_ms);
 
-		return fail(msg, cap, "%s%s%u must not be longer than %s%s%u", lo.name, lo.sep,
-			    cfg->backoff_min_ms, hi.name, hi.sep, cfg->backoff_max_ms);
+		return sup_config_fail(msg, cap, "%s%s%u must not be longer than %s%s%u", lo.name,
+				       lo.sep, cfg->backoff_min_ms, hi.name, hi.sep,
+				       cfg->backoff_max_ms);
 	}
 	if (cfg->stuck_ms <= cfg->heartbeat_ms) {
 		struct origin s = origin_of(opt_named("stuck_ms"), src->stuck_ms);
 		struct origin h = origin_of(opt_named("heartbeat_ms"), src->heartbeat_ms);
 
-		return fail(msg, cap, "%s%s%u must be longer than %s%s%u", s.name, s.sep,
-			    cfg->stuck_ms, h.name, h.sep, cfg->heartbeat_ms);
+		return sup_config_fail(msg, cap, "%s%s%u must be longer than %s%s%u", s.name, s.sep,
+				       cfg->stuck_ms, h.name, h.sep, cfg->heartbeat_ms);
 	}
 	return 0;
 }
