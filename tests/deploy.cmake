@@ -49,3 +49,13 @@ if(TEST deploy_slurm)
   set_tests_properties(deploy_slurm PROPERTIES RUN_SERIAL TRUE RESOURCE_LOCK chipd_slurm)
   set_tests_properties(deploy_slurm_multinode PROPERTIES RESOURCE_LOCK chipd_slurm)
 endif()
+# The out-of-tree callable example (docs/examples/markov): the build installed under a
+# scratch prefix, the example built against it with pkg-config alone, run by the
+# installed chipd, tokens checked against the CPU walk. The plain build only: the
+# sanitizers' chipd is covered by the other suites.
+if(NOT CHIPD_SANITIZE)
+  add_test(NAME deploy_callable_example
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
+                   ${CMAKE_BINARY_DIR})
+  set_tests_properties(deploy_callable_example PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

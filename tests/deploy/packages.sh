@@ -6,10 +6,11 @@
 # /usr/bin/chipd), runs the quick start's main job with /usr/bin/chipd and
 # /usr/bin/chipctl as the chipd account (its own instance and runtime directory),
 # README's Python example against python3-chipd, a C program built against
-# libchipd-dev with pkg-config, a callable built against chipd-callable.pc (and the
-# built-in callables where it says); then dpkg -r and dpkg -P, and checks that no file the
-# packages listed is left, nor the chipd account's region, and that the account stays
-# (docs/operations.md).
+# libchipd-dev with pkg-config, the callable example (docs/examples/markov) built
+# against chipd-callable.pc and run by /usr/bin/chipd --callables beside the built-in
+# callables (the tokens must be the CPU walk's); then dpkg -r and dpkg -P, and checks
+# that no file the packages listed is left, nor the chipd account's region, and that
+# the account stays (docs/operations.md).
 set -eu
 [ $# -eq 1 ] || {
 	echo "usage: packages.sh BUILDDIR" >&2
@@ -194,30 +195,38 @@ callables=$(pkg-config --variable=callablesdir chipd-callable) ||
 for cl in gemm paged_attention synthetic; do
 	[ -f "$callables/$cl.so" ] || fail "no built-in callable $callables/$cl.so"
 done
-cat >"$tmp/callable.c" <<'EOF'
-#include <chipd_callable.h>
+# The out-of-tree example (docs/examples/markov), built with make and pkg-config alone.
+cp -r "$root/docs/examples/markov" "$tmp/markov"
+rm -f "$tmp/markov/markov.so" "$tmp/markov/markov-ref" # a stale in-tree build
+make -C "$tmp/markov" >"$tmp/markov.out" 2>&1 || fail "the callable example did not build"
 
-static const struct chipd_callable table = {.abi = CHIPD_CALLABLE_ABI, .name = "pkg"};
-
-CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
-{
-	return &table;
-}
-EOF
-# shellcheck disable=SC2046 # pkg-config's words
-cc -std=c11 -Wall -Werror -shared -fPIC -o "$tmp/callable.so" "$tmp/callable.c" \
-	$(pkg-config --cflags chipd-callable) || fail "the callable did not build"
-
-echo "== chipctl stop"
-as_chipd /usr/bin/chipctl stop || fail "chipctl stop"
-# gone, or a zombie nobody reaps (chipd detached)
+# stop_chipd PID: chipctl stop, then PID gone (or a zombie nobody reaps: chipd
+# detached) within 20 s, and its node region with it.
 running() { [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat"; }
-for _ in $(seq 1 200); do # bounded: 20 s
-	running "$pid" || break
-	sleep 0.1
-done
-running "$pid" && fail "chipd (pid $pid) did not stop"
-[ ! -e "/dev/shm/chipd.$uid.$instance" ] || fail "region left behind"
+stop_chipd() {
+	as_chipd /usr/bin/chipctl stop || fail "chipctl stop"
+	for _ in $(seq 1 200); do
+		running "$1" || break
+		sleep 0.1
+	done
+	running "$1" && fail "chipd (pid $1) did not stop"
+	[ ! -e "/dev/shm/chipd.$uid.$instance" ] || fail "region left behind"
+}
+echo "== chipctl stop"
+stop_chipd "$pid"
+
+echo "== /usr/bin/chipd --callables: the example beside the built-ins"
+mkdir -m 0755 "$tmp/callables"
+install -m 0755 "$tmp/markov/markov.so" "$callables"/*.so "$tmp/callables/"
+as_chipd /usr/bin/chipd --chips 1 --log-level warn --callables "$tmp/callables" ||
+	fail "chipd --callables did not start"
+pid=$(as_chipd /usr/bin/chipctl ping --json | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+as_chipd /usr/bin/chipctl submit --follow markov vocab=64 tokens=12 seed=7 >"$tmp/markov-run.out" ||
+	fail "the example's request failed"
+got=$(awk 'NF == 3 && $1 ~ /^@/ { print $3 }' "$tmp/markov-run.out")
+want=$("$tmp/markov/markov-ref" 64 12 7)
+[ "$got" = "$want" ] || fail "markov streamed $(echo $got), the CPU walk is $(echo $want)"
+stop_chipd "$pid"
 
 echo "== dpkg -r, dpkg -P"
 # The byte-code postinst made, for the check below (the prerm removes it).

@@ -63,6 +63,10 @@ RULES = [
          "--json and the test command runs report.sh --quick",
          elsewhere=(("tests/bench/report.sh", "chipbench"),
                     ("deploy/check.sh", "tests/bench/report.sh --quick"))),
+    # docs/examples/markov/README.md
+    Rule(r"docs/examples/markov/README\.md", r"^cmake --install build-release ",
+         "the build under test stands in for the Release build",
+         sub=(r"build-release", "$CHIPD_EX_BUILD")),
     # docs/operations.md
     Rule(r"docs/operations\.md", r"^\. deploy/lib/packages\.sh && chipd_need_packages ",
          "apt-get as root; the test command installs the same packages",
@@ -230,6 +234,10 @@ EXPECT = [
            "it prints the status, the tokens with the last marked final, and the refusal "
            "of the unknown workload",
            (r"state='ready'", r"^\d+ \d+ final$", r"^refused: bad_request ")),
+    Expect(r"docs/examples/markov/README\.md", "sh",
+           "the example's request streams the CPU walk's tokens: the last of the 16 "
+           "from chipctl (ID SEQ VALUE) and from markov-ref",
+           (r"^@\d+ 15 952$", r"^952$")),
     Expect(r"tests/README\.md", "sh",
            "CK_RUN_CASE runs the tcase it names: Check runs none, and exits 0, for a name "
            "the suite does not have",

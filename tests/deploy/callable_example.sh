@@ -1,0 +1,85 @@
+#!/bin/bash
+# callable_example.sh BUILDDIR - the out-of-tree callable example (docs/examples/markov)
+# as a user builds and runs it: BUILDDIR installed under a scratch prefix
+# (`cmake --install`), the example copied out of the source tree and built with only
+# that prefix's pkg-config file (chipd-callable.pc), loaded with the built-ins by the
+# installed chipd (`--callables DIR`, two sim chips), then requests on each chip whose
+# tokens must equal the CPU walk (`markov-ref`), beside a built-in's request.
+set -eu
+[ $# -eq 1 ] || {
+	echo "usage: callable_example.sh BUILDDIR" >&2
+	exit 64
+}
+build=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+for tool in make cc pkg-config; do
+	command -v "$tool" >/dev/null || {
+		echo "callable_example.sh: skipped: no $tool"
+		exit 77
+	}
+done
+dir=$(mktemp -d)
+prefix=$dir/prefix
+export CHIPD_INSTANCE="cl-example-$$" CHIPD_RUNTIME_DIR="$dir/run"
+cleanup() {
+	local rc=$?
+	[ -x "$prefix/bin/chipctl" ] && timeout 10 "$prefix/bin/chipctl" stop >/dev/null 2>&1
+	rm -rf "$dir"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+fail() {
+	echo "callable_example.sh: FAIL: $*" >&2
+	for f in "$dir"/*.out; do
+		[ -e "$f" ] && echo "----- $f" && cat "$f"
+	done
+	exit 1
+}
+
+echo "== cmake --install $build --prefix (scratch)"
+cmake --install "$build" --prefix "$prefix" >"$dir/install.out" || fail "cmake --install"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+chipctl=$prefix/bin/chipctl
+
+echo "== the example, out of the tree, against chipd-callable.pc only"
+cp -r "$root/docs/examples/markov" "$dir/markov"
+rm -f "$dir/markov/markov.so" "$dir/markov/markov-ref" # a stale in-tree build
+make -C "$dir/markov" >"$dir/make.out" 2>&1 || fail "make"
+grep -q -- "-I$prefix/" "$dir/make.out" || fail "the build did not use the prefix's headers"
+
+echo "== chipd --callables (the example and the built-ins)"
+mkdir -m 0755 "$dir/callables"
+install -m 0755 "$dir/markov/markov.so" \
+	"$(pkg-config --variable=callablesdir chipd-callable)"/*.so "$dir/callables/"
+timeout 30 "$prefix/bin/chipd" --chips 2 --log-level warn --callables "$dir/callables" \
+	>"$dir/chipd.out" 2>&1 || fail "chipd did not start"
+timeout 10 "$chipctl" callables --json >"$dir/callables.out" || fail "chipctl callables"
+for cl in markov gemm synthetic paged_attention; do
+	grep -q "\"$cl\"" "$dir/callables.out" || fail "callable $cl not loaded"
+done
+
+# tokens VOCAB N SEED CHIP: the request's token values, one per line, in order.
+tokens() {
+	timeout 60 "$chipctl" submit --chip "$4" --follow markov vocab="$1" tokens="$2" \
+		seed="$3" >"$dir/submit.out" || fail "submit markov $* failed"
+	awk 'NF == 3 && $1 ~ /^@/ { print $3 }' "$dir/submit.out"
+}
+for chip in 0 1; do
+	for args in "1024 16 3" "2 5 0" "64 40 12345"; do
+		# shellcheck disable=SC2086 # the arguments' words
+		got=$(tokens $args $chip)
+		# shellcheck disable=SC2086
+		want=$("$dir/markov/markov-ref" $args)
+		[ "$got" = "$want" ] || fail "chip $chip, markov $args: got $(echo $got), want $(echo $want)"
+	done
+done
+timeout 60 "$chipctl" submit gemm m=16 chain=2 >"$dir/gemm.out" || fail "a built-in's request"
+# a request outside the example's table is refused by chipd, with the table's range
+if timeout 10 "$chipctl" submit markov vocab=1 >"$dir/refused.out" 2>&1; then
+	fail "vocab=1 was accepted"
+fi
+grep -q "vocab 1 outside \[2, 1024\]" "$dir/refused.out" || fail "no range message"
+
+timeout 10 "$chipctl" stop >/dev/null || fail "chipctl stop"
+echo "callable_example.sh: markov built out of tree against $prefix, tokens equal the CPU walk on both chips: ok"
