@@ -161,7 +161,11 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	if (atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen) {
+	/* An ended stream stays ended: once its terminal record is read, the supervisor
+	 * may give the ring to another stream at once, so the generation is looked at
+	 * only while the stream is live. */
+	if (!s->ended &&
+	    atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen) {
 		rc =
 		    client_fail(err, -ESTALE, CHIPD_E_INTERNAL,
 				"request %" PRIu64 ": its ring was given to another stream", s->id);

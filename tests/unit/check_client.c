@@ -91,6 +91,36 @@ START_TEST(submit_streams_tokens_in_order_then_final)
 }
 END_TEST
 
+/* The supervisor may give an ended stream's ring to another stream as soon as its
+ * terminal record was read: the ended stream still answers -ENODATA, never that its
+ * ring was given away (a race seen under load, check_load). */
+START_TEST(ended_stream_stays_ended_when_its_ring_is_reused)
+{
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_conn *c;
+	chipd_stream *first, *later[CX_RINGS];
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	first = submit(c, "synthetic", 1, 0, &id);
+	ck_assert_int_eq(chipd_stream_next(first, &tok, T_MS, &err), 0);
+	ck_assert(tok.final);
+	/* every ring in use: the first stream's (drained) ring is among them */
+	for (uint32_t i = 0; i < CX_RINGS; i++)
+		later[i] = submit(c, "synthetic", 2, 0, &id);
+	ck_assert_int_eq(chipd_stream_next(first, &tok, 0, &err), -ENODATA);
+	ck_assert_int_eq(err.errnum, -ENODATA);
+	chipd_stream_close(first, T_MS);
+	for (uint32_t i = 0; i < CX_RINGS; i++)
+		chipd_stream_close(later[i], T_MS);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 /* A reader that sleeps at once (spin 0) and one that never sleeps (spin as long as
  * its timeout) read the same stream. */
 START_TEST(stream_spin_setting_keeps_every_token)
@@ -508,6 +538,7 @@ static Suite *client_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("streams");
 	tcase_add_test(tc, submit_streams_tokens_in_order_then_final);
+	tcase_add_test(tc, ended_stream_stays_ended_when_its_ring_is_reused);
 	tcase_add_test(tc, stream_spin_setting_keeps_every_token);
 	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
 	tcase_add_test(tc, close_of_open_stream_cancels_it);
