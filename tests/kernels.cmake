@@ -1,6 +1,6 @@
 # Suites of kernels/: the device layer, the kernels against their CPU references, the
 # workloads. Included from tests/CMakeLists.txt.
-chipd_check(check_device)
+chipd_check(check_device device_model.c)
 chipd_check(check_kernels kernel_cases.c)
 chipd_check(check_workloads kernel_cases.c)
 foreach(suite check_device check_kernels check_workloads)

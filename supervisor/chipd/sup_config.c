@@ -31,7 +31,7 @@
 #define CHIPD_VERSION "0.1.0" /* sup_base.cmake passes the project's version */
 #endif
 
-/* The longest --kv-blocks: 2^20 blocks of 2048 floats are 8 GiB per worker. */
+/* The longest --kv-blocks: 2^20 blocks of 4096 floats are 16 GiB per worker. */
 #define SUP_KV_BLOCKS_MAX (1u << 20)
 /* --max-client-slots' default: each connection's own mailbox has this many slots (its
  * requests in flight at once); no client's use of them touches another's. */
