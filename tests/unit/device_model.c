@@ -1,13 +1,13 @@
 /* device_model.c - the sim device models what a GPU runtime enforces: a current device
  * per thread, errors that stay with their stream, a device lost for good after a
  * sticky fault, copies that land only when their stream is waited for (lazy mode);
- * and argmax's answer with NaN logits. Several devices, several threads. */
+ * and the cases gpu_check runs on a GPU. Several devices, several threads. */
 #include "device.h"
+#include "device_cases.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -319,40 +319,23 @@ START_TEST(lazy_copies_land_only_when_waited_for)
 }
 END_TEST
 
-/* argmax: the largest value that is not NaN, the first on ties, 0 if all are NaN. */
-START_TEST(argmax_never_picks_nan)
+/* The backend-independent cases gpu_check runs on a GPU (threads, streams, error
+ * paths, argmax with NaN), here on sim devices 0 and 1. */
+START_TEST(contract_cases_on_two_devices)
 {
-	static const struct {
-		float in[4];
-		uint32_t n;
-		int32_t want;
-	} cases[] = {
-	    {{3, NAN, 1, 5}, 4, 3}, {{NAN, 1, 2, 2}, 4, 2},	    {{NAN, NAN, NAN, NAN}, 4, 0},
-	    {{NAN, -INFINITY, NAN, NAN}, 4, 1}, {{-INFINITY, -INFINITY, 0, 0}, 2, 0},
-	    {{1, NAN, 1, NAN}, 4, 0},
-	};
-	struct dev *d = open_index(0);
-	struct dev_stream *s;
-	float *din;
-	int32_t *dout, got;
+	for (int index = 0; index < 2; index++) {
+		struct dev *d = open_index(index);
 
-	ck_assert_int_eq(dev_alloc(d, 4 * sizeof(float), (void **)&din), 0);
-	ck_assert_int_eq(dev_alloc(d, sizeof(int32_t), (void **)&dout), 0);
-	ck_assert_int_eq(dev_stream_create(d, &s), 0);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct dev_kcall c = {DEV_K_ARGMAX, .u.argmax = {din, dout, cases[i].n}};
+		for (size_t i = 0; i < dc_ncases; i++) {
+			char msg[DC_MSG_MAX] = "";
+			int err = dc_cases[i].run(d, msg, sizeof(msg));
 
-		ck_assert_int_eq(dev_copy(d, NULL, din, cases[i].in, sizeof(cases[i].in), DEV_H2D),
-				 0);
-		ck_assert_int_eq(dev_launch(s, &c), 0);
-		ck_assert_int_eq(dev_stream_sync(s), 0);
-		ck_assert_int_eq(dev_copy(d, NULL, &got, dout, sizeof(got), DEV_D2H), 0);
-		ck_assert_msg(got == cases[i].want, "case %zu: %d, want %d", i, got, cases[i].want);
+			ck_assert_msg(err == 0, "sim%d %s: %d: %s", index, dc_cases[i].name, err,
+				      msg);
+		}
+		ck_assert_uint_eq(dev_live(d), 0);
+		dev_close(d);
 	}
-	dev_stream_destroy(s);
-	dev_free(d, din);
-	dev_free(d, dout);
-	dev_close(d);
 }
 END_TEST
 
@@ -363,7 +346,7 @@ void device_add_model_tcases(Suite *s)
 	    {"stream_errors_are_sticky_and_per_stream", stream_errors_are_sticky_and_per_stream},
 	    {"sticky_fault_loses_the_device", sticky_fault_loses_the_device},
 	    {"lazy_copies_land_only_when_waited_for", lazy_copies_land_only_when_waited_for},
-	    {"argmax_never_picks_nan", argmax_never_picks_nan},
+	    {"contract_cases_on_two_devices", contract_cases_on_two_devices},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
