@@ -273,7 +273,11 @@ void dev_stream_destroy(struct dev_stream *s)
  * caller's memory), then answers DEV_ERR_LOST if the device was lost meanwhile. */
 int dev_stream_sync(struct dev_stream *s)
 {
-	int err = s->dev->be->stream_sync(s);
+	int err;
+
+	if (!s)
+		return -EINVAL; /* a stream that could not be made: no device to blame */
+	err = s->dev->be->stream_sync(s);
 
 	RETURN_IF_LOST(s->dev, "dev_stream_sync");
 	return err;
@@ -302,6 +306,8 @@ void dev_event_destroy(struct dev_event *e)
 
 int dev_event_record(struct dev_event *e, struct dev_stream *s)
 {
+	if (!s)
+		return dev_fail(e->dev, -EINVAL, "dev_event_record: no stream");
 	RETURN_IF_LOST(e->dev, "dev_event_record");
 	if (s->dev != e->dev)
 		return dev_fail(e->dev, -EINVAL, "dev_event_record: stream of another device");
@@ -310,6 +316,8 @@ int dev_event_record(struct dev_event *e, struct dev_stream *s)
 
 int dev_stream_wait(struct dev_stream *s, struct dev_event *e)
 {
+	if (!s)
+		return -EINVAL;
 	RETURN_IF_LOST(s->dev, "dev_stream_wait");
 	if (s->dev != e->dev)
 		return dev_fail(s->dev, -EINVAL, "dev_stream_wait: event of another device");
@@ -338,6 +346,8 @@ int dev_launch(struct dev_stream *s, const struct dev_kcall *c)
 	char msg[DEV_ERRMSG_MAX];
 	int err;
 
+	if (!s)
+		return -EINVAL;
 	RETURN_IF_LOST(s->dev, "dev_launch");
 	err = dev_kcall_check(c, msg, sizeof(msg));
 	if (err)

@@ -120,7 +120,9 @@ size_t dev_live(const struct dev *d);
 int dev_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, size_t n,
 	     enum dev_copy_kind kind);
 
-/* Streams: ordered queues of copies, launches and event operations. */
+/* Streams: ordered queues of copies, launches and event operations. A NULL stream
+ * (one that could not be created) is refused with -EINVAL by dev_stream_sync,
+ * dev_launch, dev_event_record and dev_stream_wait, never dereferenced. */
 int dev_stream_create(struct dev *d, struct dev_stream **out);
 /* Waits for the stream's work, then frees it. NULL is a no-op. */
 void dev_stream_destroy(struct dev_stream *s);

@@ -217,6 +217,9 @@ START_TEST(sticky_fault_loses_the_device)
 	ck_assert_int_eq(dev_sync(d), DEV_ERR_LOST);
 	ck_assert_int_eq(dev_stream_create(d, &c), DEV_ERR_LOST);
 	ck_assert_ptr_null(c);
+	/* the stream that could not be made is refused, never dereferenced */
+	ck_assert_int_eq(dev_stream_sync(c), -EINVAL);
+	ck_assert_int_eq(spin(c, &out, 0, 4), -EINVAL);
 	ck_assert_int_eq(dev_event_create(d, &e), DEV_ERR_LOST);
 	ck_assert_int_eq(dev_alloc(d, 64, &p), DEV_ERR_LOST);
 	ck_assert_int_eq(spin(a, &out, 0, 4), DEV_ERR_LOST);
