@@ -25,7 +25,7 @@ static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
 	return err;
 }
 
-static int spin(struct dev_stream *s, int32_t *out, uint64_t ns, int32_t token)
+int dc_spin(struct dev_stream *s, int32_t *out, uint64_t ns, int32_t token)
 {
 	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {out, ns, token}};
 
@@ -55,7 +55,7 @@ static void *thread_main(void *arg)
 	if (!err)
 		err = dev_stream_create(a->d, &s);
 	for (int i = 0; i < 8 && !err; i++)
-		err = spin(s, dout, SPIN_NS, a->token + i);
+		err = dc_spin(s, dout, SPIN_NS, a->token + i);
 	if (!err)
 		err = dev_copy(a->d, s, &got, dout, sizeof(got), DEV_D2H);
 	if (!err)
@@ -112,7 +112,7 @@ int dc_streams(struct dev *d, char *msg, size_t cap)
 	/* every stream spins and writes its own slot, all queued before any sync */
 	for (int i = 0; i < NSTREAMS && !err; i++)
 		for (int k = 0; k < 4 && !err; k++)
-			err = spin(s[i], dout + i, SPIN_NS, 10 * i + k);
+			err = dc_spin(s[i], dout + i, SPIN_NS, 10 * i + k);
 	for (int i = 0; i < NSTREAMS && !err; i++)
 		err = dev_stream_sync(s[i]);
 	if (!err)
@@ -123,7 +123,7 @@ int dc_streams(struct dev *d, char *msg, size_t cap)
 				   10 * i + 3);
 	/* stream 1 reads what stream 0 wrote, ordered by an event only */
 	if (!err)
-		err = spin(s[0], dout, SPIN_NS * 10, 0);
+		err = dc_spin(s[0], dout, SPIN_NS * 10, 0);
 	if (!err)
 		err = dev_copy(d, s[0], dbuf, &src, sizeof(src), DEV_H2D);
 	if (!err)
@@ -172,11 +172,11 @@ static int one_error(struct dev *d, const struct dev_kcall *bad, const char *wha
 		goto out;
 	}
 	r1 = dev_stream_sync(s);
-	r2 = spin(s, dout, 0, 5); /* queued on the failed stream: skipped */
+	r2 = dc_spin(s, dout, 0, 5); /* queued on the failed stream: skipped */
 	r3 = r2 ? r2 : dev_event_record(e, s);
 	r3 = r3 ? r3 : dev_event_sync(e);
 	r4 = dev_stream_sync(s);
-	err = spin(ok, dout + 1, 0, 6);
+	err = dc_spin(ok, dout + 1, 0, 6);
 	if (!err)
 		err = dev_stream_sync(ok);
 	if (!err)

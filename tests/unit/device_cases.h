@@ -7,8 +7,12 @@
 #include "device.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define DC_MSG_MAX 200
+
+/* Queues a spin kernel on @s: @ns of device time, then *@out = @token. */
+int dc_spin(struct dev_stream *s, int32_t *out, uint64_t ns, int32_t token);
 
 /* A second thread (and a third that never calls dev_select) runs kernels and copies
  * on streams of its own. */

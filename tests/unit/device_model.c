@@ -23,13 +23,6 @@ static struct dev *open_index(int index)
 	return d;
 }
 
-static int spin(struct dev_stream *s, int32_t *out, uint64_t ns, int32_t token)
-{
-	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {out, ns, token}};
-
-	return dev_launch(s, &c);
-}
-
 /* What a thread that never selected a device may do with a stream of device 1. */
 struct foreign {
 	struct dev *d;
@@ -50,7 +43,7 @@ static void *foreign_thread(void *arg)
 	if (f->select)
 		ck_assert_int_eq(dev_select(f->d), 0);
 	f->create = dev_stream_create(f->d, &mine);
-	f->launch = spin(f->s, f->out, 0, 7);
+	f->launch = dc_spin(f->s, f->out, 0, 7);
 	f->copy = dev_copy(f->d, f->s, f->out, &v, sizeof(v), DEV_H2D);
 	f->record = dev_event_record(f->e, f->s);
 	f->alloc = dev_alloc(f->d, 64, &p);
@@ -140,7 +133,7 @@ static void *lane_thread(void *arg)
 	l->first = dev_stream_sync(s);
 	/* later work on the stream: skipped if it failed, and its error stays */
 	l->later_out = -1;
-	ck_assert_int_eq(spin(s, &l->later_out, 0, 42), 0);
+	ck_assert_int_eq(dc_spin(s, &l->later_out, 0, 42), 0);
 	ck_assert_int_eq(dev_event_record(e, s), 0);
 	l->event = dev_event_sync(e);
 	l->later = dev_stream_sync(s);
@@ -199,15 +192,15 @@ START_TEST(sticky_fault_loses_the_device)
 	ck_assert_int_eq(dev_stream_create(d, &a), 0);
 	ck_assert_int_eq(dev_stream_create(d, &b), 0);
 	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_KERNEL), 0);
-	ck_assert_int_eq(spin(a, &out, 0, 1), 0);
+	ck_assert_int_eq(dc_spin(a, &out, 0, 1), 0);
 	ck_assert_int_eq(dev_stream_sync(a), -EIO);
-	ck_assert_int_eq(spin(b, &out, 0, 2), 0);
+	ck_assert_int_eq(dc_spin(b, &out, 0, 2), 0);
 	ck_assert_int_eq(dev_stream_sync(b), 0);
 	ck_assert_int_eq(out, 2);
 	ck_assert(!dev_lost(d));
 
 	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
-	ck_assert_int_eq(spin(b, &out, 0, 3), 0);
+	ck_assert_int_eq(dc_spin(b, &out, 0, 3), 0);
 	ck_assert_int_eq(dev_stream_sync(b), DEV_ERR_LOST);
 	ck_assert(dev_lost(d));
 	ck_assert_int_eq(out, 2); /* the faulting kernel wrote nothing */
@@ -219,10 +212,10 @@ START_TEST(sticky_fault_loses_the_device)
 	ck_assert_ptr_null(c);
 	/* the stream that could not be made is refused, never dereferenced */
 	ck_assert_int_eq(dev_stream_sync(c), -EINVAL);
-	ck_assert_int_eq(spin(c, &out, 0, 4), -EINVAL);
+	ck_assert_int_eq(dc_spin(c, &out, 0, 4), -EINVAL);
 	ck_assert_int_eq(dev_event_create(d, &e), DEV_ERR_LOST);
 	ck_assert_int_eq(dev_alloc(d, 64, &p), DEV_ERR_LOST);
-	ck_assert_int_eq(spin(a, &out, 0, 4), DEV_ERR_LOST);
+	ck_assert_int_eq(dc_spin(a, &out, 0, 4), DEV_ERR_LOST);
 	ck_assert_int_eq(dev_copy(d, NULL, &out, &host, sizeof(host), DEV_H2D), DEV_ERR_LOST);
 	ck_assert_int_eq(dev_select(d), DEV_ERR_LOST);
 	ck_assert_int_eq(dev_last_error(d, msg, sizeof(msg)), DEV_ERR_LOST);
@@ -233,7 +226,7 @@ START_TEST(sticky_fault_loses_the_device)
 	/* another device lives on */
 	ck_assert_int_eq(dev_select(other), 0);
 	ck_assert_int_eq(dev_stream_create(other, &o), 0);
-	ck_assert_int_eq(spin(o, &out, 0, 5), 0);
+	ck_assert_int_eq(dc_spin(o, &out, 0, 5), 0);
 	ck_assert_int_eq(dev_stream_sync(o), 0);
 	ck_assert_int_eq(out, 5);
 	dev_stream_destroy(o);
