@@ -49,8 +49,9 @@ struct hip_stream {
 struct hip_event {
 	struct dev_event base;
 	hipEvent_t e;
-	int *kerr; /* device memory: the recording stream's word at the record */
-	int known; /* the recording stream had failed already (host side) */
+	int *kerr;     /* device memory: the recording stream's word at the record */
+	bool recorded; /* kerr is written (before the event) by every record */
+	int known;     /* the recording stream had failed already (host side) */
 	char msg[DEV_ERRMSG_MAX];
 };
 
@@ -319,13 +320,7 @@ static int hip_event_create(struct dev *d, struct dev_event **out)
 		return hip_fail(d, e, "hipEventCreateWithFlags");
 	}
 	e = hipMalloc((void **)&he->kerr, sizeof(int));
-	if (e == hipSuccess)
-		e = hipMemset(he->kerr, 0, sizeof(int));
-	if (e == hipSuccess)
-		e = hipDeviceSynchronize(); /* the zero is in place before any record */
 	if (e != hipSuccess) {
-		if (he->kerr)
-			(void)hipFree(he->kerr);
 		(void)hipEventDestroy(he->e);
 		free(he);
 		return hip_fail(d, e, "the event's error word");
@@ -351,6 +346,7 @@ static int hip_event_record(struct dev_event *e, struct dev_stream *s)
 
 	if (err)
 		return err;
+	he->recorded = true;
 	he->known = hs->err;
 	if (hs->err)
 		memcpy(he->msg, hs->msg, sizeof(he->msg));
@@ -379,6 +375,8 @@ static int event_error(struct hip_event *he)
 
 	if (he->known)
 		return dev_fail(d, he->known, "%s", he->msg);
+	if (!he->recorded)
+		return 0; /* never recorded: complete, and its word never written */
 	HIP_TRY(d, hipMemcpy(&code, he->kerr, sizeof(code), hipMemcpyDeviceToHost));
 	if (!code)
 		return 0;
