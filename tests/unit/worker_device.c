@@ -1,8 +1,10 @@
 /* worker_device.c - the worker and its device as a GPU runtime has them: a worker on
  * device 1 (every thread of it must select the device), a device lost to a sticky
- * fault mid-stream, and the default KV pool against a realistic decode shape. */
+ * fault mid-stream, the default KV pool against a realistic decode shape, and a
+ * device whose streams run only when waited for. */
 #include "device.h"
 #include "testutil.h"
+#include "wl.h"
 #include "worker_fixture.h"
 
 #include <check.h>
@@ -108,6 +110,53 @@ START_TEST(default_kv_block_fits_decode_shape)
 }
 END_TEST
 
+static void lazy_dev(void *arg, struct dev *d)
+{
+	(void)arg;
+	ck_assert_int_eq(dev_sim_set_lazy(d, true), 0);
+}
+
+/* A lazy sim device (a stream runs only once someone waits for it): a token read
+ * before its event completed, or an upload not ordered before its kernels, would
+ * give a wrong token or hang; every token is the reference's. */
+START_TEST(lazy_device_gives_reference_tokens)
+{
+	static const struct {
+		const char *wl, *params;
+	} reqs[] = {
+	    {"paged_attention", "tokens=4,context=20"},
+	    {"gemm", "tokens=4"},
+	    {"synthetic", "tokens=6,device_us=50"},
+	};
+	struct wrk_config cfg;
+	struct ring_rec rec[32];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.dev_opened = lazy_dev;
+	wf_start(&f, &cfg, 64);
+	for (uint32_t i = 0; i < 3; i++)
+		ck_assert_int_eq(wf_assign(&f, i + 1, i, reqs[i].wl, reqs[i].params, 0, NULL),
+				 CHIPD_OK);
+	for (uint32_t i = 0; i < 3; i++) {
+		uint64_t want[32];
+		char msg[WL_MSG_MAX] = "";
+		struct wl_params p;
+		uint32_t n = wf_read_end(&f, i, rec, 32, RING_F_FINAL);
+
+		wl_params_init(&p);
+		ck_assert_int_eq(wl_params_parse(&p, reqs[i].params, msg, sizeof(msg)), 0);
+		ck_assert_msg(wl_ref_tokens(reqs[i].wl, &p, want, n, msg, sizeof(msg)) == 0, "%s",
+			      msg);
+		for (uint32_t k = 0; k < n; k++)
+			ck_assert_msg(rec[k].value == want[k], "%s token %u: %llu, want %llu",
+				      reqs[i].wl, k, (unsigned long long)rec[k].value,
+				      (unsigned long long)want[k]);
+	}
+	wf_stop(&f);
+}
+END_TEST
+
 void wrk_add_device_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -115,6 +164,7 @@ void wrk_add_device_tcases(Suite *s)
 	    {"device_lost_ends_request_and_worker_gives_up",
 	     device_lost_ends_request_and_worker_gives_up},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
+	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
