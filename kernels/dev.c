@@ -56,6 +56,51 @@ int dev_fail(struct dev *d, int err, const char *fmt, ...)
 	return err;
 }
 
+/* The message of the fault that lost @d, kept apart from the last error (which
+ * later calls overwrite with their own failure). */
+static char *lost_msg(struct dev *d)
+{
+	return d->lostmsg;
+}
+
+int dev_mark_lost(struct dev *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&d->err_lock);
+	if (!atomic_load_explicit(&d->lost, memory_order_relaxed)) {
+		va_start(ap, fmt);
+		vsnprintf(d->lostmsg, sizeof(d->lostmsg), fmt, ap);
+		va_end(ap);
+		atomic_store_explicit(&d->lost, true, memory_order_seq_cst);
+	}
+	d->err = DEV_ERR_LOST;
+	snprintf(d->errmsg, sizeof(d->errmsg), "%s", lost_msg(d));
+	pthread_mutex_unlock(&d->err_lock);
+	return DEV_ERR_LOST;
+}
+
+bool dev_lost(struct dev *d)
+{
+	return atomic_load_explicit(&d->lost, memory_order_seq_cst);
+}
+
+/* DEV_ERR_LOST with the fault's message as the last error. */
+static int fail_lost(struct dev *d, const char *what)
+{
+	pthread_mutex_lock(&d->err_lock);
+	d->err = DEV_ERR_LOST;
+	snprintf(d->errmsg, sizeof(d->errmsg), "%s: device lost: %.100s", what, lost_msg(d));
+	pthread_mutex_unlock(&d->err_lock);
+	return DEV_ERR_LOST;
+}
+
+#define RETURN_IF_LOST(d, what)                                                                    \
+	do {                                                                                       \
+		if (dev_lost(d))                                                                   \
+			return fail_lost((d), (what));                                             \
+	} while (0)
+
 int dev_open(struct dev **out, enum dev_kind kind, int index, char *msg, size_t cap)
 {
 	const struct dev_backend *be = backend_of(kind);
@@ -81,6 +126,7 @@ int dev_open(struct dev **out, enum dev_kind kind, int index, char *msg, size_t 
 	d->info.kind = kind;
 	d->info.index = index;
 	atomic_init(&d->live, 0);
+	atomic_init(&d->lost, false);
 	pthread_mutex_init(&d->err_lock, NULL);
 	err = be->open(d, msg, cap);
 	if (err) {
@@ -137,17 +183,46 @@ static void live_add(struct dev *d, int delta)
 	atomic_fetch_add_explicit(&d->live, (size_t)delta, memory_order_relaxed);
 }
 
+int dev_select(struct dev *d)
+{
+	RETURN_IF_LOST(d, "dev_select");
+	return d->be->select(d);
+}
+
 int dev_alloc(struct dev *d, size_t size, void **out)
 {
 	int err;
 
 	*out = NULL;
+	RETURN_IF_LOST(d, "dev_alloc");
 	if (size == 0)
 		return dev_fail(d, -EINVAL, "dev_alloc: size 0");
 	err = d->be->alloc(d, size, out);
 	if (!err)
 		live_add(d, 1);
 	return err;
+}
+
+int dev_host_alloc(struct dev *d, size_t size, void **out)
+{
+	int err;
+
+	*out = NULL;
+	RETURN_IF_LOST(d, "dev_host_alloc");
+	if (size == 0)
+		return dev_fail(d, -EINVAL, "dev_host_alloc: size 0");
+	err = d->be->host_alloc(d, size, out);
+	if (!err)
+		live_add(d, 1);
+	return err;
+}
+
+void dev_host_free(struct dev *d, void *p)
+{
+	if (!p)
+		return;
+	live_add(d, -1);
+	d->be->host_free(d, p);
 }
 
 int dev_free(struct dev *d, void *p)
@@ -161,6 +236,7 @@ int dev_free(struct dev *d, void *p)
 int dev_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, size_t n,
 	     enum dev_copy_kind kind)
 {
+	RETURN_IF_LOST(d, "dev_copy");
 	if (s && s->dev != d)
 		return dev_fail(d, -EINVAL, "dev_copy: stream of another device");
 	if (kind != DEV_H2D && kind != DEV_D2H && kind != DEV_D2D)
@@ -174,7 +250,11 @@ int dev_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, si
 
 int dev_stream_create(struct dev *d, struct dev_stream **out)
 {
-	int err = d->be->stream_create(d, out);
+	int err;
+
+	*out = NULL;
+	RETURN_IF_LOST(d, "dev_stream_create");
+	err = d->be->stream_create(d, out);
 
 	if (!err)
 		live_add(d, 1);
@@ -189,14 +269,27 @@ void dev_stream_destroy(struct dev_stream *s)
 	s->dev->be->stream_destroy(s);
 }
 
+/* A sync still waits for the backend (the sim's stream threads may still hold the
+ * caller's memory), then answers DEV_ERR_LOST if the device was lost meanwhile. */
 int dev_stream_sync(struct dev_stream *s)
 {
-	return s->dev->be->stream_sync(s);
+	int err;
+
+	if (!s)
+		return -EINVAL; /* a stream that could not be made: no device to blame */
+	err = s->dev->be->stream_sync(s);
+
+	RETURN_IF_LOST(s->dev, "dev_stream_sync");
+	return err;
 }
 
 int dev_event_create(struct dev *d, struct dev_event **out)
 {
-	int err = d->be->event_create(d, out);
+	int err;
+
+	*out = NULL;
+	RETURN_IF_LOST(d, "dev_event_create");
+	err = d->be->event_create(d, out);
 
 	if (!err)
 		live_add(d, 1);
@@ -213,6 +306,9 @@ void dev_event_destroy(struct dev_event *e)
 
 int dev_event_record(struct dev_event *e, struct dev_stream *s)
 {
+	if (!s)
+		return dev_fail(e->dev, -EINVAL, "dev_event_record: no stream");
+	RETURN_IF_LOST(e->dev, "dev_event_record");
 	if (s->dev != e->dev)
 		return dev_fail(e->dev, -EINVAL, "dev_event_record: stream of another device");
 	return e->dev->be->event_record(e, s);
@@ -220,6 +316,9 @@ int dev_event_record(struct dev_event *e, struct dev_stream *s)
 
 int dev_stream_wait(struct dev_stream *s, struct dev_event *e)
 {
+	if (!s)
+		return -EINVAL;
+	RETURN_IF_LOST(s->dev, "dev_stream_wait");
 	if (s->dev != e->dev)
 		return dev_fail(s->dev, -EINVAL, "dev_stream_wait: event of another device");
 	return s->dev->be->stream_wait(s, e);
@@ -227,19 +326,30 @@ int dev_stream_wait(struct dev_stream *s, struct dev_event *e)
 
 int dev_event_query(struct dev_event *e)
 {
-	return e->dev->be->event_query(e);
+	int err = e->dev->be->event_query(e);
+
+	if (err != -EBUSY)
+		RETURN_IF_LOST(e->dev, "dev_event_query");
+	return err;
 }
 
 int dev_event_sync(struct dev_event *e)
 {
-	return e->dev->be->event_sync(e);
+	int err = e->dev->be->event_sync(e);
+
+	RETURN_IF_LOST(e->dev, "dev_event_sync");
+	return err;
 }
 
 int dev_launch(struct dev_stream *s, const struct dev_kcall *c)
 {
 	char msg[DEV_ERRMSG_MAX];
-	int err = dev_kcall_check(c, msg, sizeof(msg));
+	int err;
 
+	if (!s)
+		return -EINVAL;
+	RETURN_IF_LOST(s->dev, "dev_launch");
+	err = dev_kcall_check(c, msg, sizeof(msg));
 	if (err)
 		return dev_fail(s->dev, err, "%s", msg);
 	return s->dev->be->launch(s, c);
@@ -247,5 +357,8 @@ int dev_launch(struct dev_stream *s, const struct dev_kcall *c)
 
 int dev_sync(struct dev *d)
 {
-	return d->be->sync(d);
+	int err = d->be->sync(d);
+
+	RETURN_IF_LOST(d, "dev_sync");
+	return err;
 }

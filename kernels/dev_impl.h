@@ -10,6 +10,9 @@
 /* One backend: the operations behind device.h, arguments already checked. */
 struct dev_backend {
 	int (*open)(struct dev *d, char *msg, size_t cap);
+	int (*select)(struct dev *d);
+	int (*host_alloc)(struct dev *d, size_t size, void **out);
+	void (*host_free)(struct dev *d, void *p);
 	void (*close)(struct dev *d);
 	int (*alloc)(struct dev *d, size_t size, void **out);
 	int (*free)(struct dev *d, void *p);
@@ -33,9 +36,13 @@ struct dev {
 	struct dev_info info;
 	void *priv; /* the backend's per-device state */
 	atomic_size_t live;
+	/* set once (seq_cst) after the message below was written under err_lock: a
+	 * sticky fault; every later call fails */
+	atomic_bool lost;
 	pthread_mutex_t err_lock;
 	int err;
 	char errmsg[DEV_ERRMSG_MAX];
+	char lostmsg[DEV_ERRMSG_MAX]; /* what lost the device; under err_lock */
 };
 
 /* The first member of every backend's stream and event. */
@@ -50,6 +57,10 @@ struct dev_event {
 /* Records @err (negative errno) and a printf-style message as @d's last error and
  * returns @err, so a backend can write `return dev_fail(d, -EIO, "...")`. */
 int dev_fail(struct dev *d, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Marks @d lost (first cause wins) with a printf-style message, which also becomes
+ * the last error. Returns DEV_ERR_LOST. */
+int dev_mark_lost(struct dev *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 extern const struct dev_backend dev_sim_backend;
 #if defined(CHIPD_HAVE_HIP)

@@ -46,7 +46,7 @@
 /* Reading the clock costs ~25 ns; the spin loop reads it once per this many checks. */
 #define SIM_SPIN_CLOCK_EVERY 16
 
-enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_SIGNAL, SIM_WAIT, SIM_STOP };
+enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_FAULT, SIM_SIGNAL, SIM_WAIT, SIM_STOP };
 
 struct sim_event;
 
@@ -63,6 +63,7 @@ struct sim_op {
 			struct sim_event *ev;
 			uint64_t gen;
 		} ev;
+		enum dev_sim_fault fault;
 	} u;
 };
 
@@ -74,7 +75,11 @@ struct sim_stream {
 	pthread_t thread;
 	/* written by the producer: */
 	_Alignas(SIM_LINE) _Atomic uint64_t tail; /* ops queued so far (seq_cst store) */
-	struct shm_park more;			  /* the stream thread waits for tail */
+	/* ops the stream thread may run (seq_cst): tail, or in lazy mode what a waiter
+	 * released (raised by release(), from any thread) */
+	_Atomic uint64_t avail;
+	struct shm_park more; /* the stream thread waits for avail */
+	bool lazy;	      /* the device's lazy mode, fixed at creation */
 	uint64_t head_seen; /* the producer's last look at head: it reads head (a line the
 			     * stream thread writes per op) only when the ring looks full */
 	/* written by the stream thread: */
@@ -93,6 +98,9 @@ struct sim_event {
 	/* written by the stream threads that reach a record: */
 	_Alignas(SIM_LINE) _Atomic uint64_t done; /* the latest record reached (seq_cst) */
 	struct shm_park park;			  /* threads and streams wait for done */
+	/* lazy mode: the stream of the latest record (set by the recording thread,
+	 * read by the threads that wait for it, to release that stream) */
+	_Atomic(struct sim_stream *) recorder;
 	pthread_mutex_t lock; /* signals: err, msg with done, and the wake after it */
 	int err;	      /* the recording stream's error at that point */
 	char msg[DEV_ERRMSG_MAX];
@@ -102,7 +110,27 @@ struct sim_dev {
 	pthread_mutex_t lock;
 	struct sim_stream *streams;
 	uint32_t fail_creates; /* stream creations still to refuse (tests), under lock */
+	int fault;	       /* a dev_sim_fault for the next kernel, -1 none; under lock */
+	bool lazy;	       /* dev_sim_set_lazy; under lock */
+	uint32_t nstreams;     /* streams ever created; under lock */
 };
+
+/* The calling thread's current device (hipSetDevice's per-thread state): index 0
+ * until the thread opens or selects another. */
+static _Thread_local int sim_current;
+
+/* -ENXIO unless @d is the calling thread's current device: a GPU runtime fails a
+ * launch or copy on another device's stream, and allocates or creates a stream on
+ * the wrong device without a word; the sim says so in both cases. */
+static int on_current(struct dev *d, const char *what)
+{
+	if (sim_current == d->info.index)
+		return 0;
+	return dev_fail(d, -ENXIO,
+			"sim: %s on device %d from a thread whose current device is %d "
+			"(dev_select first)",
+			what, d->info.index, sim_current);
+}
 
 static struct sim_dev *sim_of(struct dev *d)
 {
@@ -169,7 +197,9 @@ static int sim_open(struct dev *d, char *msg, size_t cap)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&sd->lock, NULL);
+	sd->fault = -1;
 	d->priv = sd;
+	sim_current = d->info.index; /* as hip_open's hipSetDevice */
 	snprintf(d->info.name, sizeof(d->info.name), "sim%d", d->info.index);
 	d->info.mem_total = 0;
 	return 0;
@@ -183,7 +213,14 @@ static void sim_close(struct dev *d)
 	free(sd);
 }
 
-static int sim_alloc(struct dev *d, size_t size, void **out)
+static int sim_select(struct dev *d)
+{
+	sim_current = d->info.index;
+	return 0;
+}
+
+/* Host memory: aligned, as the pinned memory of a GPU runtime is. */
+static int host_alloc(struct dev *d, size_t size, void **out)
 {
 	size_t rounded = (size + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
 
@@ -193,6 +230,19 @@ static int sim_alloc(struct dev *d, size_t size, void **out)
 	if (!*out)
 		return dev_fail(d, -ENOMEM, "sim: cannot allocate %zu bytes", size);
 	return 0;
+}
+
+static void sim_host_free(struct dev *d, void *p)
+{
+	(void)d;
+	free(p);
+}
+
+static int sim_alloc(struct dev *d, size_t size, void **out)
+{
+	int err = on_current(d, "dev_alloc");
+
+	return err ? err : host_alloc(d, size, out);
 }
 
 static int sim_free(struct dev *d, void *p)
@@ -223,11 +273,22 @@ static void signal_event(struct sim_stream *ss, struct sim_event *ev, uint64_t g
 	pthread_mutex_unlock(&ev->lock);
 }
 
-/* Runs one op on the stream's thread; a failed stream skips copies and kernels. */
+/* Fails @ss with @err and its message (on @ss's thread; the first error stays). */
+static void fail_stream(struct sim_stream *ss, int err, const char *msg)
+{
+	if (atomic_load_explicit(&ss->err, memory_order_relaxed))
+		return;
+	snprintf(ss->msg, sizeof(ss->msg), "%s", msg);
+	atomic_store_explicit(&ss->err, err, memory_order_release);
+}
+
+/* Runs one op on the stream's thread; a failed stream, or any stream of a lost
+ * device, skips copies and kernels. */
 static void run_op(struct sim_stream *ss, struct sim_op *op)
 {
 	char msg[DEV_ERRMSG_MAX];
-	bool failed = atomic_load_explicit(&ss->err, memory_order_relaxed) != 0;
+	bool failed = atomic_load_explicit(&ss->err, memory_order_relaxed) != 0 ||
+		      dev_lost(ss->base.dev);
 	int err;
 
 	switch (op->kind) {
@@ -240,9 +301,17 @@ static void run_op(struct sim_stream *ss, struct sim_op *op)
 			break;
 		msg[0] = '\0';
 		err = dev_sim_run(&op->u.call, msg, sizeof(msg));
-		if (err) {
-			snprintf(ss->msg, sizeof(ss->msg), "%s", msg);
-			atomic_store_explicit(&ss->err, err, memory_order_release);
+		if (err)
+			fail_stream(ss, err, msg);
+		break;
+	case SIM_FAULT:
+		if (failed)
+			break;
+		if (op->u.fault == DEV_SIM_FAULT_STICKY) {
+			fail_stream(ss, DEV_ERR_LOST, "sim: illegal address (injected sticky fault)");
+			dev_mark_lost(ss->base.dev, "sim: illegal address (injected sticky fault)");
+		} else {
+			fail_stream(ss, -EIO, "sim: kernel fault (injected)");
 		}
 		break;
 	case SIM_SIGNAL:
@@ -267,8 +336,8 @@ static void *stream_main(void *arg)
 		struct sim_op *op = &ss->ops[head % SIM_QUEUE_CAP];
 
 		if (head == tail_seen) {
-			sim_wait_ge(&ss->tail, head + 1, &ss->more, SIM_IDLE_SPIN_NS);
-			tail_seen = atomic_load_explicit(&ss->tail, memory_order_acquire);
+			sim_wait_ge(&ss->avail, head + 1, &ss->more, SIM_IDLE_SPIN_NS);
+			tail_seen = atomic_load_explicit(&ss->avail, memory_order_acquire);
 		}
 		run_op(ss, op);
 		stop = op->kind == SIM_STOP; /* read before head frees the slot */
@@ -278,6 +347,25 @@ static void *stream_main(void *arg)
 	return NULL;
 }
 
+/* Lazy mode: lets @ss's thread run everything queued on it so far. Any thread may
+ * call it while the stream lives; avail only grows. */
+static void release(struct sim_stream *ss)
+{
+	uint64_t tail = atomic_load_explicit(&ss->tail, memory_order_acquire);
+	uint64_t avail = atomic_load_explicit(&ss->avail, memory_order_relaxed);
+
+	if (!ss->lazy)
+		return;
+	while (avail < tail) {
+		if (atomic_compare_exchange_weak_explicit(&ss->avail, &avail, tail,
+							  memory_order_seq_cst,
+							  memory_order_relaxed)) {
+			shm_park_wake(&ss->more);
+			return;
+		}
+	}
+}
+
 /* Queues @op on @ss, waiting for room. Only the thread that uses the stream calls
  * it, so the tail is this thread's own word. */
 static int enqueue(struct sim_stream *ss, const struct sim_op *op)
@@ -285,6 +373,7 @@ static int enqueue(struct sim_stream *ss, const struct sim_op *op)
 	uint64_t tail = atomic_load_explicit(&ss->tail, memory_order_relaxed);
 
 	if (tail - ss->head_seen >= SIM_QUEUE_CAP) {
+		release(ss); /* lazy: a full queue runs, as a GPU's does */
 		ss->head_seen = atomic_load_explicit(&ss->head, memory_order_acquire);
 		/* Full: wait for a quarter of the ring to drain, not for one slot, or the two
 		 * threads trade the head and tail lines once per op (lockstep). Every queued
@@ -297,6 +386,9 @@ static int enqueue(struct sim_stream *ss, const struct sim_op *op)
 	}
 	ss->ops[tail % SIM_QUEUE_CAP] = *op;
 	atomic_store_explicit(&ss->tail, tail + 1, memory_order_seq_cst);
+	if (ss->lazy && op->kind != SIM_STOP)
+		return 0; /* runs when someone waits for it */
+	atomic_store_explicit(&ss->avail, tail + 1, memory_order_seq_cst);
 	shm_park_wake(&ss->more);
 	return 0;
 }
@@ -306,13 +398,15 @@ static int sim_stream_sync(struct dev_stream *s)
 	struct sim_stream *ss = stream_of(s);
 	int err;
 
+	release(ss);
 	sim_wait_ge(&ss->head, atomic_load_explicit(&ss->tail, memory_order_acquire), &ss->done,
 		    SIM_SPIN_NS);
 	err = atomic_load_explicit(&ss->err, memory_order_acquire);
 	return err ? dev_fail(s->dev, err, "%s", ss->msg) : 0;
 }
 
-static int sim_sync(struct dev *d)
+/* Waits for every stream of @d; returns the first error one reported if @report. */
+static int wait_all(struct dev *d, bool report)
 {
 	struct sim_dev *sd = sim_of(d);
 	struct sim_stream *ss;
@@ -320,12 +414,20 @@ static int sim_sync(struct dev *d)
 
 	pthread_mutex_lock(&sd->lock);
 	for (ss = sd->streams; ss; ss = ss->next) {
-		err = sim_stream_sync(&ss->base);
+		release(ss);
+		sim_wait_ge(&ss->head, atomic_load_explicit(&ss->tail, memory_order_acquire),
+			    &ss->done, SIM_SPIN_NS);
+		err = report ? sim_stream_sync(&ss->base) : 0;
 		if (err && !first)
 			first = err;
 	}
 	pthread_mutex_unlock(&sd->lock);
 	return first;
+}
+
+static int sim_sync(struct dev *d)
+{
+	return wait_all(d, true);
 }
 
 static int sim_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, size_t n,
@@ -335,11 +437,13 @@ static int sim_copy(struct dev *d, struct dev_stream *s, void *dst, const void *
 	int err;
 
 	(void)kind;
-	if (s)
-		return enqueue(stream_of(s), &op);
-	err = sim_sync(d);
-	if (err)
-		return err;
+	if (s) {
+		err = on_current(d, "dev_copy");
+		return err ? err : enqueue(stream_of(s), &op);
+	}
+	/* after all queued work; a failed stream is its user's business, not this
+	 * copy's (the device's loss is checked by the caller) */
+	(void)wait_all(d, false);
 	memcpy(dst, src, n);
 	return 0;
 }
@@ -348,16 +452,24 @@ static int sim_stream_create(struct dev *d, struct dev_stream **out)
 {
 	struct sim_dev *sd = sim_of(d);
 	struct sim_stream *ss = aligned_alloc(SIM_LINE, sizeof(*ss));
-	bool refuse;
+	bool refuse, lazy;
 	int err;
 
 	*out = NULL;
+	err = on_current(d, "dev_stream_create");
+	if (err) {
+		free(ss);
+		return err;
+	}
 	if (!ss)
 		return dev_fail(d, -ENOMEM, "sim: out of memory for a stream");
 	pthread_mutex_lock(&sd->lock);
 	refuse = sd->fail_creates > 0;
 	if (refuse)
 		sd->fail_creates--;
+	else
+		sd->nstreams++;
+	lazy = sd->lazy;
 	pthread_mutex_unlock(&sd->lock);
 	if (refuse) {
 		free(ss);
@@ -365,7 +477,9 @@ static int sim_stream_create(struct dev *d, struct dev_stream **out)
 	}
 	memset(ss, 0, sizeof(*ss));
 	ss->base.dev = d;
+	ss->lazy = lazy;
 	atomic_init(&ss->tail, 0);
+	atomic_init(&ss->avail, 0);
 	shm_park_init(&ss->more);
 	atomic_init(&ss->head, 0);
 	shm_park_init(&ss->done);
@@ -405,15 +519,20 @@ static void sim_stream_destroy(struct dev_stream *s)
 
 static int sim_event_create(struct dev *d, struct dev_event **out)
 {
-	struct sim_event *ev = aligned_alloc(SIM_LINE, sizeof(*ev));
+	struct sim_event *ev;
+	int err = on_current(d, "dev_event_create");
 
 	*out = NULL;
+	if (err)
+		return err;
+	ev = aligned_alloc(SIM_LINE, sizeof(*ev));
 	if (!ev)
 		return dev_fail(d, -ENOMEM, "sim: out of memory for an event");
 	memset(ev, 0, sizeof(*ev));
 	ev->base.dev = d;
 	atomic_init(&ev->issued, 0);
 	atomic_init(&ev->done, 0);
+	atomic_init(&ev->recorder, NULL);
 	shm_park_init(&ev->park);
 	pthread_mutex_init(&ev->lock, NULL);
 	*out = &ev->base;
@@ -432,10 +551,28 @@ static int sim_event_record(struct dev_event *e, struct dev_stream *s)
 {
 	struct sim_event *ev = event_of(e);
 	/* an event is used by one thread at a time: relaxed, the caller orders it */
-	uint64_t gen = atomic_fetch_add_explicit(&ev->issued, 1, memory_order_relaxed) + 1;
-	struct sim_op op = {.kind = SIM_SIGNAL, .u.ev = {ev, gen}};
+	uint64_t gen;
+	struct sim_op op = {.kind = SIM_SIGNAL};
+	int err = on_current(e->dev, "dev_event_record");
 
+	if (err)
+		return err;
+	gen = atomic_fetch_add_explicit(&ev->issued, 1, memory_order_relaxed) + 1;
+	op.u.ev.ev = ev;
+	op.u.ev.gen = gen;
+	atomic_store_explicit(&ev->recorder, stream_of(s), memory_order_relaxed);
 	return enqueue(stream_of(s), &op);
+}
+
+/* Lazy mode: lets the stream of @ev's latest record run up to it. The caller orders
+ * its wait after that record, so the stream still lives. */
+static void release_recorder(struct sim_event *ev)
+{
+	struct sim_stream *ss = atomic_load_explicit(&ev->recorder, memory_order_relaxed);
+
+	if (ss && atomic_load_explicit(&ev->done, memory_order_acquire) <
+		      atomic_load_explicit(&ev->issued, memory_order_relaxed))
+		release(ss);
 }
 
 static int sim_stream_wait(struct dev_stream *s, struct dev_event *e)
@@ -446,6 +583,7 @@ static int sim_stream_wait(struct dev_stream *s, struct dev_event *e)
 	op.u.ev.gen = atomic_load_explicit(&ev->issued, memory_order_relaxed);
 	if (op.u.ev.gen == 0)
 		return 0; /* never recorded: complete */
+	release_recorder(ev);
 	return enqueue(stream_of(s), &op);
 }
 
@@ -457,6 +595,7 @@ static int event_wait(struct dev_event *e, bool block)
 	char msg[DEV_ERRMSG_MAX];
 	int err;
 
+	release_recorder(ev);
 	if (block)
 		sim_wait_ge(&ev->done, target, &ev->park, SIM_SPIN_NS);
 	else if (atomic_load_explicit(&ev->done, memory_order_acquire) < target)
@@ -484,8 +623,19 @@ static int sim_event_sync(struct dev_event *e)
 
 static int sim_launch(struct dev_stream *s, const struct dev_kcall *c)
 {
+	struct sim_dev *sd = sim_of(s->dev);
 	struct sim_op op = {.kind = SIM_KERNEL, .u.call = *c};
+	int err = on_current(s->dev, "dev_launch");
 
+	if (err)
+		return err;
+	pthread_mutex_lock(&sd->lock);
+	if (sd->fault >= 0) {
+		op.kind = SIM_FAULT;
+		op.u.fault = (enum dev_sim_fault)sd->fault;
+		sd->fault = -1;
+	}
+	pthread_mutex_unlock(&sd->lock);
 	return enqueue(stream_of(s), &op);
 }
 
@@ -502,8 +652,43 @@ int dev_sim_fail_stream_creates(struct dev *d, uint32_t n)
 	return 0;
 }
 
+int dev_sim_inject_fault(struct dev *d, enum dev_sim_fault f)
+{
+	struct sim_dev *sd;
+
+	if (d->be != &dev_sim_backend)
+		return -ENOTSUP;
+	if (f != DEV_SIM_FAULT_KERNEL && f != DEV_SIM_FAULT_STICKY)
+		return -EINVAL;
+	sd = sim_of(d);
+	pthread_mutex_lock(&sd->lock);
+	sd->fault = (int)f;
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
+}
+
+int dev_sim_set_lazy(struct dev *d, bool lazy)
+{
+	struct sim_dev *sd;
+	int err = 0;
+
+	if (d->be != &dev_sim_backend)
+		return -ENOTSUP;
+	sd = sim_of(d);
+	pthread_mutex_lock(&sd->lock);
+	if (sd->nstreams)
+		err = -EBUSY;
+	else
+		sd->lazy = lazy;
+	pthread_mutex_unlock(&sd->lock);
+	return err;
+}
+
 const struct dev_backend dev_sim_backend = {
     .open = sim_open,
+    .select = sim_select,
+    .host_alloc = host_alloc,
+    .host_free = sim_host_free,
     .close = sim_close,
     .alloc = sim_alloc,
     .free = sim_free,

@@ -14,13 +14,27 @@
  * surface at the next dev_stream_sync, dev_event_sync, dev_event_query or dev_sync.
  *
  * Threads: one device may be used from several threads; a stream or event by one
- * thread at a time (as with HIP streams).
+ * thread at a time (as with HIP streams). As with the HIP and CUDA runtimes, each
+ * thread has a current device: dev_open makes the opened device current on the
+ * calling thread, every other thread calls dev_select before it allocates, creates a
+ * stream or event, launches, records or copies on a stream of the device (a thread
+ * that never selected one is on device index 0). The sim backend refuses such a call
+ * from a thread whose current device is another index (-ENXIO) where a GPU runtime
+ * would fail it or silently use the wrong device; syncs, queries, frees and destroys
+ * may come from any thread.
+ *
+ * Device lost: a fault that leaves the device unusable (an illegal address, a
+ * launch failure, an uncorrectable ECC error on a GPU; an injected sticky fault on
+ * the sim) marks the device lost. From then on every call fails with DEV_ERR_LOST
+ * and the device's last error names the fault: the only way on is dev_close (the
+ * worker ends its requests with device_error and exits to be restarted).
  */
 #ifndef CHIPD_KERNELS_DEVICE_H
 #define CHIPD_KERNELS_DEVICE_H
 
 #include "chipd_kcall.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +44,9 @@ enum dev_kind { DEV_SIM = 0, DEV_HIP = 1 };
 enum dev_copy_kind { DEV_H2D, DEV_D2H, DEV_D2D };
 
 #define DEV_ERRMSG_MAX 160
+
+/* What every call on a lost device returns. */
+#define DEV_ERR_LOST (-ENOTRECOVERABLE)
 
 struct dev;
 struct dev_stream;
@@ -59,6 +76,13 @@ int dev_open(struct dev **out, enum dev_kind kind, int index, char *msg, size_t 
  * have been released before (dev_live counts those that were not). NULL is a no-op. */
 void dev_close(struct dev *d);
 
+/* Makes @d the calling thread's current device (hipSetDevice). 0, DEV_ERR_LOST, or
+ * the runtime's error. */
+int dev_select(struct dev *d);
+
+/* Whether @d is lost (see above). */
+bool dev_lost(struct dev *d);
+
 /* Fills @info. Never fails for an open device. */
 void dev_get_info(const struct dev *d, struct dev_info *info);
 
@@ -75,16 +99,30 @@ int dev_alloc(struct dev *d, size_t size, void **out);
  * NULL is a no-op. Returns 0 or the runtime's error. */
 int dev_free(struct dev *d, void *p);
 
+/* Allocates @size bytes (> 0) of host memory the device copies from and to without
+ * staging (hipHostMalloc: pinned; plain aligned memory on the sim) into *@out,
+ * aligned to 256 bytes. Asynchronous copies into pageable memory block the issuing
+ * thread on a GPU; into this memory they do not. */
+int dev_host_alloc(struct dev *d, size_t size, void **out);
+/* Frees memory from dev_host_alloc, after the copies that use it completed. NULL is
+ * a no-op. */
+void dev_host_free(struct dev *d, void *p);
+
 /* Live allocations, streams and events: what dev_close would leak. */
 size_t dev_live(const struct dev *d);
 
 /* Copies @n bytes in direction @kind, ordered on stream @s: host memory must stay
- * valid (and a D2H target unread) until the stream reaches the copy. With @s NULL the
- * copy is synchronous: it waits for all streams of @d first, then copies. */
+ * valid (and a D2H target unread) until the stream reaches the copy: only a sync of
+ * the stream or of an event recorded after it says the copy is done. With @s NULL
+ * the copy is synchronous: it waits for all streams of @d first (a failed stream's
+ * error stays that stream's: it does not fail the copy), then copies, and the
+ * copied bytes are in place (for every stream) when it returns. */
 int dev_copy(struct dev *d, struct dev_stream *s, void *dst, const void *src, size_t n,
 	     enum dev_copy_kind kind);
 
-/* Streams: ordered queues of copies, launches and event operations. */
+/* Streams: ordered queues of copies, launches and event operations. A NULL stream
+ * (one that could not be created) is refused with -EINVAL by dev_stream_sync,
+ * dev_launch, dev_event_record and dev_stream_wait, never dereferenced. */
 int dev_stream_create(struct dev *d, struct dev_stream **out);
 /* Waits for the stream's work, then frees it. NULL is a no-op. */
 void dev_stream_destroy(struct dev_stream *s);
@@ -118,6 +156,22 @@ int dev_sync(struct dev *d);
  * @d fail with -EAGAIN, as a runtime out of stream resources does. -ENOTSUP on any
  * other backend. */
 int dev_sim_fail_stream_creates(struct dev *d, uint32_t n);
+
+enum dev_sim_fault {
+	DEV_SIM_FAULT_KERNEL, /* the kernel fails its stream (-EIO); the device lives on */
+	DEV_SIM_FAULT_STICKY, /* the kernel faults as an illegal address does: lost */
+};
+/* Fault injection for tests (sim backend): the next kernel launched on @d (from any
+ * thread, on any stream) faults with @f when it runs. -ENOTSUP on other backends. */
+int dev_sim_inject_fault(struct dev *d, enum dev_sim_fault f);
+
+/* Test mode (sim backend, set before the first stream is created): a stream runs
+ * the work queued on it only when someone waits for it (dev_stream_sync, dev_sync,
+ * an event sync or query, another stream's dev_stream_wait, stream destruction) or
+ * its queue is full, never on its own. A copy's target read before such a wait holds
+ * the old bytes every time, so a missing wait shows in a test. -ENOTSUP on other
+ * backends, -EBUSY once streams exist. */
+int dev_sim_set_lazy(struct dev *d, bool lazy);
 
 /* Checks @c's kernel id, pointers and shapes against the supported ranges of chipd_kcall.h.
  * Returns 0, or -EINVAL with a message naming the offending field in @msg. Touches

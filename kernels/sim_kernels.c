@@ -3,6 +3,7 @@
  * They are not the references (ref.c): those compute the same math the direct way,
  * in double, over a contiguous cache. */
 #include "dev_impl.h"
+#include "ref.h"
 
 #include <errno.h>
 #include <math.h>
@@ -190,14 +191,10 @@ static void attn_update(const struct dev_k_attn *a)
 	}
 }
 
+/* dev_ref_argmax's answer: NaN never wins (the GPU kernel answers the same). */
 static void argmax(const struct dev_k_argmax *a)
 {
-	uint32_t best = 0;
-
-	for (uint32_t i = 1; i < a->n; i++)
-		if (a->in[i] > a->in[best])
-			best = i;
-	*a->out = (int32_t)best;
+	*a->out = (int32_t)dev_ref_argmax(a->in, a->n);
 }
 
 /* Device time is not host CPU time: the sim sleeps through it, leaving the cores to

@@ -2,5 +2,5 @@
 # shutdown, trace.
 # Included from tests/CMakeLists.txt.
 chipd_check(check_worker worker_faults.c worker_trace_op.c worker_abandon.c worker_health.c
-             worker_limits.c worker_hol.c worker_fixture.c)
+             worker_limits.c worker_hol.c worker_device.c worker_fixture.c)
 target_link_libraries(check_worker PRIVATE chipd_worker)

@@ -85,6 +85,10 @@ struct wrk_config {
 	 * nonzero return makes the fill fail as exhausted memory would (the stream ends
 	 * no_capacity). Tests may block in it to hold a load. NULL in production. */
 	wrk_fault_fn l_fault;
+	/* Called on wrk_main's thread once the device is open, before any other thread
+	 * uses it: tests keep it to inject device faults (dev_sim_inject_fault). NULL in
+	 * production. Gets fault_arg. */
+	void (*dev_opened)(void *arg, struct dev *d);
 	void *fault_arg;
 	/* Recording from the start, owned by the caller (free it after wrk_main returned);
 	 * NULL: none until a trace start over the mailbox, which makes one of
@@ -99,7 +103,8 @@ struct wrk_config {
 
 /* Fills @cfg with the defaults: sim device 0, 8 banks, queue 64, 256 live requests,
  * 64 per step, 1024 tasks and 1 MiB host + 1 MiB device per bank, 4096 KV blocks of
- * 2048 floats, the shm/ default spin, the default per-request limits above. */
+ * 4096 floats (a block of one table for 2 KV heads of 128 floats and 16 positions),
+ * the shm/ default spin, the default per-request limits above. */
 void wrk_config_default(struct wrk_config *cfg);
 
 /* Runs a worker until a shutdown request. @control is the worker's control region:

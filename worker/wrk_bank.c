@@ -15,10 +15,15 @@ int wrk_banks_init(struct wrk *w)
 
 		b->index = i;
 		atomic_init(&b->owner, WRK_OWNER_FREE);
-		b->host_mem = aligned_alloc(64, (c->bank_host_bytes + 63) & ~(size_t)63);
+		/* pinned on a GPU: the per-step token copies into it do not block S */
+		err = dev_host_alloc(w->dev, c->bank_host_bytes, &b->host_mem);
+		if (err) {
+			b->host_mem = NULL;
+			return err;
+		}
 		b->ents = calloc(c->max_batch, sizeof(*b->ents));
 		b->lanes = calloc(c->max_batch, sizeof(*b->lanes));
-		if (!b->host_mem || !b->ents || !b->lanes)
+		if (!b->ents || !b->lanes)
 			return -ENOMEM;
 		err = dev_alloc(w->dev, c->bank_dev_bytes, &b->dev_mem);
 		if (err) {
@@ -48,7 +53,7 @@ void wrk_banks_destroy(struct wrk *w)
 			dev_free(w->dev, b->dev_mem);
 		for (uint32_t k = 0; b->ents && k < w->cfg.max_batch; k++)
 			dev_event_destroy(b->ents[k].done); /* NULL: never made */
-		free(b->host_mem);
+		dev_host_free(w->dev, b->host_mem);
 		free(b->ents);
 		free(b->lanes);
 		b->dev_mem = b->host_mem = NULL;

@@ -31,7 +31,8 @@ void wrk_config_default(struct wrk_config *cfg)
 	    .bank_host_bytes = 1u << 20,
 	    .bank_dev_bytes = 1u << 20,
 	    .kv_blocks = 4096,
-	    .kv_block_floats = 2048,
+	    /* a block of one table for 2 KV heads of 128 floats, 16 positions */
+	    .kv_block_floats = 4096,
 	    .spin_ns = SHM_SPIN_NS_DEFAULT,
 	    .max_request_host_bytes = WRK_MAX_REQUEST_HOST_BYTES_DEFAULT,
 	    .max_request_dev_bytes = WRK_MAX_REQUEST_DEV_BYTES_DEFAULT,
@@ -88,6 +89,39 @@ static void stop_and_join(struct wrk *w)
 	join_threads(w);
 }
 
+/* Each thread that touches the device makes it its current device first, as the GPU
+ * runtimes require (their current device is per thread and starts at index 0). On a
+ * device already lost the call fails; the thread runs anyway and meets the loss at
+ * its first device call, where it is handled. */
+static void select_device(struct wrk *w, const char *thread)
+{
+	char msg[DEV_ERRMSG_MAX];
+
+	if (dev_select(w->dev) == 0)
+		return;
+	dev_last_error(w->dev, msg, sizeof(msg));
+	fprintf(stderr, "chipd worker %u: %s: cannot select the device: %s\n", w->cfg.chip,
+		thread, msg);
+}
+
+static void *sched_thread(void *arg)
+{
+	select_device(arg, "scheduler");
+	return wrk_sched_main(arg);
+}
+
+static void *orch_thread(void *arg)
+{
+	select_device(arg, "orchestrator");
+	return wrk_orch_main(arg);
+}
+
+static void *load_thread(void *arg)
+{
+	select_device(arg, "loader");
+	return wrk_load_main(arg);
+}
+
 static int setup(struct wrk *w)
 {
 	const struct wrk_config *c = &w->cfg;
@@ -100,6 +134,8 @@ static int setup(struct wrk *w)
 		w->dev = NULL;
 		return err;
 	}
+	if (c->dev_opened)
+		c->dev_opened(c->fault_arg, w->dev);
 	err = wl_kvpool_create(&w->kv, w->dev, c->kv_blocks, c->kv_block_floats);
 	if (err)
 		return err;
@@ -123,15 +159,15 @@ static int setup(struct wrk *w)
 		return err;
 	shm_wake_init(&w->sync.o_wake);
 	shm_wake_init(&w->sync.s_wake);
-	err = -pthread_create(&w->s_thread, NULL, wrk_sched_main, w);
+	err = -pthread_create(&w->s_thread, NULL, sched_thread, w);
 	if (err)
 		return err;
 	w->s_started = true;
-	err = -pthread_create(&w->o_thread, NULL, wrk_orch_main, w);
+	err = -pthread_create(&w->o_thread, NULL, orch_thread, w);
 	if (err)
 		return err;
 	w->o_started = true;
-	err = -pthread_create(&w->l_thread, NULL, wrk_load_main, w);
+	err = -pthread_create(&w->l_thread, NULL, load_thread, w);
 	if (err)
 		return err;
 	w->l_started = true;

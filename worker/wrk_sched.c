@@ -278,6 +278,10 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 		if (sc->streak >= sc->fatal_at)
 			*fatal = true;
 	}
+	if (dev_lost(w->dev)) { /* every later step would fail: give the device up now */
+		*fatal = true;
+		*fatal_err = DEV_ERR_LOST;
+	}
 	if (n) {
 		/* seq_cst after the s_done stores: O sleeps until this word changes */
 		atomic_fetch_add_explicit(&w->sync.finished, n, memory_order_seq_cst);
@@ -319,8 +323,16 @@ static void drain(struct sched *sc)
  * sees it, M stops admitting), then S touches no request again. */
 static void s_fatal(struct wrk *w, int err, uint32_t streak)
 {
-	fprintf(stderr, "chipd worker %u: scheduler: %u steps in a row failed (%s); device lost\n",
-		w->cfg.chip, streak, strerror(-err));
+	char msg[DEV_ERRMSG_MAX];
+
+	if (err == DEV_ERR_LOST) {
+		dev_last_error(w->dev, msg, sizeof(msg));
+		fprintf(stderr, "chipd worker %u: scheduler: device lost: %s\n", w->cfg.chip, msg);
+	} else {
+		fprintf(stderr,
+			"chipd worker %u: scheduler: %u steps in a row failed (%s); device lost\n",
+			w->cfg.chip, streak, strerror(-err));
+	}
 	atomic_store_explicit(&w->sync.s_err, err, memory_order_seq_cst);
 	wrk_mark_unhealthy(w);
 	shm_wake_all(&w->sync.o_wake);

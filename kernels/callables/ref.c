@@ -58,10 +58,10 @@ void dev_ref_attention(const float *q, const float *k, const float *v, uint32_t 
 
 uint32_t dev_ref_argmax(const float *in, uint32_t n)
 {
-	uint32_t best = 0;
+	uint32_t best = n; /* none yet */
 
-	for (uint32_t i = 1; i < n; i++)
-		if (in[i] > in[best])
+	for (uint32_t i = 0; i < n; i++)
+		if (!isnan(in[i]) && (best == n || in[i] > in[best]))
 			best = i;
-	return best;
+	return best < n ? best : 0;
 }

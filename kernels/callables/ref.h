@@ -17,7 +17,8 @@ void dev_ref_gemm(const float *a, const float *b, float *c, uint32_t m, uint32_t
 void dev_ref_attention(const float *q, const float *k, const float *v, uint32_t ctx, uint32_t heads,
 		       uint32_t kv_heads, uint32_t head_dim, float scale, float *out);
 
-/* The first index of the largest of in[0..n). */
+/* The first index of the largest value of in[0..n) that is not NaN (NaN never wins);
+ * 0 if every value is NaN. */
 uint32_t dev_ref_argmax(const float *in, uint32_t n);
 
 #endif

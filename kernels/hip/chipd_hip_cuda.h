@@ -19,6 +19,11 @@ typedef struct cudaDeviceProp hipDeviceProp_t;
 #define hipErrorNotReady	   cudaErrorNotReady
 #define hipErrorNoDevice	   cudaErrorNoDevice
 #define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorIllegalAddress	   cudaErrorIllegalAddress
+#define hipErrorLaunchFailure	   cudaErrorLaunchFailure
+#define hipErrorECCNotCorrectable  cudaErrorECCUncorrectable
+#define hipErrorAssert		   cudaErrorAssert
+#define hipErrorLaunchTimeOut	   cudaErrorLaunchTimeout
 #define hipGetErrorString	   cudaGetErrorString
 #define hipGetLastError		   cudaGetLastError
 
@@ -33,6 +38,10 @@ typedef struct cudaDeviceProp hipDeviceProp_t;
 #define hipMemcpy		cudaMemcpy
 #define hipMemcpyAsync		cudaMemcpyAsync
 #define hipMemset		cudaMemset
+#define hipMemsetAsync		cudaMemsetAsync
+#define hipHostMalloc		cudaHostAlloc
+#define hipHostMallocDefault	cudaHostAllocDefault
+#define hipHostFree		cudaFreeHost
 #define hipMemcpyHostToDevice	cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost	cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

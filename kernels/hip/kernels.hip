@@ -2,7 +2,8 @@
 // nvcc for NVIDIA through chipd_hip_cuda.h. Shapes were checked on the host
 // (dev_kcall_check); the kernels re-check what only device data can break (a block
 // id outside the pool, a token outside the vocabulary) and report it through the
-// device's error word instead of reading out of bounds. Algorithms and layouts are
+// stream's error word instead of reading out of bounds. Every kernel returns at once
+// while that word is set: later work on a failed stream is skipped (device.h). Algorithms and layouts are
 // those of sim_kernels.c (see kcall.h).
 #ifdef CHIPD_HIP_CUDA
 #include "hip/chipd_hip_cuda.h"
@@ -34,8 +35,24 @@ static __device__ void fail(int *err, int code)
 	atomicCAS(err, 0, code);
 }
 
-__global__ void k_gemm(struct dev_k_gemm g)
+// Whether an earlier kernel on this stream failed, the same answer for every thread of
+// the block (a block of this kernel may set the word meanwhile; the kernels below
+// synchronize their blocks, so all threads must take the same way out).
+static __device__ bool stream_failed(const int *err)
 {
+	return __syncthreads_or(*(const volatile int *)err != 0) != 0;
+}
+
+// The first statement of every kernel.
+#define SKIP_IF_FAILED(err)                                                                        \
+	do {                                                                                       \
+		if (stream_failed(err))                                                            \
+			return;                                                                    \
+	} while (0)
+
+__global__ void k_gemm(struct dev_k_gemm g, int *err)
+{
+	SKIP_IF_FAILED(err);
 	__shared__ float as[TILE][TILE], bs[TILE][TILE];
 	unsigned row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
 	float acc = 0.0f;
@@ -61,6 +78,7 @@ __global__ void k_gemm(struct dev_k_gemm g)
 
 __global__ void k_embed(struct dev_k_embed e, int *err)
 {
+	SKIP_IF_FAILED(err);
 	int tok = *e.token;
 
 	if (tok < 0 || (unsigned)tok >= e.vocab) {
@@ -88,6 +106,7 @@ static __device__ float *slot(const struct dev_k_cache &c, const int32_t *tab, u
 // grid: kv_heads; block: head_dim
 __global__ void k_kv_append(struct dev_k_kv_append a, int *err)
 {
+	SKIP_IF_FAILED(err);
 	unsigned h = blockIdx.x, d = threadIdx.x;
 	float *k = slot(a.cache, a.cache.ktab, a.pos, h),
 	      *v = slot(a.cache, a.cache.vtab, a.pos, h);
@@ -109,6 +128,7 @@ static __device__ float *arow(const struct dev_k_attn &a, float *base, unsigned 
 // grid: (nparts, heads); block: DEV_ATTN_PART, one thread per position
 __global__ void k_attn_qk(struct dev_k_attn a, int *err)
 {
+	SKIP_IF_FAILED(err);
 	__shared__ float q[DEV_MAX_HEAD_DIM];
 	unsigned part = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
 	unsigned p = part * DEV_ATTN_PART + t, dim = a.cache.head_dim;
@@ -132,8 +152,9 @@ __global__ void k_attn_qk(struct dev_k_attn a, int *err)
 }
 
 // grid: (nparts, heads); block: DEV_ATTN_PART
-__global__ void k_attn_softmax(struct dev_k_attn a)
+__global__ void k_attn_softmax(struct dev_k_attn a, int *err)
 {
+	SKIP_IF_FAILED(err);
 	__shared__ float red[DEV_ATTN_PART];
 	unsigned part = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
 	unsigned valid = min(a.ctx - part * DEV_ATTN_PART, DEV_ATTN_PART);
@@ -167,6 +188,7 @@ __global__ void k_attn_softmax(struct dev_k_attn a)
 // grid: (nparts, heads); block: head_dim, one thread per output element
 __global__ void k_attn_pv(struct dev_k_attn a, int *err)
 {
+	SKIP_IF_FAILED(err);
 	__shared__ float pr[DEV_ATTN_PART];
 	unsigned part = blockIdx.x, h = blockIdx.y, d = threadIdx.x, dim = a.cache.head_dim;
 	unsigned kvh = h / (a.heads / a.cache.kv_heads);
@@ -190,8 +212,9 @@ __global__ void k_attn_pv(struct dev_k_attn a, int *err)
 }
 
 // grid: heads; block: head_dim
-__global__ void k_attn_update(struct dev_k_attn a)
+__global__ void k_attn_update(struct dev_k_attn a, int *err)
 {
+	SKIP_IF_FAILED(err);
 	unsigned h = blockIdx.x, d = threadIdx.x, dim = a.cache.head_dim;
 	float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
 
@@ -208,17 +231,22 @@ __global__ void k_attn_update(struct dev_k_attn a)
 
 #define ARGMAX_TPB 256
 
-// one block: strided scan, then a tree that keeps the lower index on ties
-__global__ void k_argmax(struct dev_k_argmax a)
+// one block: strided scan, then a tree that keeps the lower index on ties. As the CPU
+// version: the largest value that is not NaN (NaN never wins), index 0 if all are.
+__global__ void k_argmax(struct dev_k_argmax a, int *err)
 {
+	SKIP_IF_FAILED(err);
 	__shared__ float bv[ARGMAX_TPB];
 	__shared__ unsigned bi[ARGMAX_TPB];
-	unsigned t = threadIdx.x, best = t;
-	float v = t < a.n ? a.in[t] : -INFINITY;
+	// best == a.n: no non-NaN value seen yet
+	unsigned t = threadIdx.x, best = a.n;
+	float v = -INFINITY;
 
-	for (unsigned i = t + ARGMAX_TPB; i < a.n; i += ARGMAX_TPB) {
-		if (a.in[i] > v) {
-			v = a.in[i];
+	for (unsigned i = t; i < a.n; i += ARGMAX_TPB) {
+		float x = a.in[i];
+
+		if (x > v || (best == a.n && !isnan(x))) {
+			v = x;
 			best = i;
 		}
 	}
@@ -226,7 +254,10 @@ __global__ void k_argmax(struct dev_k_argmax a)
 	bi[t] = best;
 	__syncthreads();
 	for (unsigned w = ARGMAX_TPB / 2; w > 0; w /= 2) {
-		if (t < w && (bv[t + w] > bv[t] || (bv[t + w] == bv[t] && bi[t + w] < bi[t]))) {
+		unsigned o = t < w ? bi[t + w] : a.n;
+
+		if (o < a.n &&
+		    (bi[t] >= a.n || bv[t + w] > bv[t] || (bv[t + w] == bv[t] && o < bi[t]))) {
 			bv[t] = bv[t + w];
 			bi[t] = bi[t + w];
 		}
@@ -236,8 +267,9 @@ __global__ void k_argmax(struct dev_k_argmax a)
 		*a.out = (int32_t)(bi[0] < a.n ? bi[0] : 0);
 }
 
-__global__ void k_spin(struct dev_k_spin s)
+__global__ void k_spin(struct dev_k_spin s, int *err)
 {
+	SKIP_IF_FAILED(err);
 	unsigned long long t0 = chipd_wall_clock(), ticks = s.ns * CHIPD_WALL_MHZ / 1000ull;
 
 	while (chipd_wall_clock() - t0 < ticks)
@@ -250,11 +282,14 @@ extern "C" int chipd_hip_launch(const struct dev_kcall *c, hipStream_t s, int *e
 	const struct dev_k_attn &a = c->u.attn;
 	dim3 parts(a.nparts, a.heads);
 
+	// an error an earlier call of this thread left would read as this launch's
+	(void)hipGetLastError();
+
 	switch (c->kernel) {
 	case DEV_K_GEMM: {
 		dim3 grid((c->u.gemm.n + TILE - 1) / TILE, (c->u.gemm.m + TILE - 1) / TILE);
 
-		k_gemm<<<grid, dim3(TILE, TILE), 0, s>>>(c->u.gemm);
+		k_gemm<<<grid, dim3(TILE, TILE), 0, s>>>(c->u.gemm, err);
 		break;
 	}
 	case DEV_K_EMBED:
@@ -267,19 +302,19 @@ extern "C" int chipd_hip_launch(const struct dev_kcall *c, hipStream_t s, int *e
 		k_attn_qk<<<parts, DEV_ATTN_PART, 0, s>>>(a, err);
 		break;
 	case DEV_K_ATTN_SOFTMAX:
-		k_attn_softmax<<<parts, DEV_ATTN_PART, 0, s>>>(a);
+		k_attn_softmax<<<parts, DEV_ATTN_PART, 0, s>>>(a, err);
 		break;
 	case DEV_K_ATTN_PV:
 		k_attn_pv<<<parts, a.cache.head_dim, 0, s>>>(a, err);
 		break;
 	case DEV_K_ATTN_UPDATE:
-		k_attn_update<<<a.heads, a.cache.head_dim, 0, s>>>(a);
+		k_attn_update<<<a.heads, a.cache.head_dim, 0, s>>>(a, err);
 		break;
 	case DEV_K_ARGMAX:
-		k_argmax<<<1, ARGMAX_TPB, 0, s>>>(c->u.argmax);
+		k_argmax<<<1, ARGMAX_TPB, 0, s>>>(c->u.argmax, err);
 		break;
 	case DEV_K_SPIN:
-		k_spin<<<1, 1, 0, s>>>(c->u.spin);
+		k_spin<<<1, 1, 0, s>>>(c->u.spin, err);
 		break;
 	default:
 		return (int)hipSuccess + 1; // unreachable: the host checked the id

@@ -31,7 +31,7 @@
 #define CHIPD_VERSION "0.1.0" /* sup_base.cmake passes the project's version */
 #endif
 
-/* The longest --kv-blocks: 2^20 blocks of 2048 floats are 8 GiB per worker. */
+/* The longest --kv-blocks: 2^20 blocks of 4096 floats are 16 GiB per worker. */
 #define SUP_KV_BLOCKS_MAX (1u << 20)
 /* --max-client-slots' default: each connection's own mailbox has this many slots (its
  * requests in flight at once); no client's use of them touches another's. */
@@ -571,8 +571,9 @@ static void print_usage(FILE *out)
 	fprintf(out, "  -h, --help     print this help and exit\n"
 		     "  -V, --version  print the version and exit\n\n"
 		     "Also read: SLURM_JOB_ID (the instance); for --backend hip\n"
-		     "ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (worker i gets the i-th\n"
-		     "visible GPU), else SLURM_GPUS_ON_NODE (a count); XDG_RUNTIME_DIR; systemd's\n"
+		     "HIP_VISIBLE_DEVICES, else ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES\n"
+		     "(worker i gets the i-th visible GPU), else SLURM_GPUS_ON_NODE (a count);\n"
+		     "XDG_RUNTIME_DIR; systemd's\n"
 		     "NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID.\n"
 		     "Booleans: 1/0, true/false, yes/no. An empty CHIPD_* variable is unset.\n");
 }

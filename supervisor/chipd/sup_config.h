@@ -121,7 +121,8 @@ const char *sup_backend_name(enum sup_backend b);
  * --help or --version was printed on stdout (exit 0); -EINVAL with a one-line message
  * in @msg (@cap bytes) naming the flag or variable for a bad flag or value (exit 64).
  * Reads, besides the CHIPD_* variables: SLURM_JOB_ID (the instance), for --backend hip
- * ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (worker i gets ordinal i of that
+ * HIP_VISIBLE_DEVICES, else ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (worker i
+ * gets ordinal i of that
  * list; the masks are never stacked), else SLURM_GPUS_ON_NODE (a count);
  * XDG_RUNTIME_DIR (else /run/user/UID when it is a directory, else /tmp/chipd-UID:
  * looked at, never created here); systemd's NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID (another

@@ -1,6 +1,6 @@
 /* sup_config_env.c - what chipd's configuration takes from the environment of the
- * scheduler and the service manager: the visible GPUs (ROCR_VISIBLE_DEVICES,
- * CUDA_VISIBLE_DEVICES, SLURM_GPUS_ON_NODE) and systemd's notify socket and watchdog. */
+ * scheduler and the service manager: the visible GPUs (HIP_VISIBLE_DEVICES,
+ * ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, SLURM_GPUS_ON_NODE) and systemd's notify socket and watchdog. */
 #include "sup_config_env.h"
 
 #include <errno.h>
@@ -37,11 +37,15 @@ static int parse_mask(struct sup_config *cfg, const char *var, const char *mask,
 }
 
 /* hip: how many GPUs are visible and which ordinal each chip gets. Worker i gets the
- * i-th visible device: ordinal i within the mask, which the runtime applies itself. */
+ * i-th visible device: ordinal i within the mask, which the runtime applies itself.
+ * The first mask set counts: HIP_VISIBLE_DEVICES (the HIP runtime applies it last, on
+ * top of ROCR_VISIBLE_DEVICES, so it says what HIP sees), ROCR_VISIBLE_DEVICES, then
+ * CUDA_VISIBLE_DEVICES (the CUDA runtime's, and an alias HIP also honours). */
 int sup_config_resolve_gpus(struct sup_config *cfg, struct sup_sources *src,
 			    const char *chips_given, char *msg, size_t cap)
 {
-	static const char *const masks[] = {"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"};
+	static const char *const masks[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+					    "CUDA_VISIBLE_DEVICES"};
 	const char *var = NULL, *val = NULL;
 	long visible = -1;
 
@@ -74,9 +78,9 @@ int sup_config_resolve_gpus(struct sup_config *cfg, struct sup_sources *src,
 	} else {
 		if (visible < 0)
 			return sup_config_fail(msg, cap,
-					       "--backend hip: no GPU mask (ROCR_VISIBLE_DEVICES, "
-					       "CUDA_VISIBLE_DEVICES) nor SLURM_GPUS_ON_NODE: give "
-					       "--chips N");
+					       "--backend hip: no GPU mask (HIP_VISIBLE_DEVICES, "
+					       "ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES) nor "
+					       "SLURM_GPUS_ON_NODE: give --chips N");
 		if (visible == 0)
 			return sup_config_fail(msg, cap, "%s=%s: no GPU visible", var, val);
 		if (visible > CHIPD_MAX_CHIPS)

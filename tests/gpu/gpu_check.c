@@ -1,7 +1,9 @@
-/* gpu_check.c - the GPU's kernels against the CPU references, and its tokens against
- * the sim's on the workload table. Exits 0 (all good), 1 (a mismatch), 77 (no GPU or
+/* gpu_check.c - the device contract on the GPU (threads, streams, error paths), the
+ * GPU's kernels against the CPU references, and its tokens against the sim's on the
+ * workload table. Exits 0 (all good), 1 (a mismatch), 77 (no GPU or
  * no GPU backend in this build: skipped). Usage: gpu_check [device-index] */
 #include "device.h"
+#include "device_cases.h"
 #include "kernel_cases.h"
 #include "wl.h"
 
@@ -44,6 +46,23 @@ static int check_kernels(struct dev *d)
 	for (uint32_t n = 4; n <= 65536; n *= 16) {
 		err = kc_argmax_embed(d, n);
 		printf("argmax+embed n=%u: %s\n", n, err ? "FAIL" : "ok (exact)");
+		bad += err != 0;
+	}
+	return bad;
+}
+
+/* The device contract on the GPU: a second thread, several streams, error paths
+ * (a token outside the vocabulary, a block id outside the pool), argmax with NaN. */
+static int check_contract(struct dev *d)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < dc_ncases; i++) {
+		char msg[DC_MSG_MAX] = "";
+		int err = dc_cases[i].run(d, msg, sizeof(msg));
+
+		printf("contract %-12s %s%s\n", dc_cases[i].name, err ? "FAIL: " : "ok",
+		       err ? msg : "");
 		bad += err != 0;
 	}
 	return bad;
@@ -94,7 +113,7 @@ int main(int argc, char **argv)
 		return 1;
 	dev_get_info(gpu, &info);
 	printf("device %d: %s, %.1f GiB\n", index, info.name, (double)info.mem_total / (1 << 30));
-	bad = check_kernels(gpu) + check_tokens(gpu, sim);
+	bad = check_contract(gpu) + check_kernels(gpu) + check_tokens(gpu, sim);
 	printf("gpu_check: %s (%d failures)\n", bad ? "FAIL" : "ok", bad);
 	dev_close(sim);
 	dev_close(gpu);

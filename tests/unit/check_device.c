@@ -251,6 +251,7 @@ START_TEST(kernel_failure_surfaces_at_sync_and_event)
 END_TEST
 
 Suite *device_suite(void);
+void device_add_model_tcases(Suite *s);
 
 Suite *device_suite(void)
 {
@@ -267,6 +268,7 @@ Suite *device_suite(void)
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+	device_add_model_tcases(s);
 	return s;
 }
 

@@ -19,8 +19,8 @@
 
 /* The variables sup_config_load reads, besides CHIPD_* and SLURM_*. */
 static const char *const other_vars[] = {
-    "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "XDG_RUNTIME_DIR",
-    "NOTIFY_SOCKET",	    "WATCHDOG_USEC",	    "WATCHDOG_PID",
+    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "XDG_RUNTIME_DIR",
+    "NOTIFY_SOCKET",	   "WATCHDOG_USEC",	   "WATCHDOG_PID",
 };
 
 /* The runtime directory without CHIPD_RUNTIME_DIR and XDG_RUNTIME_DIR: pam_systemd's
@@ -262,6 +262,18 @@ START_TEST(hip_gets_ordinals_within_the_mask)
 	ck_assert_int_eq(c.gpus[2], 2);
 	ck_assert_str_eq(c.gpu_ids[2], "GPU-cc33");
 	ck_assert_str_eq(c.gpu_env, "ROCR_VISIBLE_DEVICES");
+
+	/* HIP_VISIBLE_DEVICES before both: HIP applies it on top of ROCR's */
+	setenv("HIP_VISIBLE_DEVICES", "1,0", 1);
+	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
+	ck_assert_uint_eq(c.chips, 2);
+	ck_assert_int_eq(c.gpus[1], 1);
+	ck_assert_int_eq(c.gpus[2], -1);
+	ck_assert_str_eq(c.gpu_ids[0], "1");
+	ck_assert_str_eq(c.gpu_env, "HIP_VISIBLE_DEVICES");
+	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "3"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(msg, "HIP_VISIBLE_DEVICES=1,0"));
+	unsetenv("HIP_VISIBLE_DEVICES");
 
 	/* --chips may take fewer than the visible ones, ordinals from 0 */
 	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "1"), 0);
@@ -876,6 +888,7 @@ START_TEST(help_lists_every_flag_and_variable)
 	    "--help",
 	    "--version",
 	    "SLURM_JOB_ID",
+	    "HIP_VISIBLE_DEVICES",
 	    "ROCR_VISIBLE_DEVICES",
 	    "CUDA_VISIBLE_DEVICES",
 	    "SLURM_GPUS_ON_NODE",

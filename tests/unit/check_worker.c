@@ -21,6 +21,7 @@ void wrk_add_hol_tcases(Suite *s);
 void wrk_add_abandon_tcases(Suite *s);
 void wrk_add_health_tcases(Suite *s);
 void wrk_add_limit_tcases(Suite *s);
+void wrk_add_device_tcases(Suite *s);
 
 START_TEST(tokens_in_order_then_final)
 {
@@ -411,6 +412,7 @@ int main(void)
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	wrk_add_fault_tcases(s);
+	wrk_add_device_tcases(s);
 	wrk_add_trace_tcases(s);
 	wrk_add_abandon_tcases(s);
 	wrk_add_health_tcases(s);

@@ -1,0 +1,171 @@
+/* worker_device.c - the worker and its device as a GPU runtime has them: a worker on
+ * device 1 (every thread of it must select the device), a device lost to a sticky
+ * fault mid-stream, the default KV pool against a realistic decode shape, and a
+ * device whose streams run only when waited for. */
+#include "device.h"
+#include "testutil.h"
+#include "wl.h"
+#include "worker_fixture.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define READ_MS 5000u
+
+void wrk_add_device_tcases(Suite *s);
+
+/* The sim device 1 refuses work from threads whose current device is 0 (CUDA fails
+ * such launches): the worker's threads each select their device. */
+START_TEST(worker_on_device_1_serves)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[32];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.dev_index = 1;
+	wf_start(&f, &cfg, 64);
+	for (uint64_t id = 1; id <= 3; id++)
+		ck_assert_int_eq(wf_assign(&f, id, (uint32_t)id - 1, "synthetic",
+					   "tokens=5,device_us=100", 0, NULL),
+				 CHIPD_OK);
+	for (uint32_t ring = 0; ring < 3; ring++)
+		ck_assert_uint_eq(wf_read_end(&f, ring, rec, 32, RING_F_FINAL), 5);
+	/* weights and a KV cache: uploads (L), launches and events (S), on device 1 */
+	ck_assert_int_eq(wf_assign(&f, 4, 3, "paged_attention", "tokens=3,context=20", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 3, rec, 32, RING_F_FINAL), 3);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 0);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 4);
+}
+END_TEST
+
+static void keep_dev(void *arg, struct dev *d)
+{
+	*(struct dev **)arg = d;
+}
+
+/* A sticky fault (an illegal address) mid-stream: the request ends device_error at
+ * once (not after a streak of failed steps), S gives the device up, the worker says
+ * so in its heartbeat (s_err = DEV_ERR_LOST) and refuses assigns until the supervisor
+ * replaces it. */
+START_TEST(device_lost_ends_request_and_worker_gives_up)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[1024];
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	char msg[CHIPD_MSG_MAX];
+	struct dev *d = NULL;
+	struct wf f;
+	uint32_t n;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_config(&cfg);
+	cfg.s_fatal_streak = 1000; /* only the loss itself may end it */
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 1024);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", WF_LONG, 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 2, READ_MS), 2);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
+	n = wf_read(&f, 0, rec, 1024, 2 * READ_MS);
+	ck_assert_uint_ge(n, 1);
+	ck_assert_uint_lt(n, 900); /* ended well before its 1000 steps */
+	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+	ck_assert(dev_lost(d));
+	wf_heartbeat_ans(&f, 1, ans);
+	ck_assert_int_eq(ans->s_err, DEV_ERR_LOST);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, msg),
+			 CHIPD_E_NO_CAPACITY);
+	ck_assert_msg(strstr(msg, "scheduler"), "message: %s", msg);
+	wf_stop(&f);
+	ck_assert_uint_ge(wf_ctr(&f, "device_errors"), 1);
+	free(ans);
+}
+END_TEST
+
+/* The default KV block (kv_block_floats) holds one table's 16 positions of 2 KV heads
+ * of 128 floats: the decode shape of the docs and benchmarks runs with defaults. */
+START_TEST(default_kv_block_fits_decode_shape)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[32];
+	char msg[CHIPD_MSG_MAX] = "";
+	struct wf f;
+
+	wf_config(&cfg); /* the default kv_block_floats */
+	ck_assert_uint_ge(cfg.kv_block_floats, 2u * 128u * 16u);
+	wf_start(&f, &cfg, 64);
+	ck_assert_msg(wf_assign(&f, 1, 0, "paged_attention",
+				"layers=1,heads=8,kv_heads=2,head_dim=128,block_size=16,"
+				"context=40,tokens=2",
+				0, msg) == CHIPD_OK,
+		      "assign: %s", msg);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 32, RING_F_FINAL), 2);
+	wf_stop(&f);
+}
+END_TEST
+
+static void lazy_dev(void *arg, struct dev *d)
+{
+	(void)arg;
+	ck_assert_int_eq(dev_sim_set_lazy(d, true), 0);
+}
+
+/* A lazy sim device (a stream runs only once someone waits for it): a token read
+ * before its event completed, or an upload not ordered before its kernels, would
+ * give a wrong token or hang; every token is the reference's. */
+START_TEST(lazy_device_gives_reference_tokens)
+{
+	static const struct {
+		const char *wl, *params;
+	} reqs[] = {
+	    {"paged_attention", "tokens=4,context=20"},
+	    {"gemm", "tokens=4"},
+	    {"synthetic", "tokens=6,device_us=50"},
+	};
+	struct wrk_config cfg;
+	struct ring_rec rec[32];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.dev_opened = lazy_dev;
+	wf_start(&f, &cfg, 64);
+	for (uint32_t i = 0; i < 3; i++)
+		ck_assert_int_eq(wf_assign(&f, i + 1, i, reqs[i].wl, reqs[i].params, 0, NULL),
+				 CHIPD_OK);
+	for (uint32_t i = 0; i < 3; i++) {
+		uint64_t want[32];
+		char msg[WL_MSG_MAX] = "";
+		struct wl_params p;
+		uint32_t n = wf_read_end(&f, i, rec, 32, RING_F_FINAL);
+
+		wl_params_init(&p);
+		ck_assert_int_eq(wl_params_parse(&p, reqs[i].params, msg, sizeof(msg)), 0);
+		ck_assert_msg(wl_ref_tokens(reqs[i].wl, &p, want, n, msg, sizeof(msg)) == 0, "%s",
+			      msg);
+		for (uint32_t k = 0; k < n; k++)
+			ck_assert_msg(rec[k].value == want[k], "%s token %u: %llu, want %llu",
+				      reqs[i].wl, k, (unsigned long long)rec[k].value,
+				      (unsigned long long)want[k]);
+	}
+	wf_stop(&f);
+}
+END_TEST
+
+void wrk_add_device_tcases(Suite *s)
+{
+	const struct tu_case cases[] = {
+	    {"worker_on_device_1_serves", worker_on_device_1_serves},
+	    {"device_lost_ends_request_and_worker_gives_up",
+	     device_lost_ends_request_and_worker_gives_up},
+	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
+	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
+	};
+
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+}
