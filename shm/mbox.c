@@ -285,7 +285,7 @@ int mbox_post(struct mbox *mb, struct mbox_ticket t, uint32_t len)
 }
 
 struct client_wait {
-	struct mbox *mb;
+	const struct mbox *mb;
 	struct mbox_slot *s;
 	uint32_t gen;
 };
@@ -335,6 +335,22 @@ int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns)
 	if (MBOX_CTL_GEN(c) == t.gen && MBOX_CTL_STATE(c) == MBOX_DONE)
 		return 0;
 	return -ECONNRESET;
+}
+
+bool mbox_answered(const struct mbox *mb, struct mbox_ticket t)
+{
+	struct client_wait w = {.mb = mb, .s = slot_at(mb, t.slot), .gen = t.gen};
+
+	return !ticket_ok(mb, t) || answer_ready(&w);
+}
+
+uint32_t mbox_client_announce(struct mbox *mb, struct mbox_ticket t, _Atomic uint32_t **word)
+{
+	struct shm_wake *w = &slot_at(mb, ticket_ok(mb, t) ? t.slot : 0)->wake;
+
+	atomic_store_explicit(&w->sleepers, 1, memory_order_seq_cst);
+	*word = &w->seq;
+	return atomic_load_explicit(&w->seq, memory_order_seq_cst);
 }
 
 int mbox_response(struct mbox *mb, struct mbox_ticket t, const void **buf, uint32_t *len)

@@ -195,6 +195,14 @@ int mbox_post(struct mbox *mb, struct mbox_ticket t, uint32_t len);
  * recovered it; nothing left to do). */
 int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns);
 
+/* Whether mbox_wait(@t) would return at once: the slot left POSTED/TAKEN of @t's
+ * generation (seq_cst loads). For a caller that waits on many slots and other words. */
+bool mbox_answered(const struct mbox *mb, struct mbox_ticket t);
+
+/* Announces a sleep on @t's slot (sleepers = 1, seq_cst) and returns its seq word and
+ * value, for shm_futex_waitv beside other words; re-check mbox_answered after it. */
+uint32_t mbox_client_announce(struct mbox *mb, struct mbox_ticket t, _Atomic uint32_t **word);
+
 /* The answer of a DONE slot: sets *buf and *len. Returns 0, -ESTALE if the slot is
  * not this ticket's DONE slot, -EPROTO if the server wrote an impossible length, or
  * -errno the mailbox layer answered with instead of the server (-EMSGSIZE: the

@@ -250,7 +250,8 @@ static bool ready(struct sup *s, uint32_t bell)
 
 	if (atomic_load_explicit(&s->router_quit, memory_order_seq_cst) ||
 	    atomic_load_explicit(&s->router_bell, memory_order_seq_cst) != bell ||
-	    atomic_load_explicit(&s->region_epoch, memory_order_seq_cst) != v->epoch)
+	    atomic_load_explicit(&s->region_epoch, memory_order_seq_cst) != v->epoch ||
+	    sup_fwd_ready(s))
 		return true;
 	for (uint32_t j = 0; j < v->n; j++)
 		if (mbox_server_ready(&s->node.pool_mbox[v->idx[j]]))
@@ -267,6 +268,7 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 	struct shm_waitv w[SHM_WAITV_MAX];
 	uint32_t bell = atomic_load_explicit(&s->router_bell, memory_order_seq_cst), n = 1;
 	uint64_t now = shm_now_ns(), stop = now + SHM_SPIN_NS_DEFAULT;
+	bool all;
 
 	while (now < stop && now < deadline_ns) {
 		for (int i = 0; i < 16; i++) {
@@ -284,7 +286,10 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 		w[n].word = word;
 		w[n].private_word = false;
 	}
-	if (v->n + 1 > SHM_WAITV_MAX && deadline_ns - now > SUP_REGION_POLL_NS)
+	all = v->n + 1 <= SHM_WAITV_MAX;
+	/* the workers' answers to submits in flight wake it too */
+	n = sup_fwd_announce(s, w, n, SHM_WAITV_MAX, &all);
+	if (!all && deadline_ns - now > SUP_REGION_POLL_NS)
 		deadline_ns = now + SUP_REGION_POLL_NS;
 	if (ready(s, bell))
 		return;
@@ -304,6 +309,8 @@ int sup_region_next(struct sup *s, struct mbox_event *ev, uint32_t *region, pid_
 		refresh(s);
 		if (poll_round(s, ev, region, pid))
 			return 0;
+		if (sup_fwd_ready(s))
+			return -EAGAIN;
 		if (shm_now_ns() >= deadline_ns)
 			return -ETIMEDOUT;
 		wait_any(s, deadline_ns);
