@@ -27,9 +27,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* Slots of a worker's control mailbox: the router's forwards, the event loop's
- * heartbeat and shutdown, and a few spares. */
-#define SUP_WRK_SLOTS 8u
+/* Slots of a worker's control mailbox: the router's forwards (many in flight at once:
+ * a submit waiting for a free slot waits for another's answer), the event loop's
+ * heartbeat, shutdown and re-queues, and spares. Untouched slots cost no memory. */
+#define SUP_WRK_SLOTS 64u
 /* How long a forward to a worker (assign, cancel, trace) may take: the worker answers
  * from its mailbox thread at once; a worker that does not is stuck or dead. */
 #define SUP_FORWARD_MS 2000u

@@ -149,8 +149,16 @@ static void complete(struct sup *s, struct sup_fwd *f, int rc)
 	e->forwarding = false;
 	if (rc) {
 		forward_failed(s, f, e, rc);
-		code = proto_fail(&err, CHIPD_E_WORKER_LOST, "chip %u did not answer (%s)",
-				  f->chip, strerror(-rc));
+		if (rc == -EPIPE)
+			code = proto_fail(&err, CHIPD_E_WORKER_LOST,
+					  "chip %u: its worker died with the assign in flight",
+					  f->chip);
+		else if (rc == -ESHUTDOWN)
+			code = proto_fail(&err, CHIPD_E_WORKER_LOST,
+					  "chip %u: chipd stopped with the assign in flight", f->chip);
+		else
+			code = proto_fail(&err, CHIPD_E_WORKER_LOST, "chip %u did not answer (%s)",
+					  f->chip, strerror(-rc));
 		err.chip = f->chip;
 	} else if (!m->ok) {
 		err = m->err; /* its refusal, as it said it */
@@ -202,34 +210,45 @@ static bool step(struct sup *s, struct sup_fwd *f, uint64_t now)
 	if (!f->post.pending && !died && !late)
 		(void)post(s, f, &s->reqs[f->entry]); /* every slot was busy: try again */
 	pthread_mutex_unlock(&s->lock);
-	if (f->post.pending) {
-		rc = sup_post_poll(w, &f->post, s->fwd_msg);
-		if (rc != -EINPROGRESS) {
-			complete(s, f, rc);
-			return true;
-		}
-	}
-	if (!died && !late)
+	rc = f->post.pending ? sup_post_poll(w, &f->post, s->fwd_msg) : -EINPROGRESS;
+	if (rc == -EINPROGRESS && !died && !late)
 		return false;
 	/* the worker it was posted to died with it in flight (its death path leaves
-	 * entries being forwarded to us), or it did not answer in time */
-	sup_post_drop(w, &f->post);
-	complete(s, f, died ? -EPIPE : -ETIMEDOUT);
+	 * entries being forwarded to us; a restarted one takes the slot back), or it did
+	 * not answer in time */
+	if (rc == -EINPROGRESS)
+		sup_post_drop(w, &f->post);
+	complete(s, f, rc == 0 ? 0 : died ? -EPIPE : rc == -EINPROGRESS ? -ETIMEDOUT : rc);
 	return true;
+}
+
+/* Whether some forward found every slot of its worker busy and waits to be posted. */
+static bool any_unposted(const struct sup *s)
+{
+	for (uint32_t i = 0; i < s->nfwd; i++)
+		if (!s->fwd[i].post.pending)
+			return true;
+	return false;
 }
 
 void sup_fwd_progress(struct sup *s)
 {
-	uint64_t now;
+	for (int pass = 0; pass < 2 && s->nfwd; pass++) {
+		uint64_t now = shm_now_ns();
+		uint32_t ended = 0;
 
-	if (s->nfwd == 0)
-		return;
-	now = shm_now_ns();
-	for (uint32_t i = 0; i < s->nfwd;) {
-		if (step(s, &s->fwd[i], now))
-			s->fwd[i] = s->fwd[--s->nfwd];
-		else
-			i++;
+		for (uint32_t i = 0; i < s->nfwd;) {
+			if (step(s, &s->fwd[i], now)) {
+				s->fwd[i] = s->fwd[--s->nfwd];
+				ended++;
+			} else {
+				i++;
+			}
+		}
+		/* an ended forward freed a worker slot: those that found every slot busy are
+		 * posted now, not at the next look */
+		if (!ended || !any_unposted(s))
+			break;
 	}
 }
 
