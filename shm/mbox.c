@@ -326,6 +326,7 @@ int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns)
 	    .peer_lost = answer_peer_lost,
 	    .arg = &w,
 	    .spin_ns = mb->spin_ns,
+	    .adapt = &mb->client_spin,
 	};
 	int rc = shm_wait(&w.s->wake, &how, deadline_ns);
 	if (rc)
@@ -658,7 +659,8 @@ bool mbox_server_poll(struct mbox *mb, struct mbox_event *ev)
 
 int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns)
 {
-	struct shm_waiter how = {.ready = work_ready, .arg = mb, .spin_ns = mb->spin_ns};
+	struct shm_waiter how = {
+	    .ready = work_ready, .arg = mb, .spin_ns = mb->spin_ns, .adapt = &mb->server_spin};
 
 	for (;;) {
 		if (atomic_load_explicit(&mb->interrupted, memory_order_acquire))

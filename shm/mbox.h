@@ -109,6 +109,9 @@ struct mbox {
 	uint32_t nslots, req_cap, resp_cap, stride;
 	uint32_t words;		       /* attention bitmap words */
 	uint64_t spin_ns;	       /* spin budget before sleeping */
+	/* this process's adaptive spin on top of spin_ns (wait.h): the server's wait for
+	 * work, and the clients' waits for answers */
+	struct shm_spin server_spin, client_spin;
 	_Atomic uint32_t claim_cursor; /* where the next claim starts looking */
 	uint32_t scan_cursor;	       /* server: where the next scan starts */
 	/* server: attention bits taken from the shared bitmap, not yet examined */

@@ -194,6 +194,8 @@ struct wrk {
 	struct wl_kvpool *kv;
 	struct wl_exec *exec;
 	pthread_mutex_t kv_lock; /* the KV pool is used by one thread at a time */
+	/* adaptive spins (wait.h): O's wait for something to build, S's for an epoch */
+	struct shm_spin o_idle_spin, s_epoch_spin;
 
 	/* request table and admission queue, under lock */
 	pthread_mutex_t lock;

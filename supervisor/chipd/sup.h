@@ -258,6 +258,7 @@ struct sup {
 	 * look (a region went live or is to be scrubbed, or the router is to quit) */
 	_Atomic uint32_t router_bell;
 	struct sup_view view; /* router thread only */
+	struct shm_spin router_spin; /* router thread only: its wait's adaptive spin */
 	/* event loop: what each slot of each region held while its owner pid was not the
 	 * region's client (forged, or a forked child), and since when (SUP_UNCONNECTED_MS);
 	 * slot i of region k at k * slots + i */
