@@ -146,11 +146,12 @@ void shm_spin_learn(struct shm_spin *a, uint64_t start_ns, uint64_t end_ns, bool
  * them. Returns true when ready. */
 static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
 {
-	uint64_t extra = shm_spin_budget(how->adapt, 0);
+	/* a waiter that asked never to spin (spin_ns 0) sleeps at once, adaptive or not */
+	uint64_t extra = how->spin_ns ? shm_spin_budget(how->adapt, 0) : 0;
 
 	if (how->ready(how->arg))
 		return true;
-	if (how->spin_ns == 0 && extra == 0)
+	if (how->spin_ns == 0)
 		return false;
 	/* One round before the first clock read: a peer that answers within it (the
 	 * common case of a spinning round trip) costs no clock read, which is ~27 ns on
@@ -204,7 +205,7 @@ int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline
 		return 0;
 	rc = wait_sleeping(w, how, deadline_ns, &slept);
 	/* a wait that timed out says nothing of the peer's pace, nor one that only looked */
-	if (how->adapt && rc == 0 && slept)
+	if (how->adapt && how->spin_ns && rc == 0 && slept)
 		shm_spin_learn(how->adapt, start, shm_now_ns(), true);
 	return rc;
 }

@@ -84,7 +84,8 @@ struct shm_waiter {
 	void *arg;
 	uint64_t spin_ns;  /* 0: never spin, sleep at once */
 	uint64_t slice_ns; /* sleep slice; 0: SHM_WAIT_SLICE_NS with @peer_lost, else none */
-	struct shm_spin *adapt; /* NULL: spin spin_ns; else spin_ns plus its adaptive extra */
+	/* NULL: spin spin_ns; else spin_ns plus its adaptive extra (none when spin_ns is 0) */
+	struct shm_spin *adapt;
 };
 
 /* CLOCK_MONOTONIC in nanoseconds. */
