@@ -41,14 +41,20 @@ static void *submit_main(void *arg)
 	return NULL;
 }
 
-/* SIGSTOPs chip 0's worker, starts INFLIGHT submits to chip 0 on threads of @d's
- * connection and waits until the router took them all (its requests counter). */
-static void start_in_flight(struct cd *d, pid_t w0, struct submitter *a, pthread_t *t)
+/* Starts a chipd of 2 chips (@w: their workers' pids), SIGSTOPs chip 0's worker,
+ * starts INFLIGHT submits to chip 0 on threads of @d's connection and waits until the
+ * router took them all (its requests counter). */
+static void start_in_flight(struct cd *d, pid_t *w, struct submitter *a, pthread_t *t)
 {
+	/* the stopped worker must not be judged stuck while the test holds it */
+	const char *const args[] = {"--chips", "2", "--stuck-ms", "20000", NULL};
 	struct ft_stats st;
 	uint64_t base, end;
 
-	ft_sigstop(w0);
+	ft_start(d, args);
+	w[0] = cd_worker_pid(d, 0);
+	w[1] = cd_worker_pid(d, 1);
+	ft_sigstop(w[0]);
 	ft_stats(d, &st);
 	base = st.sup[PROTO_SUP_requests];
 	for (int i = 0; i < INFLIGHT; i++) {
@@ -66,8 +72,6 @@ static void start_in_flight(struct cd *d, pid_t w0, struct submitter *a, pthread
 
 START_TEST(many_assigns_in_flight_on_one_worker)
 {
-	/* the stopped worker must not be judged stuck while the test holds it */
-	const char *const args[] = {"--chips", "2", "--stuck-ms", "20000", NULL};
 	struct ft_ledger l = {.complete = true};
 	struct submitter a[INFLIGHT];
 	pthread_t t[INFLIGHT];
@@ -77,10 +81,7 @@ START_TEST(many_assigns_in_flight_on_one_worker)
 	struct cd d;
 	pid_t w[2];
 
-	ft_start(&d, args);
-	w[0] = cd_worker_pid(&d, 0);
-	w[1] = cd_worker_pid(&d, 1);
-	start_in_flight(&d, w[0], a, t);
+	start_in_flight(&d, w, a, t);
 	/* the router waits for none of them: it answers a ping and admits a submit to
 	 * the other chip, which runs to its end */
 	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, &err), 0);
@@ -108,7 +109,6 @@ END_TEST
 
 START_TEST(worker_killed_with_assigns_in_flight)
 {
-	const char *const args[] = {"--chips", "2", "--stuck-ms", "20000", NULL};
 	struct ft_ledger l = {.complete = true};
 	struct submitter a[INFLIGHT];
 	pthread_t t[INFLIGHT];
@@ -119,10 +119,7 @@ START_TEST(worker_killed_with_assigns_in_flight)
 	uint64_t t0;
 	pid_t w[3];
 
-	ft_start(&d, args);
-	w[0] = cd_worker_pid(&d, 0);
-	w[1] = cd_worker_pid(&d, 1);
-	start_in_flight(&d, w[0], a, t);
+	start_in_flight(&d, w, a, t);
 	t0 = ft_now_ms();
 	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
 	for (int i = 0; i < INFLIGHT; i++) {
