@@ -15,6 +15,10 @@
 #define SPIN_CLOCK_EVERY 16
 /* An adaptive extra below this is not worth a yield's system call: none. */
 #define SPIN_ADAPT_MIN_NS (2u * 1000u)
+/* How long a spin looks without yielding the CPU: a peer on another core answers a
+ * spinning hand-over within ~1 us; past this, the peer is more likely waiting for a
+ * core, which a yield gives it. */
+#define SPIN_PURE_NS (10u * 1000u)
 
 uint64_t shm_now_ns(void)
 {
@@ -162,9 +166,10 @@ static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
 			return true;
 	}
 	uint64_t start = shm_now_ns();
+	uint64_t pure = how->spin_ns < SPIN_PURE_NS ? how->spin_ns : SPIN_PURE_NS;
 	uint64_t stop = deadline_ns;
-	if (start < deadline_ns && how->spin_ns < deadline_ns - start)
-		stop = start + how->spin_ns;
+	if (start < deadline_ns && pure < deadline_ns - start)
+		stop = start + pure;
 	for (;;) {
 		for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
 			shm_cpu_relax();
@@ -174,7 +179,8 @@ static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
 		if (shm_now_ns() >= stop)
 			break;
 	}
-	return extra && shm_spin_yielding(how->ready, how->arg, extra, deadline_ns);
+	/* the rest of the budget, and the adaptive extra, yield between looks */
+	return shm_spin_yielding(how->ready, how->arg, how->spin_ns - pure + extra, deadline_ns);
 }
 
 bool shm_spin_yielding(bool (*ready)(void *), void *arg, uint64_t ns, uint64_t deadline_ns)
