@@ -2,8 +2,10 @@
  *
  * Every wait in chipd has three ways out: the condition became true, the deadline
  * passed, or the peer it waits for is gone. Waiting spins for a short budget (a
- * cache-line handoff costs ~0.3 us, a futex wake ~50 us on these machines) and then
- * sleeps on a shared futex.
+ * cache-line handoff costs ~0.3 us, a futex wake ~50 us on these machines; past its
+ * first 10 us a spin yields the CPU between looks, so that on fewer cores than
+ * threads the peer it waits for can run), plus an adaptive extra (struct shm_spin),
+ * and then sleeps on a shared futex.
  *
  * The sleep protocol (struct shm_wake) lets a waker skip the futex syscall when no
  * one sleeps:
