@@ -26,6 +26,9 @@ struct chipd_conn {
 	/* the handshake's connection (docs/protocol.md §9), open until chipd_close; -1
 	 * for a handle of chipd_connect_monitor, which sends no request */
 	int fd;
+	/* the adaptive spin of its streams' waits (wait.h), shared by them: a stream
+	 * lives for one request, the pace of the connection's requests outlives it */
+	struct shm_spin stream_spin;
 };
 
 struct chipd_stream {

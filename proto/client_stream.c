@@ -36,6 +36,7 @@ int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream 
 				 s->id, ans->ring);
 		goto err_free;
 	}
+	ring_set_adapt(&s->ring, &c->stream_spin);
 	pthread_mutex_init(&s->lock, NULL);
 	*out = s;
 	return 0;

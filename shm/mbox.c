@@ -285,7 +285,7 @@ int mbox_post(struct mbox *mb, struct mbox_ticket t, uint32_t len)
 }
 
 struct client_wait {
-	struct mbox *mb;
+	const struct mbox *mb;
 	struct mbox_slot *s;
 	uint32_t gen;
 };
@@ -326,6 +326,7 @@ int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns)
 	    .peer_lost = answer_peer_lost,
 	    .arg = &w,
 	    .spin_ns = mb->spin_ns,
+	    .adapt = &mb->client_spin,
 	};
 	int rc = shm_wait(&w.s->wake, &how, deadline_ns);
 	if (rc)
@@ -335,6 +336,22 @@ int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns)
 	if (MBOX_CTL_GEN(c) == t.gen && MBOX_CTL_STATE(c) == MBOX_DONE)
 		return 0;
 	return -ECONNRESET;
+}
+
+bool mbox_answered(const struct mbox *mb, struct mbox_ticket t)
+{
+	struct client_wait w = {.mb = mb, .s = slot_at(mb, t.slot), .gen = t.gen};
+
+	return !ticket_ok(mb, t) || answer_ready(&w);
+}
+
+uint32_t mbox_client_announce(struct mbox *mb, struct mbox_ticket t, _Atomic uint32_t **word)
+{
+	struct shm_wake *w = &slot_at(mb, ticket_ok(mb, t) ? t.slot : 0)->wake;
+
+	atomic_store_explicit(&w->sleepers, 1, memory_order_seq_cst);
+	*word = &w->seq;
+	return atomic_load_explicit(&w->seq, memory_order_seq_cst);
 }
 
 int mbox_response(struct mbox *mb, struct mbox_ticket t, const void **buf, uint32_t *len)
@@ -642,7 +659,8 @@ bool mbox_server_poll(struct mbox *mb, struct mbox_event *ev)
 
 int mbox_server_next(struct mbox *mb, struct mbox_event *ev, uint64_t deadline_ns)
 {
-	struct shm_waiter how = {.ready = work_ready, .arg = mb, .spin_ns = mb->spin_ns};
+	struct shm_waiter how = {
+	    .ready = work_ready, .arg = mb, .spin_ns = mb->spin_ns, .adapt = &mb->server_spin};
 
 	for (;;) {
 		if (atomic_load_explicit(&mb->interrupted, memory_order_acquire))

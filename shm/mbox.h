@@ -109,6 +109,9 @@ struct mbox {
 	uint32_t nslots, req_cap, resp_cap, stride;
 	uint32_t words;		       /* attention bitmap words */
 	uint64_t spin_ns;	       /* spin budget before sleeping */
+	/* this process's adaptive spin on top of spin_ns (wait.h): the server's wait for
+	 * work, and the clients' waits for answers */
+	struct shm_spin server_spin, client_spin;
 	_Atomic uint32_t claim_cursor; /* where the next claim starts looking */
 	uint32_t scan_cursor;	       /* server: where the next scan starts */
 	/* server: attention bits taken from the shared bitmap, not yet examined */
@@ -194,6 +197,14 @@ int mbox_post(struct mbox *mb, struct mbox_ticket t, uint32_t len);
  * mbox_give_up), -ECONNRESET when the slot was taken back (a restarted server
  * recovered it; nothing left to do). */
 int mbox_wait(struct mbox *mb, struct mbox_ticket t, uint64_t deadline_ns);
+
+/* Whether mbox_wait(@t) would return at once: the slot left POSTED/TAKEN of @t's
+ * generation (seq_cst loads). For a caller that waits on many slots and other words. */
+bool mbox_answered(const struct mbox *mb, struct mbox_ticket t);
+
+/* Announces a sleep on @t's slot (sleepers = 1, seq_cst) and returns its seq word and
+ * value, for shm_futex_waitv beside other words; re-check mbox_answered after it. */
+uint32_t mbox_client_announce(struct mbox *mb, struct mbox_ticket t, _Atomic uint32_t **word);
 
 /* The answer of a DONE slot: sets *buf and *len. Returns 0, -ESTALE if the slot is
  * not this ticket's DONE slot, -EPROTO if the server wrote an impossible length, or

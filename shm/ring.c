@@ -134,6 +134,11 @@ void ring_set_spin(struct ring *r, uint64_t spin_ns)
 	r->spin_ns = spin_ns;
 }
 
+void ring_set_adapt(struct ring *r, struct shm_spin *adapt)
+{
+	r->adapt = adapt;
+}
+
 /* Free records as the producer sees them, refreshing the cached tail if needed: 0
  * also when the indices are impossible (a tail past head, or more than capacity
  * records in use), see indices_broken. */
@@ -252,6 +257,7 @@ int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns)
 	    .peer_lost = producer_lost,
 	    .arg = r,
 	    .spin_ns = r->spin_ns,
+	    .adapt = r->adapt,
 	};
 
 	for (;;) {

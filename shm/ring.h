@@ -92,6 +92,7 @@ struct ring {
 	uint32_t capacity;
 	uint32_t mask; /* capacity - 1 */
 	uint64_t spin_ns;
+	struct shm_spin *adapt; /* consumer: its waits' adaptive spin (wait.h), or NULL */
 	uint64_t cached_tail; /* producer: last tail seen, saves a shared read per push */
 };
 
@@ -128,6 +129,8 @@ uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t c
 
 /* Sets how long ring_pop spins before sleeping. */
 void ring_set_spin(struct ring *r, uint64_t spin_ns);
+/* Consumer: gives its waits an adaptive spin on top of spin_ns (wait.h; NULL: none). */
+void ring_set_adapt(struct ring *r, struct shm_spin *adapt);
 
 /* Publishes one record, stamping ts_ns. Non-terminal records need two free records
  * (one stays reserved for the terminal). Returns 0, -EAGAIN when full, -EALREADY when

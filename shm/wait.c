@@ -2,6 +2,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdint.h>
 #include <linux/futex.h>
@@ -12,6 +13,12 @@
 /* Reading the clock costs ~20 ns; the spin loop checks it once per this many
  * iterations of the condition. */
 #define SPIN_CLOCK_EVERY 16
+/* An adaptive extra below this is not worth a yield's system call: none. */
+#define SPIN_ADAPT_MIN_NS (2u * 1000u)
+/* How long a spin looks without yielding the CPU: a peer on another core answers a
+ * spinning hand-over within ~1 us; past this, the peer is more likely waiting for a
+ * core, which a yield gives it. */
+#define SPIN_PURE_NS (10u * 1000u)
 
 uint64_t shm_now_ns(void)
 {
@@ -113,9 +120,39 @@ void shm_wake_all(struct shm_wake *w)
 	shm_futex_wake(&w->seq, INT_MAX);
 }
 
-/* Spins on the condition until the budget runs out. Returns true when ready. */
+uint64_t shm_spin_budget(const struct shm_spin *a, uint64_t base_ns)
+{
+	return a ? base_ns + atomic_load_explicit(&((struct shm_spin *)a)->extra_ns,
+						  memory_order_relaxed)
+		 : base_ns;
+}
+
+void shm_spin_learn(struct shm_spin *a, uint64_t start_ns, uint64_t end_ns, bool slept)
+{
+	uint64_t x, took = end_ns > start_ns ? end_ns - start_ns : 0;
+
+	if (!a || !slept)
+		return; /* caught while spinning: the budget did its job */
+	x = atomic_load_explicit(&a->extra_ns, memory_order_relaxed);
+	if (took <= SHM_SPIN_ADAPT_MAX_NS)
+		x = x * 2 > took ? x * 2 : took; /* grow to cover what it slept for */
+	else
+		x /= 2; /* an idle peer: spin less next time */
+	if (x > SHM_SPIN_ADAPT_MAX_NS)
+		x = SHM_SPIN_ADAPT_MAX_NS;
+	if (x < SPIN_ADAPT_MIN_NS)
+		x = 0;
+	atomic_store_explicit(&a->extra_ns, x, memory_order_relaxed);
+}
+
+/* Spins on the condition until the budget runs out: the waiter's spin_ns with
+ * shm_cpu_relax between looks, then its adaptive extra yielding the CPU between
+ * them. Returns true when ready. */
 static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
 {
+	/* a waiter that asked never to spin (spin_ns 0) sleeps at once, adaptive or not */
+	uint64_t extra = how->spin_ns ? shm_spin_budget(how->adapt, 0) : 0;
+
 	if (how->ready(how->arg))
 		return true;
 	if (how->spin_ns == 0)
@@ -129,9 +166,10 @@ static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
 			return true;
 	}
 	uint64_t start = shm_now_ns();
+	uint64_t pure = how->spin_ns < SPIN_PURE_NS ? how->spin_ns : SPIN_PURE_NS;
 	uint64_t stop = deadline_ns;
-	if (start < deadline_ns && how->spin_ns < deadline_ns - start)
-		stop = start + how->spin_ns;
+	if (start < deadline_ns && pure < deadline_ns - start)
+		stop = start + pure;
 	for (;;) {
 		for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
 			shm_cpu_relax();
@@ -139,14 +177,50 @@ static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
 				return true;
 		}
 		if (shm_now_ns() >= stop)
-			return false;
+			break;
 	}
+	/* the rest of the budget, and the adaptive extra, yield between looks */
+	return shm_spin_yielding(how->ready, how->arg, how->spin_ns - pure + extra, deadline_ns);
 }
+
+bool shm_spin_yielding(bool (*ready)(void *), void *arg, uint64_t ns, uint64_t deadline_ns)
+{
+	uint64_t now = shm_now_ns(), stop = deadline_ns;
+
+	if (now < deadline_ns && ns < deadline_ns - now)
+		stop = now + ns;
+	while (now < stop) {
+		sched_yield();
+		if (ready(arg))
+			return true;
+		now = shm_now_ns();
+	}
+	return false;
+}
+
+static int wait_sleeping(struct shm_wake *w, const struct shm_waiter *how,
+			 uint64_t deadline_ns, bool *slept);
 
 int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns)
 {
+	uint64_t start = how->adapt ? shm_now_ns() : 0;
+	bool slept = false;
+	int rc;
+
 	if (spin(how, deadline_ns))
 		return 0;
+	rc = wait_sleeping(w, how, deadline_ns, &slept);
+	/* a wait that timed out says nothing of the peer's pace, nor one that only looked */
+	if (how->adapt && how->spin_ns && rc == 0 && slept)
+		shm_spin_learn(how->adapt, start, shm_now_ns(), true);
+	return rc;
+}
+
+/* shm_wait after its spin: sleeps in slices until ready, the deadline or a lost peer;
+ * *@slept says whether it slept at all. */
+static int wait_sleeping(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline_ns,
+			 bool *slept)
+{
 	for (;;) {
 		uint64_t now = shm_now_ns();
 
@@ -169,6 +243,7 @@ int shm_wait(struct shm_wake *w, const struct shm_waiter *how, uint64_t deadline
 		uint32_t seq = atomic_load_explicit(&w->seq, memory_order_seq_cst);
 		if (how->ready(how->arg))
 			return 0;
+		*slept = true;
 		shm_futex_wait(&w->seq, seq, slice_end);
 		if (how->ready(how->arg))
 			return 0;

@@ -2,8 +2,10 @@
  *
  * Every wait in chipd has three ways out: the condition became true, the deadline
  * passed, or the peer it waits for is gone. Waiting spins for a short budget (a
- * cache-line handoff costs ~0.3 us, a futex wake ~50 us on these machines) and then
- * sleeps on a shared futex.
+ * cache-line handoff costs ~0.3 us, a futex wake ~50 us on these machines; past its
+ * first 10 us a spin yields the CPU between looks, so that on fewer cores than
+ * threads the peer it waits for can run), plus an adaptive extra (struct shm_spin),
+ * and then sleeps on a shared futex.
  *
  * The sleep protocol (struct shm_wake) lets a waker skip the futex syscall when no
  * one sleeps:
@@ -46,6 +48,31 @@ struct shm_wake {
 };
 _Static_assert(sizeof(struct shm_wake) == 8, "shm_wake layout");
 
+/* The most an adaptive spin grows to: a few futex wakes' worth (a wake costs ~50 us
+ * on these machines), far below any idle period. */
+#define SHM_SPIN_ADAPT_MAX_NS (400u * 1000u)
+
+/* An adaptive spin budget, one per waiting thread and purpose (a heuristic: its word
+ * is relaxed, and threads sharing one only blur it). A wait that had to sleep but
+ * ended within SHM_SPIN_ADAPT_MAX_NS (recent traffic: a longer spin would have caught
+ * it) doubles the extra budget, up to that bound; a wait that slept longer (an idle
+ * peer) halves it, so an idle node decays to the plain spin within a few waits. The
+ * extra part of a spin yields the CPU between looks (sched_yield), so a spinner on a
+ * machine with fewer cores than threads lets the peer it waits for run. */
+struct shm_spin {
+	_Atomic uint64_t extra_ns; /* spun on top of the waiter's spin_ns */
+};
+
+/* The budget a wait spins with @a (NULL: @base_ns alone). */
+uint64_t shm_spin_budget(const struct shm_spin *a, uint64_t base_ns);
+/* Updates @a after a wait that began at @start_ns, slept or not (@slept), and ended
+ * at @end_ns. */
+void shm_spin_learn(struct shm_spin *a, uint64_t start_ns, uint64_t end_ns, bool slept);
+
+/* Looks at @ready for up to @ns (not past @deadline_ns), yielding the CPU between
+ * looks. Returns true when ready. */
+bool shm_spin_yielding(bool (*ready)(void *), void *arg, uint64_t ns, uint64_t deadline_ns);
+
 /* What a waiter waits for. @ready must read the condition with seq_cst loads.
  * @peer_lost, when set, is called between sleep slices and ends the wait with
  * -EPIPE when it returns true. Without @peer_lost and @slice_ns the waiter sleeps
@@ -59,6 +86,8 @@ struct shm_waiter {
 	void *arg;
 	uint64_t spin_ns;  /* 0: never spin, sleep at once */
 	uint64_t slice_ns; /* sleep slice; 0: SHM_WAIT_SLICE_NS with @peer_lost, else none */
+	/* NULL: spin spin_ns; else spin_ns plus its adaptive extra (none when spin_ns is 0) */
+	struct shm_spin *adapt;
 };
 
 /* CLOCK_MONOTONIC in nanoseconds. */

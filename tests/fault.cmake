@@ -20,6 +20,9 @@ chipd_fault_check(check_fault 600 fault_worker.c fault_client.c fault_msgs.c)
 # Abandoned work (dead or impatient clients, broken rings) and an event loop that
 # waits for no worker; each tcase sets its own timeout.
 chipd_fault_check(check_abandon 600)
+# Submits in flight at the router: many assigns posted to a stopped worker, and that
+# worker killed with them in flight.
+chipd_fault_check(check_inflight 300)
 # Identity from the handshake socket (forged, unconnected, killed clients, impostors,
 # the old layout) and the per-client bounds; each tcase sets its own timeout.
 chipd_fault_check(check_identity 300)

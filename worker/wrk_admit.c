@@ -224,6 +224,8 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 	if (rc)
 		return proto_fail(err, CHIPD_E_DEVICE_ERROR, "%s", msg);
 	rq->limit = (uint32_t)steps;
+	rq->small_fill = cost.dev_bytes <= WRK_SMALL_FILL_DEV_BYTES &&
+			 cost.host_bytes <= WRK_SMALL_FILL_HOST_BYTES;
 	return CHIPD_OK;
 }
 

@@ -178,7 +178,8 @@ struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, 
 	struct s_wait_arg a = {w, e};
 	/* O's exit must end the wait at once, not at the next sleep slice: O wakes S when
 	 * it leaves (ready sees it), so the slice is only a backstop */
-	struct shm_waiter how = {epoch_or_o_lost, o_lost, &a, w->cfg.spin_ns, WRK_PEER_SLICE_NS};
+	struct shm_waiter how = {epoch_or_o_lost, o_lost, &a, w->cfg.spin_ns, WRK_PEER_SLICE_NS,
+				 &w->s_epoch_spin};
 
 	*err = shm_wait(&w->sync.s_wake, &how, deadline_ns);
 	if (*err)

@@ -93,12 +93,20 @@ enum wrk_req_state {
  * this seldom only as a backstop (an idle worker should not wake for nothing). */
 #define WRK_PEER_SLICE_NS (1000ull * 1000u * 1000u)
 
+/* A fill this small (device and host bytes, wl_cost) takes microseconds: M does it
+ * itself when L is idle (wrk_load_submit) rather than pay a thread hand-over (a futex
+ * wake, tens of microseconds) for it. Larger fills are L's, so M answers within
+ * microseconds whatever the request. */
+#define WRK_SMALL_FILL_DEV_BYTES  4096u
+#define WRK_SMALL_FILL_HOST_BYTES (64u * 1024u)
+
 struct wrk_req {
 	uint64_t id;
 	struct wl_req *wl;
 	struct ring o_ring, s_ring; /* one handle per thread: handles cache indices */
 	uint32_t ring_gen;	    /* the ring's generation the assign named */
 	uint32_t limit;		    /* steps to run: min(workload steps, max_tokens) */
+	bool small_fill;	    /* M: its fill is tiny (wrk_load_submit may do it) */
 	uint64_t deadline_ns;	    /* absolute CLOCK_MONOTONIC; 0: none */
 	enum wrk_req_state state;   /* under wrk.lock */
 	/* O only */
@@ -186,6 +194,8 @@ struct wrk {
 	struct wl_kvpool *kv;
 	struct wl_exec *exec;
 	pthread_mutex_t kv_lock; /* the KV pool is used by one thread at a time */
+	/* adaptive spins (wait.h): O's wait for something to build, S's for an epoch */
+	struct shm_spin o_idle_spin, s_epoch_spin;
 
 	/* request table and admission queue, under lock */
 	pthread_mutex_t lock;
@@ -290,7 +300,9 @@ void wrk_load_fini(struct wrk *w);
  * or exited or the grace is over (what is left is M's: wrk_end_leftovers). */
 void *wrk_load_main(void *arg);
 /* M: hands @rq (its id reserved, its wl reserved by wl_req_reserve) to L: state
- * LOADING, counted in nloading. */
+ * LOADING, counted in nloading. A request whose fill is tiny (@rq->small_fill) M
+ * fills itself and queues for O when L holds and has queued nothing (the order of
+ * admission is kept), sparing the hand-over to L: the fast path of small requests. */
 void wrk_load_submit(struct wrk *w, struct wrk_req *rq);
 /* Wakes L (a stop). */
 void wrk_load_kick(struct wrk *w);

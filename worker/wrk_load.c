@@ -53,15 +53,27 @@ void wrk_load_fini(struct wrk *w)
 	w->load_q = NULL;
 }
 
+static void load_one(struct wrk *w, struct wrk_req *rq);
+
 void wrk_load_submit(struct wrk *w, struct wrk_req *rq)
 {
+	/* a test's load hook stands for a slow fill: that is L's, never M's */
+	bool inline_fill = rq->small_fill && !w->cfg.l_fault;
+
 	pthread_mutex_lock(&w->lock);
 	rq->state = WRK_RQ_LOADING;
-	w->load_q[(w->load_head + w->load_len) % w->cfg.queue_cap] = rq;
-	w->load_len++;
 	w->nloading++;
-	pthread_cond_signal(&w->load_cond);
+	/* nothing ahead of it at L (nloading counted only this one): filled here, it
+	 * reaches O in admission order */
+	inline_fill = inline_fill && w->nloading == 1;
+	if (!inline_fill) {
+		w->load_q[(w->load_head + w->load_len) % w->cfg.queue_cap] = rq;
+		w->load_len++;
+		pthread_cond_signal(&w->load_cond);
+	}
 	pthread_mutex_unlock(&w->lock);
+	if (inline_fill)
+		load_one(w, rq);
 }
 
 void wrk_load_kick(struct wrk *w)

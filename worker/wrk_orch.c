@@ -232,7 +232,7 @@ static void idle_wait(struct orch *o, uint64_t ns)
 {
 	struct wrk *w = o->w;
 	struct idle_arg a = {w, o->seen_kicks, o->seen_released, o->seen_finished, o->seen_s_err};
-	struct shm_waiter how = {something_changed, NULL, &a, w->cfg.spin_ns};
+	struct shm_waiter how = {something_changed, NULL, &a, w->cfg.spin_ns, 0, &w->o_idle_spin};
 
 	(void)shm_wait(&w->sync.o_wake, &how, shm_deadline_in(ns));
 }

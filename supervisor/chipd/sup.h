@@ -18,6 +18,7 @@
 #include "proto.h"
 #include "region.h"
 #include "sup_config.h"
+#include "wait.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,9 +27,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* Slots of a worker's control mailbox: the router's forwards, the event loop's
- * heartbeat and shutdown, and a few spares. */
-#define SUP_WRK_SLOTS 8u
+/* Slots of a worker's control mailbox: the router's forwards (many in flight at once:
+ * a submit waiting for a free slot waits for another's answer), the event loop's
+ * heartbeat, shutdown and re-queues, and spares. Untouched slots cost no memory. */
+#define SUP_WRK_SLOTS 64u
 /* How long a forward to a worker (assign, cancel, trace) may take: the worker answers
  * from its mailbox thread at once; a worker that does not is stuck or dead. */
 #define SUP_FORWARD_MS 2000u
@@ -98,6 +100,21 @@ struct sup_worker {
 	 * (a heartbeat's send time) it has not moved while work was pending */
 	int64_t o_rounds, s_rounds;
 	uint64_t o_still_ns, s_still_ns;
+};
+
+/* A submit the router forwarded to its worker and has not answered (sup_forward.c,
+ * router thread only): the assign is posted without waiting, and the client's slot
+ * stays TAKEN until the worker's answer, a failure or SUP_FORWARD_MS ends it. */
+struct sup_fwd {
+	uint32_t entry;	      /* its request table entry (forwarding while here) */
+	uint32_t ring_gen;    /* that entry's generation when admitted */
+	uint32_t region;      /* the client region the submit came through */
+	struct mbox_ticket t; /* its slot there */
+	uint32_t chip;
+	pid_t pid;	    /* the worker's pid when admitted: another one means it died */
+	bool client_gone;   /* its client reset the slot: the answer reaches nobody */
+	uint64_t since_ns;  /* admitted: SUP_FORWARD_MS runs from here */
+	struct sup_post post; /* pending once posted (every slot busy: posted later) */
 };
 
 /* One live stream: a ring of the node region, indexed by its ring number. */
@@ -217,9 +234,12 @@ struct sup {
 	bool router_running;
 	pid_t router_client;   /* router thread only: who sent the request being served */
 	uint32_t router_region; /* router thread only: the client region it came through */
-	/* router thread only: the entry a submit being answered admitted (index + 1, and
-	 * its ring generation), so a discarded answer cancels that request; 0 none */
-	uint32_t router_admitted, router_admitted_gen;
+	struct mbox_ticket router_ticket; /* router thread only: that request's slot */
+	/* router thread only: the submits forwarded to a worker and not answered yet
+	 * (sup_forward.c), fwd_cap = nreqs entries, the first nfwd in use */
+	struct sup_fwd *fwd;
+	uint32_t nfwd, fwd_cap;
+	struct proto_msg *fwd_msg; /* router thread only: scratch for an assign or answer */
 	/* the handshake socket (sup_conn.c): listening fd, its path, the connections */
 	int listen_fd;
 	char sock_path[PROTO_NODE_SOCK_MAX];
@@ -238,6 +258,7 @@ struct sup {
 	 * look (a region went live or is to be scrubbed, or the router is to quit) */
 	_Atomic uint32_t router_bell;
 	struct sup_view view; /* router thread only */
+	struct shm_spin router_spin; /* router thread only: its wait's adaptive spin */
 	/* event loop: what each slot of each region held while its owner pid was not the
 	 * region's client (forged, or a forked child), and since when (SUP_UNCONNECTED_MS);
 	 * slot i of region k at k * slots + i */
@@ -500,6 +521,32 @@ static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
 /* ---- router (sup_router.c) ---- */
 int sup_router_start(struct sup *s);
 void sup_router_stop(struct sup *s);
+
+/* ---- submits in flight (sup_forward.c), router thread only ---- */
+
+/* Allocates the in-flight table (one per request table entry) and its scratch.
+ * Returns 0 or -ENOMEM. */
+int sup_fwd_init(struct sup *s);
+void sup_fwd_free(struct sup *s);
+/* Forwards the admitted entry @e (forwarding, its assign not posted) to @w for the
+ * request in @t of region @region: posts the assign without waiting. The client is
+ * answered later by sup_fwd_progress. */
+void sup_fwd_start(struct sup *s, struct sup_req *e, struct sup_worker *w, uint32_t region,
+		   struct mbox_ticket t);
+/* Completes every forward whose answer came, whose worker died or whose bound passed,
+ * and posts those that found every worker slot busy. */
+void sup_fwd_progress(struct sup *s);
+/* Whether sup_fwd_progress has something to complete now (seq_cst loads). */
+bool sup_fwd_ready(struct sup *s);
+/* The client of region @region gave slot @t up (its reset was acknowledged): the
+ * answer of a forward in that slot reaches nobody. */
+void sup_fwd_client_reset(struct sup *s, uint32_t region, struct mbox_ticket t);
+/* Adds the wake words of posted forwards to @w (from @n, at most @max in all); returns
+ * the new count, and sets *@all false when some did not fit. */
+uint32_t sup_fwd_announce(struct sup *s, struct shm_waitv *w, uint32_t n, uint32_t max,
+			  bool *all);
+/* Ends every forward still in flight with worker_lost (the router is leaving). */
+void sup_fwd_end_all(struct sup *s);
 
 /* ---- trace (sup_trace.c) ---- */
 /* Sends trace @act to every running worker; for COLLECT, merges their fragments

@@ -250,7 +250,8 @@ static bool ready(struct sup *s, uint32_t bell)
 
 	if (atomic_load_explicit(&s->router_quit, memory_order_seq_cst) ||
 	    atomic_load_explicit(&s->router_bell, memory_order_seq_cst) != bell ||
-	    atomic_load_explicit(&s->region_epoch, memory_order_seq_cst) != v->epoch)
+	    atomic_load_explicit(&s->region_epoch, memory_order_seq_cst) != v->epoch ||
+	    sup_fwd_ready(s))
 		return true;
 	for (uint32_t j = 0; j < v->n; j++)
 		if (mbox_server_ready(&s->node.pool_mbox[v->idx[j]]))
@@ -258,15 +259,29 @@ static bool ready(struct sup *s, uint32_t bell)
 	return false;
 }
 
-/* Spins on ready() for the spin budget, then sleeps on the bell and every live
- * region's doorbell (the first SHM_WAITV_MAX - 1 of them; with more, for at most
- * SUP_REGION_POLL_NS) until @deadline_ns. */
+struct ready_arg {
+	struct sup *s;
+	uint32_t bell;
+};
+
+static bool ready_fn(void *arg)
+{
+	struct ready_arg *a = arg;
+
+	return ready(a->s, a->bell);
+}
+
+/* Spins on ready() for the spin budget (the plain one, then the router's adaptive
+ * extra, yielding), then sleeps on the bell, every live region's doorbell (the first
+ * of them that fit SHM_WAITV_MAX; with more, for at most SUP_REGION_POLL_NS) and the
+ * slots of the submits in flight until @deadline_ns. */
 static void wait_any(struct sup *s, uint64_t deadline_ns)
 {
 	struct sup_view *v = &s->view;
 	struct shm_waitv w[SHM_WAITV_MAX];
 	uint32_t bell = atomic_load_explicit(&s->router_bell, memory_order_seq_cst), n = 1;
 	uint64_t now = shm_now_ns(), stop = now + SHM_SPIN_NS_DEFAULT;
+	bool all;
 
 	while (now < stop && now < deadline_ns) {
 		for (int i = 0; i < 16; i++) {
@@ -276,6 +291,11 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 		}
 		now = shm_now_ns();
 	}
+	struct ready_arg ra = {s, bell};
+	uint64_t start = now;
+
+	if (shm_spin_yielding(ready_fn, &ra, shm_spin_budget(&s->router_spin, 0), deadline_ns))
+		return;
 	w[0] = (struct shm_waitv){&s->router_bell, bell, true};
 	for (uint32_t j = 0; j < v->n && n < SHM_WAITV_MAX; j++, n++) {
 		_Atomic uint32_t *word;
@@ -284,7 +304,10 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 		w[n].word = word;
 		w[n].private_word = false;
 	}
-	if (v->n + 1 > SHM_WAITV_MAX && deadline_ns - now > SUP_REGION_POLL_NS)
+	all = v->n + 1 <= SHM_WAITV_MAX;
+	/* the workers' answers to submits in flight wake it too */
+	n = sup_fwd_announce(s, w, n, SHM_WAITV_MAX, &all);
+	if (!all && deadline_ns - now > SUP_REGION_POLL_NS)
 		deadline_ns = now + SUP_REGION_POLL_NS;
 	if (ready(s, bell))
 		return;
@@ -293,6 +316,9 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 					     now + SUP_REGION_POLL_NS < deadline_ns
 						 ? now + SUP_REGION_POLL_NS
 						 : deadline_ns);
+	/* woken by work (not the deadline): how long it slept teaches the spin */
+	if (ready(s, bell))
+		shm_spin_learn(&s->router_spin, start, shm_now_ns(), true);
 }
 
 int sup_region_next(struct sup *s, struct mbox_event *ev, uint32_t *region, pid_t *pid,
@@ -304,6 +330,8 @@ int sup_region_next(struct sup *s, struct mbox_event *ev, uint32_t *region, pid_
 		refresh(s);
 		if (poll_round(s, ev, region, pid))
 			return 0;
+		if (sup_fwd_ready(s))
+			return -EAGAIN;
 		if (shm_now_ns() >= deadline_ns)
 			return -ETIMEDOUT;
 		wait_any(s, deadline_ns);

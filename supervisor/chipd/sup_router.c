@@ -1,9 +1,9 @@
 /* sup_router.c - the router thread: serves the node region's client mailbox. Every
- * request goes through proto_dispatch (decode, validate, run, answer); submit and
- * cancel are forwarded to a worker and answered when it replied (bounded by
- * SUP_FORWARD_MS: a call not answered by then is given up; the worker's health is the
- * heartbeat's to judge). A submit whose answer reaches nobody (the forward gave up,
- * or the client did) is cancelled by closing its ring's reader. */
+ * request goes through proto_dispatch (decode, validate, run, answer). A submit is
+ * forwarded to its worker without waiting and answered when the worker replied
+ * (sup_forward.c), so many are in flight at once; cancel and trace wait for their
+ * worker's answer (bounded by SUP_FORWARD_MS: a call not answered by then is given
+ * up; the worker's health is the heartbeat's to judge). */
 #include "sup.h"
 #include "sup_log.h"
 
@@ -27,6 +27,9 @@
  * scribbled word delays that client's request by at most this, long enough that an
  * idle chipd wakes only a few times a second. */
 #define ROUTER_SLICE_NS (100ull * SHM_NS_PER_MS)
+/* The same while submits are in flight: a worker's death (its pid changed) and the
+ * forwards' SUP_FORWARD_MS bound are looked at this often; an answer wakes it at once. */
+#define ROUTER_FWD_SLICE_NS (20ull * SHM_NS_PER_MS)
 
 /* Every request answered with the error envelope, from any step of proto_dispatch
  * (docs/protocol.md §8.1: err_<code> counts each request once, by how it ended). */
@@ -157,100 +160,25 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	return e;
 }
 
-/* Nobody will learn of @e's request (its submit's answer reaches no client): its
- * stream has no reader and no canceller. Closing the reader makes a worker that
- * admitted it cancel it at its next round; client 0 lets the sweep reclaim the ring and
- * the id once it ended, or take them back when no worker holds it (sup_table_sweep).
- * Under sup.lock. */
-static void abandon(struct sup *s, struct sup_req *e)
-{
-	e->client = 0;
-	sup_table_close_reader(s, e);
-}
-
-/* The worker did not answer the assign of @e within SUP_FORWARD_MS: the call is given
- * up, never the worker (a slow mailbox thread is the heartbeat's to judge). The worker
- * may still admit the request (it took the assign), so the request is abandoned; a
- * worker that died meanwhile ends it through its death path or here. Under sup.lock. */
-static void forward_failed(struct sup *s, struct sup_worker *w, struct sup_req *e, pid_t pid,
-			   int rc)
-{
-	SUP_WARN((int)w->chip, e->id, "worker pid %d did not answer the assign (%s): given up",
-		 (int)pid, strerror(-rc));
-	abandon(s, e);
-	if (w->pid != pid)
-		sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-}
-
-/* The client gave up on the submit just answered, after the router took it: the
- * answer naming its request was discarded, so the request is abandoned. */
-static void submit_discarded(struct sup *s)
-{
-	struct sup_req *e;
-
-	if (!s->router_admitted)
-		return;
-	pthread_mutex_lock(&s->lock);
-	e = &s->reqs[s->router_admitted - 1];
-	/* only the router allocates: the entry is the one admitted unless it was reclaimed
-	 * meanwhile (ended and swept), which the generation tells */
-	if (e->used && e->ring_gen == s->router_admitted_gen) {
-		SUP_INFO((int)e->chip, e->id, "its client gave up on the submit: cancelling it");
-		abandon(s, e);
-	}
-	pthread_mutex_unlock(&s->lock);
-	s->router_admitted = 0;
-}
-
+/* Admits a submit and forwards it to the chosen worker without waiting: the answer
+ * goes to the client's slot once the worker answered (sup_forward.c). */
 static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		      struct proto_error *err)
 {
 	struct sup *s = ctx;
-	struct sup_call *c;
 	struct sup_worker *w = NULL;
 	struct sup_req *e;
-	enum chipd_code code;
-	pid_t pid = 0;
 
+	(void)ans;
 	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
 		return proto_fail(err, CHIPD_E_DRAINING, "chipd is draining: no new work");
-	c = sup_call_new(PROTO_OP_ASSIGN);
-	if (!c)
-		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	e = admit(s, req, err, &w);
-	if (e) {
-		sup_table_assign(s, e, &c->req);
-		pid = e->producer;
-	}
 	pthread_mutex_unlock(&s->lock);
-	if (!e) {
-		sup_call_free(c);
+	if (!e)
 		return (int)err->code;
-	}
-	code = sup_call_run(s, w, c, err);
-	pthread_mutex_lock(&s->lock);
-	e->forwarding = false;
-	if (c->rc) {
-		forward_failed(s, w, e, pid, c->rc);
-	} else if (code != CHIPD_OK) {
-		sup_table_release(s, e);
-	} else {
-		if (w->pid != pid) /* it died after answering; the death path skipped us */
-			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-		ans->id = (int64_t)e->id;
-		ans->chip = w->chip;
-		ans->ring = sup_table_index(s, e);
-		ans->ring_gen = e->ring_gen;
-		s->router_admitted = sup_table_index(s, e) + 1;
-		s->router_admitted_gen = e->ring_gen;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (code == CHIPD_OK)
-		SUP_DEBUG((int)w->chip, (uint64_t)ans->id, "admitted on ring %lld",
-			  (long long)ans->ring);
-	sup_call_free(c);
-	return code;
+	sup_fwd_start(s, e, w, s->router_region, s->router_ticket);
+	return PROTO_DEFERRED;
 }
 
 static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -499,12 +427,18 @@ static void *router_main(void *arg)
 		uint32_t k;
 		pid_t owner;
 		size_t len;
-		int rc = sup_region_next(s, &ev, &k, &owner, shm_now_ns() + ROUTER_SLICE_NS);
+		int rc;
 
+		/* answers of forwarded submits first: their clients wait already */
+		sup_fwd_progress(s);
+		rc = sup_region_next(s, &ev, &k, &owner,
+				     shm_now_ns() + (s->nfwd ? ROUTER_FWD_SLICE_NS : ROUTER_SLICE_NS));
 		if (rc)
-			continue; /* -ETIMEDOUT or -EINTR: look at router_quit again */
+			continue; /* -EAGAIN (an answer came), -ETIMEDOUT or -EINTR */
 		mb = &s->node.pool_mbox[k];
 		if (ev.kind == MBOX_EV_RESET) {
+			/* a submit in flight in that slot is answered to nobody */
+			sup_fwd_client_reset(s, k, ev.t);
 			mbox_ack_reset(mb, ev.t);
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 			continue;
@@ -514,7 +448,7 @@ static void *router_main(void *arg)
 		 * another pid is not its request */
 		s->router_client = owner;
 		s->router_region = k;
-		s->router_admitted = 0;
+		s->router_ticket = ev.t;
 		if (ev.client != (owner & 0xffffff) || !sup_region_still(s, k, owner))
 			rc = unconnected(s, ev.client, mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb),
 					 &len);
@@ -522,7 +456,8 @@ static void *router_main(void *arg)
 			rc = proto_dispatch(&router_server, s, ev.req, ev.len,
 					    mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb), &len);
 		if (rc != 0)
-			continue; /* cannot happen: the response buffer holds an envelope */
+			continue; /* deferred (a submit in flight), or cannot happen: the
+				   * response buffer holds an envelope */
 		/* answered: the answer reached a client still waiting for it; otherwise the
 		 * client gave up first, or is gone, its reset is acknowledged here and the
 		 * answer is discarded (requests - answered) */
@@ -531,10 +466,8 @@ static void *router_main(void *arg)
 			sup_count(s, PROTO_SUP_answered, 1);
 		else if (rc == -ECANCELED)
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
-		if (rc != 0) /* -ECANCELED, or -ESTALE: the slot moved on, nobody got it */
-			submit_discarded(s);
-		s->router_admitted = 0;
 	}
+	sup_fwd_end_all(s);
 	return NULL;
 }
 
@@ -546,9 +479,14 @@ int sup_router_start(struct sup *s)
 	 * answering a request longer than the slot too_large, counted like any other
 	 * refusal, not refused by the mailbox layer unseen */
 	atomic_store_explicit(&s->router_quit, false, memory_order_relaxed);
+	rc = sup_fwd_init(s);
+	if (rc)
+		return rc;
 	rc = -pthread_create(&s->router, NULL, router_main, s);
 	if (rc == 0)
 		s->router_running = true;
+	else
+		sup_fwd_free(s);
 	return rc;
 }
 
@@ -562,6 +500,7 @@ void sup_router_stop(struct sup *s)
 	sup_router_wake(s);
 	pthread_join(s->router, NULL);
 	s->router_running = false;
+	sup_fwd_free(s);
 	for (uint32_t k = 0; k < s->node.npool; k++)
 		if (s->node.pool_mbox[k].hdr) /* ever handed out */
 			mbox_server_detach(&s->node.pool_mbox[k]);

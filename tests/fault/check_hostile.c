@@ -261,6 +261,7 @@ START_TEST(ring_capacity_and_stride_raised)
 	struct hs_view v;
 	pthread_t th;
 	uint32_t k, stride, cap, next_gen;
+	bool next_idle;
 	uint64_t head;
 	struct cd d;
 
@@ -282,6 +283,11 @@ START_TEST(ring_capacity_and_stride_raised)
 	next = hs_view_ring(&v, k + 1);
 	before = malloc(stride);
 	ck_assert_ptr_nonnull(before);
+	/* idle: never used, or its stream ended. The router serves on while chip 0's
+	 * worker is stopped, so a good client's live stream may hold ring k + 1, and its
+	 * producer writes on. */
+	next_idle = atomic_load_explicit(&next->request_id, memory_order_acquire) == 0 ||
+		    atomic_load_explicit(&next->terminal, memory_order_acquire) != 0;
 	memcpy(before, next, stride);
 	next_gen = atomic_load_explicit(&next->generation, memory_order_relaxed);
 
@@ -308,7 +314,7 @@ START_TEST(ring_capacity_and_stride_raised)
 			      STRIDE_ID, off, k + 1, k);
 	}
 	/* an idle next ring (no stream reset it meanwhile) is byte for byte the same */
-	if (atomic_load_explicit(&next->generation, memory_order_relaxed) == next_gen)
+	if (next_idle && atomic_load_explicit(&next->generation, memory_order_relaxed) == next_gen)
 		ck_assert_msg(memcmp(next, before, stride) == 0, "idle ring %u changed", k + 1);
 	free(before);
 	if (b.rc == 0)

@@ -1,0 +1,166 @@
+/* check_inflight.c - submits in flight at the router: a real chipd (sim chips) whose
+ * worker is SIGSTOPped while many clients submit to it, so that every assign is
+ * posted and none answered.
+ *
+ * - many assigns in flight on one worker: the router keeps serving (a ping, a submit
+ *   to the other chip) while they wait, and once the worker runs again every one of
+ *   them is admitted and its stream ends final;
+ * - the worker killed with assigns in flight (docs/reliability.md, row 79): each of
+ *   those submits is answered worker_lost, exactly once, well before the forward bound,
+ *   and the restarted worker serves.
+ *
+ * Bounds are liveness bounds, far above what a loaded machine needs. */
+#include "fault.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Submits in flight at once: more than a worker's mailbox once held (8 slots). */
+#define INFLIGHT 12
+/* How long the test waits for the router to take every submit; it must stay well
+ * below the forward bound (2 s), after which the router gives a submit up. */
+#define TAKEN_MS 1500u
+
+struct submitter {
+	struct cd *d;
+	int rc;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t done_ms;
+};
+
+static void *submit_main(void *arg)
+{
+	struct submitter *a = arg;
+
+	a->rc = ft_submit(a->d, 3, 0, 0, 0, 0, &a->s, &a->err);
+	a->done_ms = ft_now_ms();
+	return NULL;
+}
+
+/* Starts a chipd of 2 chips (@w: their workers' pids), SIGSTOPs chip 0's worker,
+ * starts INFLIGHT submits to chip 0 on threads of @d's connection and waits until the
+ * router took them all (its requests counter). */
+static void start_in_flight(struct cd *d, pid_t *w, struct submitter *a, pthread_t *t)
+{
+	/* the stopped worker must not be judged stuck while the test holds it */
+	const char *const args[] = {"--chips", "2", "--stuck-ms", "20000", NULL};
+	struct ft_stats st;
+	uint64_t base, end;
+
+	ft_start(d, args);
+	w[0] = cd_worker_pid(d, 0);
+	w[1] = cd_worker_pid(d, 1);
+	ft_sigstop(w[0]);
+	ft_stats(d, &st);
+	base = st.sup[PROTO_SUP_requests];
+	for (int i = 0; i < INFLIGHT; i++) {
+		a[i] = (struct submitter){.d = d};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, submit_main, &a[i]), 0);
+	}
+	for (end = ft_now_ms() + TAKEN_MS;; usleep(1000)) {
+		ft_stats(d, &st);
+		if (st.sup[PROTO_SUP_requests] >= base + INFLIGHT)
+			break;
+		ck_assert_msg(ft_now_ms() < end, "the router took %llu of %d submits",
+			      (unsigned long long)(st.sup[PROTO_SUP_requests] - base), INFLIGHT);
+	}
+}
+
+START_TEST(many_assigns_in_flight_on_one_worker)
+{
+	struct ft_ledger l = {.complete = true};
+	struct submitter a[INFLIGHT];
+	pthread_t t[INFLIGHT];
+	struct chipd_error err;
+	chipd_stream *s;
+	struct ft_stats st;
+	struct cd d;
+	pid_t w[2];
+
+	start_in_flight(&d, w, a, t);
+	/* the router waits for none of them: it answers a ping and admits a submit to
+	 * the other chip, which runs to its end */
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, &err), 0);
+	ck_assert_int_eq(ft_submit(&d, 2, 0, 0, 1, 0, &s, &err), 0);
+	l.submitted++;
+	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	ft_stats(&d, &st);
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_admitted], 0); /* still all in flight */
+	ck_assert_int_eq(kill(w[0], SIGCONT), 0);
+	for (int i = 0; i < INFLIGHT; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_msg(a[i].rc == 0, "submit %d: %d %s", i, a[i].rc, a[i].err.message);
+		l.submitted++;
+		ck_assert_int_eq(ft_drain(a[i].s, &l, CD_CALL_MS), CHIPD_OK);
+		chipd_stream_close(a[i].s, CD_CALL_MS);
+	}
+	ck_assert_uint_eq(l.completed, INFLIGHT + 1);
+	ft_quiesce(&d, &st, 10000);
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_admitted], INFLIGHT);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, w, 2);
+}
+END_TEST
+
+START_TEST(worker_killed_with_assigns_in_flight)
+{
+	struct ft_ledger l = {.complete = true};
+	struct submitter a[INFLIGHT];
+	pthread_t t[INFLIGHT];
+	struct chipd_error err;
+	chipd_stream *s;
+	struct ft_stats st;
+	struct cd d;
+	uint64_t t0;
+	pid_t w[3];
+
+	start_in_flight(&d, w, a, t);
+	t0 = ft_now_ms();
+	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
+	for (int i = 0; i < INFLIGHT; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_msg(a[i].rc == -EREMOTEIO, "submit %d: %d", i, a[i].rc);
+		ck_assert_int_eq(a[i].err.code, CHIPD_E_WORKER_LOST);
+		ck_assert_int_eq(a[i].err.chip, 0);
+		ck_assert_msg(strstr(a[i].err.message, "died with the assign in flight"), "%s",
+			      a[i].err.message);
+		/* seen through the death, not the forward bound (2 s from the submit) */
+		ck_assert_msg(a[i].done_ms - t0 < 1900, "answered %llu ms after the kill",
+			      (unsigned long long)(a[i].done_ms - t0));
+		l.refused++;
+		l.refused_by[CHIPD_E_WORKER_LOST]++;
+	}
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w[0], 10000));
+	w[2] = cd_worker_pid(&d, 0);
+	ck_assert(ft_pid_gone(w[0]));
+	ck_assert_int_eq(ft_submit(&d, 2, 0, 0, 0, 0, &s, &err), 0);
+	l.submitted++;
+	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	ft_quiesce(&d, &st, 10000);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_err_worker_lost], INFLIGHT);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, w, 3);
+}
+END_TEST
+
+int main(void)
+{
+	const struct tu_case cases[] = {
+	    {"many_assigns_in_flight_on_one_worker", many_assigns_in_flight_on_one_worker},
+	    {"worker_killed_with_assigns_in_flight", worker_killed_with_assigns_in_flight},
+	};
+	Suite *s = suite_create("inflight");
+	int rc;
+
+	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 120);
+	ft_set_owner();
+	rc = tu_run(s);
+	ft_cleanup();
+	return rc;
+}
