@@ -75,6 +75,21 @@ static void fill_request(struct proto_msg *m)
 	case PROTO_OP_HEARTBEAT:
 		m->seq = 99;
 		break;
+	case PROTO_OP_REGISTER:
+	case PROTO_OP_LOAD:
+		strcpy(m->path, "/opt/callables/tiny.so");
+		strcpy(m->wl, "tiny_renamed");
+		break;
+	case PROTO_OP_UNREGISTER:
+		strcpy(m->wl, "tiny");
+		m->mode = PROTO_UNREG_CANCEL;
+		break;
+	case PROTO_OP_UNLOAD:
+		strcpy(m->wl, "tiny");
+		break;
+	case PROTO_OP_WORKLOADS:
+		m->from = 8;
+		break;
 	default:
 		break;
 	}
@@ -93,6 +108,9 @@ static void fill_workloads(struct proto_msg *m)
 	for (int w = 0; w < CHIPD_MAX_WORKLOADS; w++) {
 		snprintf(m->wls[w].wl, CHIPD_NAME_MAX, "workload_with_a_long_name_%05d", w);
 		memcpy(m->wls[w].doc, doc, sizeof(doc));
+		m->wls[w].version = 4294967295ll;
+		m->wls[w].chips = w % 2 ? INT64_MIN : -1; /* chip 63 loaded: the sign bit */
+		m->wls[w].active = 4294967295ll;
 	}
 	m->nwl_params = PROTO_MAX_WL_PARAMS;
 	for (int i = 0; i < PROTO_MAX_WL_PARAMS; i++) {
@@ -155,6 +173,14 @@ static void fill_answer(struct proto_msg *m)
 		break;
 	case PROTO_OP_WORKLOADS:
 		fill_workloads(m);
+		m->more = 4294967295ll;
+		break;
+	case PROTO_OP_REGISTER:
+		strcpy(m->wl, "tiny");
+		m->version = 4294967295ll;
+		break;
+	case PROTO_OP_UNREGISTER:
+		m->active = 3;
 		break;
 	case PROTO_OP_HELLO:
 		m->client = INT64_MAX;
