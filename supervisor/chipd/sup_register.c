@@ -432,7 +432,8 @@ void sup_register_tick(struct sup *s)
 		pthread_mutex_unlock(&s->lock);
 		if (q && entry_state(&s->reg.entries[i]) == WRK_REG_LIVE &&
 		    drain_step(s, i, true) == 0)
-			SUP_INFO(-1, 0, "quarantined callable unregistered");
+			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",
+				 s->reg.entries[i].name);
 	}
 	pthread_mutex_unlock(&s->reg.lock);
 }
