@@ -63,7 +63,10 @@ struct wrk_reg_entry {
 	/* enum wrk_reg_state: the supervisor stores it (release) after name and path,
 	 * a starting worker loads it (acquire) */
 	_Atomic uint32_t state;
-	uint32_t pad;
+	/* odd while the supervisor rewrites name and path (a seqlock): a worker copies
+	 * them between two equal even reads, else it skips the entry (the supervisor
+	 * sends a running worker the load or unload itself) */
+	_Atomic uint32_t seq;
 	/* bit i: chip i has it loaded; each worker sets and clears its own bit, the
 	 * supervisor clears a dead worker's (relaxed: it orders nothing) */
 	_Atomic uint64_t loaded;

@@ -43,11 +43,16 @@ void wrk_register_replay(struct wrk *w)
 		struct wrk_reg_entry *e = &w->cfg.registry[i];
 		char name[WRK_REG_NAME_MAX], path[WRK_REG_PATH_MAX];
 
-		if (atomic_load_explicit(&e->state, memory_order_acquire) != WRK_REG_LIVE)
+		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+
+		if ((seq & 1) || atomic_load_explicit(&e->state, memory_order_acquire) != WRK_REG_LIVE)
 			continue;
 		/* private copies, NUL-terminated whatever the entry holds */
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, e->name);
 		snprintf(path, sizeof(path), "%.*s", (int)sizeof(path) - 1, e->path);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->seq, memory_order_relaxed) != seq)
+			continue; /* rewritten meanwhile: the supervisor's own call brings it */
 		if (wl_load_file(path, name, msg, sizeof(msg)) == 0)
 			set_loaded(w, name, true);
 		else

@@ -271,6 +271,8 @@ struct sup {
 		struct sup_reg_book *books;
 		uint32_t n;
 		pthread_mutex_t lock;
+		/* quarantines decided (event loop) and not yet carried out (router) */
+		_Atomic uint32_t quarantines;
 	} reg;
 };
 

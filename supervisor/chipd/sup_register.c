@@ -141,11 +141,13 @@ int sup_register_refuses(struct sup *s, const char *name, struct proto_error *er
 {
 	int i = find(s, name);
 
-	if (i >= 0 && (s->reg.books[i].draining || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE))
-		return proto_fail(err, CHIPD_E_DRAINING,
-				  "callable %s is being %s: no new requests for it", name,
-				  s->reg.books[i].quarantined ? "quarantined" : "unregistered");
-	return CHIPD_OK;
+	if (i < 0 || (!s->reg.books[i].draining && entry_state(&s->reg.entries[i]) == WRK_REG_LIVE))
+		return CHIPD_OK;
+	return proto_fail(err, CHIPD_E_DRAINING, "callable %s is being %s: no new requests for it",
+			  name,
+			  s->reg.books[i].quarantined ? "quarantined"
+			  : s->reg.books[i].draining  ? "unregistered"
+						      : "registered");
 }
 
 /* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err. */
@@ -197,6 +199,8 @@ static void entry_free(struct sup *s, uint32_t i)
 	pthread_mutex_lock(&s->lock);
 	atomic_store_explicit(&e->state, WRK_REG_FREE, memory_order_release);
 	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
+	if (s->reg.books[i].quarantined) /* carried out (or unregistered by hand) */
+		atomic_fetch_sub_explicit(&s->reg.quarantines, 1, memory_order_relaxed);
 	s->reg.books[i] = (struct sup_reg_book){0};
 	pthread_mutex_unlock(&s->lock);
 	if (wl_unload(e->name, msg, sizeof(msg)) != 0)
@@ -267,8 +271,12 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	{
 		struct wrk_reg_entry *e = &s->reg.entries[slot];
 
+		/* a seqlock for a worker replaying the entry while it is rewritten */
+		atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
 		snprintf(e->name, sizeof(e->name), "%s", name);
 		snprintf(e->path, sizeof(e->path), "%s", req->path);
+		atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
 		atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
 		pthread_mutex_lock(&s->lock);
 		s->reg.books[slot] = (struct sup_reg_book){0};
@@ -409,6 +417,8 @@ void sup_register_worker_died(struct sup *s, struct sup_worker *w)
 				 "(unregistered on every chip)",
 				 e->name, s->reg.books[i].crashes);
 			sup_count(s, PROTO_SUP_callables_quarantined, 1);
+			/* the router's next round carries it out */
+			atomic_fetch_add_explicit(&s->reg.quarantines, 1, memory_order_release);
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -416,13 +426,9 @@ void sup_register_worker_died(struct sup *s, struct sup_worker *w)
 
 void sup_register_tick(struct sup *s)
 {
-	bool any = false;
-
-	pthread_mutex_lock(&s->lock);
-	for (uint32_t i = 0; i < s->reg.n && !any; i++)
-		any = s->reg.books[i].quarantined;
-	pthread_mutex_unlock(&s->lock);
-	if (!any || pthread_mutex_trylock(&s->reg.lock) != 0)
+	/* one relaxed load per round while none is due: the router's loop is hot */
+	if (atomic_load_explicit(&s->reg.quarantines, memory_order_acquire) == 0 ||
+	    pthread_mutex_trylock(&s->reg.lock) != 0)
 		return;
 	for (uint32_t i = 0; i < s->reg.n; i++) {
 		bool q;
@@ -431,9 +437,10 @@ void sup_register_tick(struct sup *s)
 		q = s->reg.books[i].quarantined;
 		pthread_mutex_unlock(&s->lock);
 		if (q && entry_state(&s->reg.entries[i]) == WRK_REG_LIVE &&
-		    drain_step(s, i, true) == 0)
+		    drain_step(s, i, true) == 0) {
 			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",
 				 s->reg.entries[i].name);
+		}
 	}
 	pthread_mutex_unlock(&s->reg.lock);
 }
