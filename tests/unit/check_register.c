@@ -139,6 +139,15 @@ static void run_on_both(struct cd *d, const char *name, int64_t seed)
 	}
 }
 
+/* Registers the good callable as "tiny" and streams its tokens on both chips. */
+static void register_good_and_run(struct cd *d, int64_t seed)
+{
+	struct chipd_error err;
+
+	ck_assert_msg(reg(d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	run_on_both(d, "tiny", seed);
+}
+
 START_TEST(register_run_unregister)
 {
 	struct cd d;
@@ -173,32 +182,44 @@ START_TEST(register_run_unregister)
 	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
 	ck_assert_msg(strstr(err.message, "loaded at start"), "%s", err.message);
 	/* registered again after its unregistration */
-	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	run_on_both(&d, "tiny", 30);
+	register_good_and_run(&d, 30);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
 
-/* chip 1 refuses (the third init of the node: supervisor, chip 0, chip 1): the error
- * is chip 1's, and chip 0 unloaded it again, so the good one registers afterwards. */
-START_TEST(one_chip_refuses_rollback)
+/* Starts chipd with the tests' init counter armed so that the third init of the node
+ * (the supervisor's, chip 0's, chip 1's) fails the way @variant does, registers it,
+ * and checks the registration failed with @code, naming chip 1 (with @msg, when not
+ * NULL), and left nothing registered. Returns how long the registration took (ns). */
+static uint64_t chip1_fails(struct cd *d, const char *variant, enum chipd_code code,
+			    const char *msg)
 {
-	char count[300], env_count[320];
+	static char env_count[320];
 	const char *env[] = {env_count, "TC_REFUSE_AT=3", NULL};
-	struct cd d;
 	struct chipd_error err;
+	uint64_t t0;
 
-	snprintf(count, sizeof(count), "%s/count", dir);
-	snprintf(env_count, sizeof(env_count), "TC_COUNT_FILE=%s", count);
-	cd_start(&d, NULL, env);
-	ck_assert_int_eq(reg(&d, cl("tc_refuse"), NULL, &err), -EREMOTEIO);
-	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	snprintf(env_count, sizeof(env_count), "TC_COUNT_FILE=%s/count", dir);
+	cd_start(d, NULL, env);
+	t0 = now_ns();
+	ck_assert_int_eq(reg(d, cl(variant), NULL, &err), -EREMOTEIO);
+	t0 = now_ns() - t0;
+	ck_assert_int_eq(err.code, code);
 	ck_assert(err.has_chip);
 	ck_assert_uint_eq(err.chip, 1);
-	ck_assert_msg(strstr(err.message, "refused on purpose"), "%s", err.message);
-	ck_assert(!listed(&d, "tiny", NULL));
-	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	run_on_both(&d, "tiny", 1);
+	ck_assert_msg(!msg || strstr(err.message, msg), "%s", err.message);
+	ck_assert(!listed(d, "tiny", NULL));
+	return t0;
+}
+
+/* chip 1 refuses: the error is chip 1's, and chip 0 unloaded it again, so the good
+ * one registers afterwards. */
+START_TEST(one_chip_refuses_rollback)
+{
+	struct cd d;
+
+	chip1_fails(&d, "tc_refuse", CHIPD_E_BAD_REQUEST, "refused on purpose");
+	register_good_and_run(&d, 1);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
@@ -207,27 +228,19 @@ END_TEST
  * rolled back; once restarted, the chip takes a registration again. */
 START_TEST(worker_killed_during_registration)
 {
-	char count[300], env_count[320];
-	const char *env[] = {env_count, "TC_REFUSE_AT=3", NULL};
 	struct cd d;
-	struct chipd_error err;
-	pid_t old;
-	uint64_t t0;
+	uint64_t took, t0;
 
-	snprintf(count, sizeof(count), "%s/count", dir);
-	snprintf(env_count, sizeof(env_count), "TC_COUNT_FILE=%s", count);
-	cd_start(&d, NULL, env);
-	old = cd_worker_pid(&d, 1);
+	took = chip1_fails(&d, "tc_kill", CHIPD_E_WORKER_LOST, NULL);
+	ck_assert_uint_lt(took / 1000000u, 3 * CD_CALL_MS);
+	/* its death seen, then its restart */
 	t0 = now_ns();
-	ck_assert_int_eq(reg(&d, cl("tc_kill"), NULL, &err), -EREMOTEIO);
-	ck_assert_uint_lt((now_ns() - t0) / 1000000u, 3 * CD_CALL_MS);
-	ck_assert_int_eq(err.code, CHIPD_E_WORKER_LOST);
-	ck_assert(err.has_chip);
-	ck_assert_uint_eq(err.chip, 1);
-	ck_assert(!listed(&d, "tiny", NULL));
-	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
-	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	run_on_both(&d, "tiny", 2);
+	while (cd_stat(&d, "supervisor", "worker_deaths") == 0 &&
+	       now_ns() - t0 < BOUND_MS * 1000000ull)
+		tu_sleep_ms(10);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 1);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, 0, BOUND_MS));
+	register_good_and_run(&d, 2);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
