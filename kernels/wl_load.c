@@ -191,6 +191,7 @@ static int load_file(const char *path, const char *name, char *msg, size_t cap)
 	chipd_callable_entry_fn entry;
 	struct wl_callable *wc, *old;
 	char what[WL_MSG_MAX + 64], imsg[WL_MSG_MAX] = "";
+	bool shared = false;
 	void *dl;
 	int err = path_ok(path, false, msg, cap);
 
@@ -227,7 +228,12 @@ static int load_file(const char *path, const char *name, char *msg, size_t cap)
 		snprintf(what, sizeof(what), "more than %u workloads (the limit)", limit);
 		err = bad(msg, cap, -ENOSPC, path, what);
 	}
-	if (!err && cl->init && cl->init(&wl_host, imsg, sizeof(imsg)) != 0) {
+	/* one file under two names is one copy of the library (dlopen counts references):
+	 * it was initialised when first loaded, and its requests may be running */
+	for (unsigned i = 0; !err && i < nreg && cl->init; i++)
+		if (reg[i]->dl == dl)
+			shared = true;
+	if (!err && !shared && cl->init && cl->init(&wl_host, imsg, sizeof(imsg)) != 0) {
 		snprintf(what, sizeof(what), "init failed: %s", imsg[0] ? imsg : "(no message)");
 		err = bad(msg, cap, -EINVAL, path, what);
 	}

@@ -80,28 +80,28 @@ int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout
 	m = malloc(2 * sizeof(*m));
 	if (!m)
 		return client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
-	for (;;) {
-		uint64_t now = shm_now_ns();
-		uint32_t left = now < deadline ? (uint32_t)((deadline - now) / SHM_NS_PER_MS) : 0;
-
+	/* each call gets the caller's timeout (an answer may take the chips' bound); the
+	 * drain is given up once the deadline passed between two calls */
+	for (bool asked = false;; asked = true) {
 		proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
 		memcpy(m[0].wl, name, strlen(name) + 1);
 		m[0].mode = mode;
-		rc = client_call_msg(c, &m[0], &m[1], left ? left : 1, err);
-		if (rc || m[1].active == 0)
+		rc = client_call_msg(c, &m[0], &m[1], timeout_ms, err);
+		if (rc == 0 && m[1].active == 0)
 			break;
-		if (shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline) {
-			uint32_t active = (uint32_t)m[1].active;
-
-			/* give the drain up: the name takes requests again */
-			proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
-			memcpy(m[0].wl, name, strlen(name) + 1);
-			m[0].mode = PROTO_UNREG_RESUME;
-			(void)client_call_msg(c, &m[0], &m[1], CHIPD_TIMEOUT_MS, NULL);
+		if (rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline)
 			rc = client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
 					 "unregister %s: %" PRIu32 " requests still in flight after "
 					 "%" PRIu32 " ms; it stays registered",
-					 name, active, timeout_ms);
+					 name, (uint32_t)m[1].active, timeout_ms);
+		if (rc) {
+			/* a drain under way is given up: the name takes requests again */
+			if (mode != CHIPD_UNREGISTER_REFUSE && (asked || rc == -ETIMEDOUT)) {
+				proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
+				memcpy(m[0].wl, name, strlen(name) + 1);
+				m[0].mode = PROTO_UNREG_RESUME;
+				(void)client_call_msg(c, &m[0], &m[1], CHIPD_TIMEOUT_MS, NULL);
+			}
 			break;
 		}
 		sleep_ms(UNREGISTER_POLL_MS);
