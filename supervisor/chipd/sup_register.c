@@ -207,6 +207,25 @@ static void entry_free(struct sup *s, uint32_t i)
 		SUP_WARN(-1, 0, "callable %s: %s", e->name, msg);
 }
 
+/* Writes free entry @i for @name at @path and makes it PENDING (a registration under
+ * way: no worker replays it). The name and path are written under the entry's
+ * seqlock, for a worker replaying the slot's earlier occupant meanwhile. */
+static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *path)
+{
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
+	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
+	pthread_mutex_lock(&s->lock);
+	s->reg.books[i] = (struct sup_reg_book){0};
+	atomic_store_explicit(&e->state, WRK_REG_PENDING, memory_order_release);
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* Loads entry @i on every running chip, all or nothing. */
 static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *err)
 {
@@ -245,8 +264,8 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	if (code != CHIPD_OK)
 		return code;
 	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
-		return proto_fail(err, CHIPD_E_DRAINING, "chipd is %s: no registration",
-				  "not ready or draining");
+		return proto_fail(err, CHIPD_E_DRAINING,
+				  "chipd is not ready (starting or draining): no registration");
 	pthread_mutex_lock(&s->reg.lock);
 	for (uint32_t i = 0; i < s->reg.n && slot < 0; i++)
 		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
@@ -268,30 +287,18 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	/* the name is the one given, else the table's: the entry just loaded is the last */
 	name = req->wl[0] ? req->wl : wl_names()[wl_count() - 1];
 	(void)wl_callable_info(name, &version, &path);
-	{
+	entry_fill(s, (uint32_t)slot, name, req->path);
+	code = load_all(s, (uint32_t)slot, err);
+	if (code != CHIPD_OK) {
+		entry_free(s, (uint32_t)slot);
+	} else {
 		struct wrk_reg_entry *e = &s->reg.entries[slot];
 
-		/* a seqlock for a worker replaying the entry while it is rewritten */
-		atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_release);
-		snprintf(e->name, sizeof(e->name), "%s", name);
-		snprintf(e->path, sizeof(e->path), "%s", req->path);
-		atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
-		atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
-		pthread_mutex_lock(&s->lock);
-		s->reg.books[slot] = (struct sup_reg_book){0};
-		atomic_store_explicit(&e->state, WRK_REG_PENDING, memory_order_release);
-		pthread_mutex_unlock(&s->lock);
-		code = load_all(s, (uint32_t)slot, err);
-		if (code != CHIPD_OK) {
-			entry_free(s, (uint32_t)slot);
-		} else {
-			atomic_store_explicit(&e->state, WRK_REG_LIVE, memory_order_release);
-			SUP_INFO(-1, 0, "callable %s version %" PRIu32 " registered from %s", e->name,
-				 version, e->path);
-			snprintf(ans->wl, sizeof(ans->wl), "%s", e->name);
-			ans->version = version;
-		}
+		atomic_store_explicit(&e->state, WRK_REG_LIVE, memory_order_release);
+		SUP_INFO(-1, 0, "callable %s version %" PRIu32 " registered from %s", e->name,
+			 version, e->path);
+		snprintf(ans->wl, sizeof(ans->wl), "%s", e->name);
+		ans->version = version;
 	}
 	pthread_mutex_unlock(&s->reg.lock);
 	return code;
