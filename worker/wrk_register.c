@@ -45,7 +45,8 @@ void wrk_register_replay(struct wrk *w)
 
 		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 
-		if ((seq & 1) || atomic_load_explicit(&e->state, memory_order_acquire) != WRK_REG_LIVE)
+		if ((seq & 1) ||
+		    atomic_load_explicit(&e->state, memory_order_acquire) != WRK_REG_LIVE)
 			continue;
 		/* private copies, NUL-terminated whatever the entry holds */
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, e->name);

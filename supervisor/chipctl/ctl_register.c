@@ -72,7 +72,8 @@ int ctl_cmd_register(struct ctl *g, int argc, char **argv)
 		ctl_json_str(stdout, got);
 		printf(",\"version\":%" PRIu32 "}\n", version);
 	} else {
-		printf("callable %s (version %" PRIu32 ") registered from %s\n", got, version, path);
+		printf("callable %s (version %" PRIu32 ") registered from %s\n", got, version,
+		       path);
 	}
 	chipd_close(c);
 	return rc;

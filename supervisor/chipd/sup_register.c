@@ -244,8 +244,9 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 			took |= 1ull << c;
 	}
 	if (code != CHIPD_OK) {
-		SUP_WARN(err->chip, 0, "callable %s refused (%s): rolled back on the chips that took it",
-			 e->name, err->message);
+		SUP_WARN(err->chip, 0,
+			 "callable %s refused (%s): rolled back on the chips that took it", e->name,
+			 err->message);
 		unload_chips(s, i, took, NULL);
 	}
 	return code;
@@ -326,7 +327,8 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 			if (!c)
 				break;
 			c->req.id = (int64_t)ids[k];
-			(void)sup_call_run(s, &s->workers[chips[k]], c, &err); /* ended: not_found */
+			(void)sup_call_run(s, &s->workers[chips[k]], c,
+					   &err); /* ended: not_found */
 			sup_call_free(c);
 		}
 	}
@@ -412,7 +414,8 @@ void sup_register_worker_died(struct sup *s, struct sup_worker *w)
 		for (uint32_t k = 0; k < s->nreqs && !hit; k++) {
 			const struct sup_req *r = &s->reqs[k];
 
-			hit = r->used && !r->ended && r->chip == w->chip && strcmp(r->wl, e->name) == 0;
+			hit = r->used && !r->ended && r->chip == w->chip &&
+			      strcmp(r->wl, e->name) == 0;
 		}
 		if (!hit || s->reg.books[i].quarantined)
 			continue;

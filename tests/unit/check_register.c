@@ -168,8 +168,8 @@ START_TEST(register_run_unregister)
 	ck_assert_msg(strstr(err.message, "is already loaded"), "%s", err.message);
 	ck_assert_msg(reg(&d, cl("tc_good"), "tiny_two", &err) == 0, "%s", err.message);
 	run_on_both(&d, "tiny_two", 10);
-	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err),
-			 0);
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
 	ck_assert(!listed(&d, "tiny", NULL));
 	s = submit(&d, "tiny", -1, 2, 1, 0, &err);
 	ck_assert_ptr_null(s);
@@ -283,8 +283,9 @@ START_TEST(drain_and_cancel)
 	ck_assert_msg(s, "%s", err.message);
 	ck_assert(listed(&d, "tiny", &w));
 	ck_assert_uint_eq(w.active, 1);
-	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err),
-			 -EREMOTEIO);
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err),
+	    -EREMOTEIO);
 	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
 	ck_assert_msg(strstr(err.message, "1 requests in flight (ids "), "%s", err.message);
 	/* a drain too short for it: timeout, and the name takes requests again */
@@ -412,7 +413,8 @@ START_TEST(bad_files_refused)
 	cd_start(&d, NULL, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (cases[i].mode) {
-			snprintf(cmd, sizeof(cmd), "chmod %s '%s'", cases[i].mode, cl(cases[i].variant));
+			snprintf(cmd, sizeof(cmd), "chmod %s '%s'", cases[i].mode,
+				 cl(cases[i].variant));
 			ck_assert_int_eq(system(cmd), 0);
 		}
 		ck_assert_int_eq(reg(&d, cl(cases[i].variant), NULL, &err), -EREMOTEIO);
