@@ -51,8 +51,8 @@ void wrk_register_replay(struct wrk *w)
 		/* private copies, NUL-terminated whatever the entry holds */
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, e->name);
 		snprintf(path, sizeof(path), "%.*s", (int)sizeof(path) - 1, e->path);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&e->seq, memory_order_relaxed) != seq)
+		/* release: the copies above stay before this read of seq (no fence) */
+		if (atomic_fetch_add_explicit(&e->seq, 0, memory_order_acq_rel) != seq)
 			continue; /* rewritten meanwhile: the supervisor's own call brings it */
 		if (wl_load_file(path, name, msg, sizeof(msg)) == 0)
 			set_loaded(w, name, true);

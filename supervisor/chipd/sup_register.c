@@ -214,8 +214,8 @@ static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 
-	atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	/* odd; acquire: the writes below stay after it (no fence: TSan has none) */
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_acq_rel);
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	snprintf(e->path, sizeof(e->path), "%s", path);
 	atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
