@@ -408,6 +408,8 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 		free(r);
 		return err;
 	}
+	/* an unload refuses while this is nonzero (wl_unload) */
+	atomic_fetch_add_explicit(&((struct wl_callable *)wc)->users, 1, memory_order_acq_rel);
 	*out = r;
 	return 0;
 }
@@ -450,6 +452,7 @@ void wl_req_destroy(struct wl_req *r)
 	if (!r)
 		return;
 	r->wc->cl->release(&r->pub);
+	atomic_fetch_sub_explicit(&((struct wl_callable *)r->wc)->users, 1, memory_order_acq_rel);
 	free(r);
 }
 

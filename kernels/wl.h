@@ -151,9 +151,10 @@ struct wl_req;
 
 /* ---- callables: where the workloads come from (wl_load.c) ---- */
 
-/* At most this many workloads are loaded: the "workloads" answer is sized for them. */
-#define WL_WORKLOADS_MAX 8
-#define WL_PATH_MAX	 4096
+/* At most this many workloads are loaded unless wl_set_limit says otherwise (chipd
+ * --max-callables). */
+#define WL_WORKLOADS_DEFAULT 64
+#define WL_PATH_MAX	     4096
 
 /* Loads every "*.so" of @dir, in name order, all or nothing: the directory and each
  * file must be owned by root or by this process's effective user and not writable by
@@ -162,9 +163,25 @@ struct wl_req;
  * names, parameters, hooks), then its init hook run. Errors, with a message naming the
  * file: -ENOENT (no such directory, or no callable in it), -EPERM (owner or mode),
  * -EINVAL (not loadable, no entry, a bad table, an ABI mismatch, init failed: its
- * message), -EEXIST (a name already loaded), -ENOSPC (more than WL_WORKLOADS_MAX).
- * Not thread-safe: call it before any thread uses the workloads. */
+ * message), -EEXIST (a name already loaded), -ENOSPC (more than the limit,
+ * wl_set_limit). */
 int wl_load_dir(const char *dir, char *msg, size_t cap);
+
+/* Loads the one callable at the absolute @path under @name (NULL: the name its table
+ * gives), with wl_load_dir's checks and errors (-EINVAL also for a relative path or a
+ * bad @name). Thread-safe: requests of other workloads go on meanwhile. */
+int wl_load_file(const char *path, const char *name, char *msg, size_t cap);
+
+/* Unloads workload @name (dlclose): -ENOENT when none is loaded, -EBUSY while a
+ * request of it is reserved and not destroyed; message in @msg. Thread-safe. */
+int wl_unload(const char *name, char *msg, size_t cap);
+
+/* Sets the most workloads that may be loaded (default WL_WORKLOADS_DEFAULT); -EINVAL
+ * for 0 or fewer than are loaded. */
+int wl_set_limit(unsigned n);
+
+/* Workloads loaded now. */
+unsigned wl_count(void);
 
 /* The built-ins' directory: ${libdir}/chipd/callables relative to the running
  * executable when it is installed, else the build tree's. */
@@ -176,7 +193,8 @@ bool wl_loaded(void);
 /* A loaded workload's own version and the file it came from; -ENOENT if unknown. */
 int wl_callable_info(const char *workload, uint32_t *version, const char **path);
 
-/* Names of the loaded workloads in load order, NULL-terminated. When nothing was
+/* Names of the loaded workloads in load order, NULL-terminated: valid until the next
+ * load or unload (use it on the thread that loads and unloads). When nothing was
  * loaded, this and every function below that takes a workload's name first load the
  * default directory (wl_default_dir), once; a failure is printed on stderr and leaves
  * no workloads. */

@@ -15,7 +15,9 @@ _Static_assert(WL_PARAMS_MAX == CHIPD_CL_PARAMS_MAX && WL_KEY_MAX == CHIPD_CL_NA
  * rows wl_param_table shows. */
 struct wl_callable {
 	const struct chipd_callable *cl;
-	void *dl; /* dlopen handle */
+	void *dl;		       /* dlopen handle */
+	char name[CHIPD_CL_NAME_MAX];  /* its workload name: the table's, or the one given */
+	_Atomic uint32_t users;	       /* requests reserved and not destroyed (wl.c) */
 	char path[WL_PATH_MAX];
 	struct wl_param_info info[CHIPD_CL_PARAMS_MAX];
 };

@@ -1,7 +1,8 @@
-/* wl_load.c - the loaded callables: loading a directory of them (with the owner and
- * mode checks sudo and systemd make), checking each table once, and finding them by
- * name. Loading happens before any thread uses the workloads (chipd loads before it
- * forks its workers; a library user gets the built-ins on first use). */
+/* wl_load.c - the loaded callables: loading a directory of them or one file (with the
+ * owner and mode checks sudo and systemd make), checking each table once, finding them
+ * by name, and unloading one no request uses (run-time registration). The list is
+ * under one mutex; each entry is its own allocation, so a request's pointer to its
+ * callable stays valid while the list changes (an entry goes only when unused). */
 #include "wl_internal.h"
 
 #include <dirent.h>
@@ -23,9 +24,11 @@
 #define CHIPD_CALLABLES_BUILD_DIR ""
 #endif
 
-static struct wl_callable reg[WL_WORKLOADS_MAX];
-static unsigned nreg;
-static const char *names[WL_WORKLOADS_MAX + 1];
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wl_callable **reg; /* nreg entries of cap_reg, under reg_lock */
+static unsigned nreg, cap_reg;
+static const char **names; /* nreg + 1 entries, NULL-terminated */
+static unsigned limit = WL_WORKLOADS_DEFAULT;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
 /* ---- checks ---- */
@@ -136,21 +139,67 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 static void names_update(void)
 {
 	for (unsigned i = 0; i < nreg; i++)
-		names[i] = reg[i].cl->name;
-	names[nreg] = NULL;
+		names[i] = reg[i]->name;
+	if (names)
+		names[nreg] = NULL;
 }
 
-static int load_file(const char *path, char *msg, size_t cap)
+/* Room for one more entry (and its name), under reg_lock. */
+static int grow(void)
+{
+	struct wl_callable **nr;
+	const char **nn;
+	unsigned cap = cap_reg ? 2 * cap_reg : 8;
+
+	if (nreg < cap_reg)
+		return 0;
+	nr = realloc(reg, cap * sizeof(*reg));
+	if (!nr)
+		return -ENOMEM;
+	reg = nr;
+	nn = realloc(names, (cap + 1) * sizeof(*names));
+	if (!nn)
+		return -ENOMEM;
+	names = nn;
+	cap_reg = cap;
+	return 0;
+}
+
+static struct wl_callable *find_locked(const char *name)
+{
+	for (unsigned i = 0; i < nreg; i++)
+		if (strcmp(reg[i]->name, name) == 0)
+			return reg[i];
+	return NULL;
+}
+
+static void drop_entry(unsigned i)
+{
+	struct wl_callable *wc = reg[i];
+
+	memmove(&reg[i], &reg[i + 1], (nreg - i - 1) * sizeof(*reg));
+	nreg--;
+	names_update();
+	dlclose(wc->dl);
+	free(wc);
+}
+
+/* Loads @path under @name (NULL: the table's). Under reg_lock. */
+static int load_file(const char *path, const char *name, char *msg, size_t cap)
 {
 	const struct chipd_callable *cl;
 	chipd_callable_entry_fn entry;
-	struct wl_callable *wc;
+	struct wl_callable *wc, *old;
 	char what[WL_MSG_MAX + 64], imsg[WL_MSG_MAX] = "";
+	bool shared = false;
 	void *dl;
 	int err = path_ok(path, false, msg, cap);
 
 	if (err)
 		return err;
+	if (name && !ident_ok(name))
+		return bad(msg, cap, -EINVAL, path,
+			   "the name given is not 1..23 characters of [a-z0-9_]");
 	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
 		snprintf(what, sizeof(what), "cannot load: %s", dlerror());
@@ -168,34 +217,44 @@ static int load_file(const char *path, char *msg, size_t cap)
 		err = bad(msg, cap, -EINVAL, path, what);
 	} else
 		err = table_ok(cl, path, msg, cap);
-	for (unsigned i = 0; !err && i < nreg; i++)
-		if (strcmp(reg[i].cl->name, cl->name) == 0) {
-			snprintf(what, sizeof(what), "workload \"%s\" is already loaded from %s",
-				 cl->name, reg[i].path);
-			err = bad(msg, cap, -EEXIST, path, what);
-		}
-	if (!err && nreg == WL_WORKLOADS_MAX) {
-		snprintf(what, sizeof(what), "more than %d workloads", WL_WORKLOADS_MAX);
+	if (!err && !name)
+		name = cl->name;
+	if (!err && (old = find_locked(name)) != NULL) {
+		snprintf(what, sizeof(what), "workload \"%.23s\" is already loaded from %.*s",
+			 name, WL_MSG_MAX - 40, old->path);
+		err = bad(msg, cap, -EEXIST, path, what);
+	}
+	if (!err && nreg >= limit) {
+		snprintf(what, sizeof(what), "more than %u workloads (the limit)", limit);
 		err = bad(msg, cap, -ENOSPC, path, what);
 	}
-	if (!err && cl->init && cl->init(&wl_host, imsg, sizeof(imsg)) != 0) {
+	/* one file under two names is one copy of the library (dlopen counts references):
+	 * it was initialised when first loaded, and its requests may be running */
+	for (unsigned i = 0; !err && i < nreg && cl->init; i++)
+		if (reg[i]->dl == dl)
+			shared = true;
+	if (!err && !shared && cl->init && cl->init(&wl_host, imsg, sizeof(imsg)) != 0) {
 		snprintf(what, sizeof(what), "init failed: %s", imsg[0] ? imsg : "(no message)");
 		err = bad(msg, cap, -EINVAL, path, what);
+	}
+	wc = err ? NULL : calloc(1, sizeof(*wc));
+	if (!err && (!wc || grow() != 0)) {
+		free(wc);
+		err = bad(msg, cap, -ENOMEM, path, "out of memory");
 	}
 	if (err) {
 		dlclose(dl);
 		return err;
 	}
-	wc = &reg[nreg];
-	memset(wc, 0, sizeof(*wc));
 	wc->cl = cl;
 	wc->dl = dl;
+	snprintf(wc->name, sizeof(wc->name), "%s", name);
 	snprintf(wc->path, sizeof(wc->path), "%s", path);
 	for (uint32_t i = 0; i < cl->nparams; i++)
 		wc->info[i] = (struct wl_param_info){cl->params[i].key, cl->params[i].def,
 						     cl->params[i].lo, cl->params[i].hi,
 						     cl->params[i].doc};
-	nreg++;
+	reg[nreg++] = wc;
 	names_update();
 	return 0;
 }
@@ -242,9 +301,12 @@ static int list_dir(const char *dir, char ***out, size_t *n, char *msg, size_t c
 int wl_load_dir(const char *dir, char *msg, size_t cap)
 {
 	char **files = NULL, path[WL_PATH_MAX];
-	unsigned first = nreg;
+	unsigned first;
 	size_t n = 0;
 	int err = path_ok(dir, true, msg, cap);
+
+	pthread_mutex_lock(&reg_lock);
+	first = nreg;
 
 	if (!err)
 		err = list_dir(dir, &files, &n, msg, cap);
@@ -254,17 +316,77 @@ int wl_load_dir(const char *dir, char *msg, size_t cap)
 		if (snprintf(path, sizeof(path), "%s/%s", dir, files[i]) >= (int)sizeof(path))
 			err = bad(msg, cap, -ENAMETOOLONG, dir, "a path is too long");
 		else
-			err = load_file(path, msg, cap);
+			err = load_file(path, NULL, msg, cap);
 	}
 	for (size_t i = 0; i < n; i++)
 		free(files[i]);
 	free(files);
-	if (err) { /* all or nothing: what this call loaded goes again */
-		while (nreg > first)
-			dlclose(reg[--nreg].dl);
-		names_update();
-	}
+	while (err && nreg > first) /* all or nothing: what this call loaded goes again */
+		drop_entry(nreg - 1);
+	pthread_mutex_unlock(&reg_lock);
 	return err;
+}
+
+int wl_load_file(const char *path, const char *name, char *msg, size_t cap)
+{
+	int err;
+
+	if (!path || path[0] != '/')
+		return bad(msg, cap, -EINVAL, path ? path : "(none)", "not an absolute path");
+	if (strlen(path) >= WL_PATH_MAX)
+		return bad(msg, cap, -ENAMETOOLONG, "(path)", "the path is too long");
+	pthread_mutex_lock(&reg_lock);
+	err = load_file(path, name, msg, cap);
+	pthread_mutex_unlock(&reg_lock);
+	return err;
+}
+
+int wl_unload(const char *name, char *msg, size_t cap)
+{
+	int err = -ENOENT;
+	uint32_t users;
+
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nreg; i++) {
+		if (strcmp(reg[i]->name, name) != 0)
+			continue;
+		users = atomic_load_explicit(&reg[i]->users, memory_order_acquire);
+		if (users) {
+			snprintf(msg, cap, "workload \"%s\" has %u requests in use", name, users);
+			err = -EBUSY;
+		} else {
+			drop_entry(i);
+			err = 0;
+		}
+		break;
+	}
+	if (err == -ENOENT)
+		snprintf(msg, cap, "no workload \"%s\" is loaded", name);
+	pthread_mutex_unlock(&reg_lock);
+	return err;
+}
+
+int wl_set_limit(unsigned n)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	if (n == 0 || n < nreg)
+		err = -EINVAL;
+	else
+		limit = n;
+	pthread_mutex_unlock(&reg_lock);
+	return err;
+}
+
+unsigned wl_count(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&reg_lock);
+	n = nreg;
+	pthread_mutex_unlock(&reg_lock);
+	return n;
 }
 
 void wl_default_dir(char *buf, size_t cap)
@@ -286,7 +408,7 @@ static void load_default(void)
 {
 	char dir[WL_PATH_MAX], msg[WL_MSG_MAX + WL_PATH_MAX];
 
-	if (nreg)
+	if (wl_count())
 		return; /* loaded explicitly */
 	wl_default_dir(dir, sizeof(dir));
 	if (wl_load_dir(dir, msg, sizeof(msg)) != 0)
@@ -300,22 +422,26 @@ static void ensure_loaded(void)
 
 bool wl_loaded(void)
 {
-	return nreg > 0;
+	return wl_count() > 0;
 }
 
 const struct wl_callable *wl_find(const char *name)
 {
+	const struct wl_callable *wc;
+
 	ensure_loaded();
-	for (unsigned i = 0; i < nreg; i++)
-		if (strcmp(reg[i].cl->name, name) == 0)
-			return &reg[i];
-	return NULL;
+	pthread_mutex_lock(&reg_lock);
+	wc = find_locked(name);
+	pthread_mutex_unlock(&reg_lock);
+	return wc;
 }
 
 const char *const *wl_names(void)
 {
+	static const char *const none[] = {NULL};
+
 	ensure_loaded();
-	return names;
+	return names ? names : none;
 }
 
 int wl_callable_info(const char *workload, uint32_t *version, const char **path)

@@ -164,6 +164,22 @@ err_give_up:
 	return rc;
 }
 
+int client_call_msg(chipd_conn *c, const struct proto_msg *req, struct proto_msg *ans,
+		    uint32_t timeout_ms, struct chipd_error *err)
+{
+	struct call *k = call_new(req->op, err);
+	int rc;
+
+	if (!k)
+		return -ENOMEM;
+	k->req = *req;
+	rc = call(c, k, timeout_ms, err);
+	if (rc == 0)
+		*ans = k->ans;
+	free(k);
+	return rc;
+}
+
 /* Runs a call whose answer carries nothing the caller needs. */
 static int simple_call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd_error *err)
 {
@@ -430,16 +446,17 @@ int chipd_status(chipd_conn *c, uint32_t timeout_ms, struct chipd_status *out,
 
 /* Groups the answer's flat parameter list under its workloads. */
 static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out, uint32_t cap,
-			  uint32_t *n, struct chipd_error *err)
+			  uint32_t first, struct chipd_error *err)
 {
-	*n = a->nwls;
-	for (uint32_t w = 0; w < a->nwls && w < cap; w++) {
-		struct chipd_workload *o = &out[w];
+	for (uint32_t w = 0; w < a->nwls && first + w < cap; w++) {
+		struct chipd_workload *o = &out[first + w];
 
 		memset(o, 0, sizeof(*o));
 		snprintf(o->name, sizeof(o->name), "%s", a->wls[w].wl);
 		snprintf(o->doc, sizeof(o->doc), "%s", a->wls[w].doc);
 		o->version = (uint32_t)a->wls[w].version;
+		o->chips = (uint64_t)a->wls[w].chips;
+		o->active = (uint32_t)a->wls[w].active;
 		for (uint32_t i = 0; i < a->nwl_params; i++) {
 			const struct proto_wl_param *p = &a->wl_params[i];
 			struct chipd_wl_param *q = &o->params[o->nparams];
@@ -458,25 +475,37 @@ static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out,
 			o->nparams++;
 		}
 	}
-	if (*n > cap)
-		return client_fail(err, -ENOBUFS, CHIPD_OK,
-				   "%" PRIu32 " workloads, room for %" PRIu32, *n, cap);
 	return 0;
 }
 
+/* The list comes in pages (CHIPD_MAX_WORKLOADS each): "from" asks for the next one,
+ * "more" says how many follow. A list that changes between two pages may repeat or
+ * skip one; a bound on the pages keeps a list that keeps growing from looping. */
 int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *out, uint32_t cap,
 		    uint32_t *n, struct chipd_error *err)
 {
 	struct call *k = call_new(PROTO_OP_WORKLOADS, err);
-	int rc;
+	int rc = 0;
 
 	*n = 0;
 	if (!k)
 		return -ENOMEM;
-	rc = call(c, k, timeout_ms, err);
-	if (rc == 0)
-		rc = workloads_fill(&k->ans, out, cap, n, err);
+	for (uint32_t page = 0; rc == 0 && page < 4096; page++) {
+		proto_msg_init(&k->req, PROTO_OP_WORKLOADS);
+		k->req.from = *n;
+		rc = call(c, k, timeout_ms, err);
+		if (rc == 0)
+			rc = workloads_fill(&k->ans, out, cap, *n, err);
+		if (rc)
+			break;
+		*n += k->ans.nwls;
+		if (k->ans.more == 0 || k->ans.nwls == 0)
+			break;
+	}
 	free(k);
+	if (rc == 0 && *n > cap)
+		return client_fail(err, -ENOBUFS, CHIPD_OK,
+				   "%" PRIu32 " workloads, room for %" PRIu32, *n, cap);
 	return rc;
 }
 

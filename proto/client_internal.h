@@ -48,6 +48,11 @@ int client_fail(struct chipd_error *err, int errnum, enum chipd_code code, const
 /* The absolute deadline @timeout_ms from now. */
 uint64_t client_deadline_ms(uint32_t timeout_ms);
 
+/* One round trip of the request @req (its op set, fields filled) with its answer in
+ * @ans (client.c): 0, -EREMOTEIO with the server's error, or a local failure. */
+int client_call_msg(chipd_conn *c, const struct proto_msg *req, struct proto_msg *ans,
+		    uint32_t timeout_ms, struct chipd_error *err);
+
 /* Opens the stream a submit's answer @ans names on @c. Returns 0 or -errno (@err). */
 int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
 		       struct chipd_error *err);

@@ -148,7 +148,8 @@ _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.sta
 	X(queue_depth, CTR_GAUGE)                                                                  \
 	X(rings_in_use, CTR_GAUGE)                                                                 \
 	X(clients, CTR_GAUGE)                                                                      \
-	X(clients_refused, CTR_COUNTER)
+	X(clients_refused, CTR_COUNTER)                                                            \
+	X(callables_quarantined, CTR_COUNTER)
 
 /* The counters of each worker block. */
 #define PROTO_WRK_COUNTERS(X)                                                                      \

@@ -58,13 +58,25 @@ enum proto_op {
 	PROTO_OP_STOP,
 	PROTO_OP_TRACE,
 	PROTO_OP_WORKLOADS,
+	PROTO_OP_REGISTER,
+	PROTO_OP_UNREGISTER,
 	/* client -> supervisor, on the handshake socket only (docs/protocol.md §9) */
 	PROTO_OP_HELLO,
 	/* supervisor -> worker */
 	PROTO_OP_ASSIGN,
 	PROTO_OP_HEARTBEAT,
 	PROTO_OP_SHUTDOWN,
+	PROTO_OP_LOAD,
+	PROTO_OP_UNLOAD,
 	PROTO_NOPS
+};
+
+/* unregister's "mode" (docs/protocol.md §8.4) */
+enum proto_unreg_mode {
+	PROTO_UNREG_NONE = 0,	/* refused while requests of the name are in flight */
+	PROTO_UNREG_DRAIN = 1,	/* refuse new ones, unregister once they ended */
+	PROTO_UNREG_CANCEL = 2, /* refuse new ones, cancel the live ones, then unregister */
+	PROTO_UNREG_RESUME = 3, /* a drain given up: the name takes requests again */
 };
 
 enum proto_trace_act {
@@ -93,6 +105,9 @@ struct proto_wl {
 	char wl[CHIPD_NAME_MAX];
 	char doc[CHIPD_DOC_MAX];
 	int64_t version; /* the callable's own version; 0 when absent */
+	/* the chips it is loaded on (bit i: chip i, as a 64-bit two's complement
+	 * integer) and its requests in flight; 0 when absent */
+	int64_t chips, active;
 };
 
 /* One parameter of workload @wl in a workloads answer. */
@@ -131,7 +146,12 @@ struct proto_msg {
 	int64_t grace_ms;
 	/* trace */
 	int64_t act;
-	char path[PROTO_PATH_MAX];
+	char path[PROTO_PATH_MAX]; /* trace collect; register and load: the callable */
+	/* register answer: the callable's version; unregister: enum proto_unreg_mode */
+	int64_t version, mode;
+	/* workloads: the first workload to list (request), how many follow the ones
+	 * listed (answer) */
+	int64_t from, more;
 	int64_t events, dropped;
 	/* ping, status, heartbeat answers */
 	int64_t state, pid, uptime_ms, seq, queued, active;

@@ -60,6 +60,7 @@ const char *const proto_sup_state_names[] = {"", "starting", "ready", "draining"
 const char *const proto_chip_state_names[] = {
     "empty", "starting", "ready", "draining", "backoff", "failed", "stopped", "degraded", NULL};
 static const char *const trace_acts[] = {"", "start", "stop", "collect", NULL};
+static const char *const unreg_modes[] = {"none", "drain", "cancel", "resume", NULL};
 
 const char *const proto_code_names[CHIPD_NCODES + 1] = {
     "ok",	  "bad_request", "unsupported_version", "too_large",
@@ -174,6 +175,8 @@ static const struct field wl_rec_f[] = {
     F_STR("wl", true, CS_IDENT, 1, CHIPD_NAME_MAX - 1, WLR(wl)),
     F_STR("doc", true, CS_ANY, 0, CHIPD_DOC_MAX - 1, WLR(doc)),
     F_INT("version", false, 0, UINT32_MAX, 0, WLR(version)),
+    F_INT("chips", false, INT64_MIN, INT64_MAX, 0, WLR(chips)),
+    F_INT("active", false, 0, U32_MAX, 0, WLR(active)),
 };
 static const struct schema wl_rec = {"workload", wl_rec_f, ARRAY_LEN(wl_rec_f),
 				     sizeof(struct proto_wl), NULL};
@@ -246,10 +249,16 @@ static enum chipd_code workloads_check(const void *obj, struct proto_error *err)
 	return CHIPD_OK;
 }
 
+static const struct field workloads_req_f[] = {
+    F_INT("from", false, 1, U32_MAX, 0, MSG(from)),
+};
+SCHEMA(workloads_req, "workloads request", NULL);
+
 static const struct field workloads_ans_f[] = {
     F_LIST("workloads", FT_RECS, true, CHIPD_MAX_WORKLOADS, MSG(wls), MSG(nwls), &wl_rec),
     F_LIST("parameters", FT_RECS, true, PROTO_MAX_WL_PARAMS, MSG(wl_params), MSG(nwl_params),
 	   &wl_param_rec),
+    F_INT("more", false, 1, U32_MAX, 0, MSG(more)),
 };
 SCHEMA(workloads_ans, "workloads answer", workloads_check);
 
@@ -257,7 +266,8 @@ SCHEMA(workloads_ans, "workloads answer", workloads_check);
  * field its key (with its header) and its value (a string with its header, str8 for
  * a doc; an int at most 9 bytes); the top map's keys and array headers in the slack
  * of 64. About 32 KiB. */
-#define WL_REC_MAX (1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 2 + CHIPD_DOC_MAX - 1))
+#define WL_REC_MAX                                                                                 \
+	(1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 2 + CHIPD_DOC_MAX - 1) + 3 * (8 + 9))
 #define WLP_REC_MAX                                                                                \
 	(1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 1 + CHIPD_KEY_MAX - 1) + (8 + 9) + (4 + 9) +      \
 	 (4 + 9) + (4 + 2 + CHIPD_DOC_MAX - 1))
@@ -267,6 +277,45 @@ _Static_assert(64 + CHIPD_MAX_WORKLOADS * WL_REC_MAX + PROTO_MAX_WL_PARAMS * WLP
 _Static_assert(sizeof(((struct proto_msg *)0)->wls) + sizeof(((struct proto_msg *)0)->wl_params) <=
 		   sizeof(((struct proto_msg *)0)->stats),
 	       "the workloads lists fit in the stats storage they share");
+
+/* A callable's path is absolute. */
+static enum chipd_code path_check(const void *obj, struct proto_error *err)
+{
+	const struct proto_msg *m = obj;
+
+	if (m->path[0] != '/')
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": must be absolute");
+	return CHIPD_OK;
+}
+
+#define PATH_REQ F_STR("path", true, CS_ANY, 1, PROTO_PATH_MAX - 1, MSG(path))
+#define WL_OPT	 F_STR("wl", false, CS_IDENT, 1, CHIPD_NAME_MAX - 1, MSG(wl))
+
+static const struct field register_req_f[] = {PATH_REQ, WL_OPT};
+SCHEMA(register_req, "register request", path_check);
+
+static const struct field register_ans_f[] = {
+    WL_REQ,
+    F_INT("version", false, 0, UINT32_MAX, 0, MSG(version)),
+};
+SCHEMA(register_ans, "register answer", NULL);
+
+static const struct field unregister_req_f[] = {
+    WL_REQ,
+    F_ENUM("mode", false, unreg_modes, 0, 3, 0, MSG(mode)),
+};
+SCHEMA(unregister_req, "unregister request", NULL);
+
+static const struct field unregister_ans_f[] = {
+    F_INT("active", false, 1, U32_MAX, 0, MSG(active)),
+};
+SCHEMA(unregister_ans, "unregister answer", NULL);
+
+static const struct field load_req_f[] = {PATH_REQ, WL_REQ};
+SCHEMA(load_req, "load request", path_check);
+
+static const struct field wl_only_f[] = {WL_REQ};
+SCHEMA(wl_only, "unload request", NULL);
 
 /* The handshake's answer: who the supervisor says the client is, and the client's
  * bounds (docs/protocol.md §9). */
@@ -318,11 +367,15 @@ const struct op_desc proto_op_table[PROTO_NOPS] = {
     [PROTO_OP_DRAIN] = {"drain", &grace_req, &no_fields_ans},
     [PROTO_OP_STOP] = {"stop", &grace_req, &no_fields_ans},
     [PROTO_OP_TRACE] = {"trace", &trace_req, &trace_ans},
-    [PROTO_OP_WORKLOADS] = {"workloads", &no_fields_req, &workloads_ans},
+    [PROTO_OP_WORKLOADS] = {"workloads", &workloads_req, &workloads_ans},
+    [PROTO_OP_REGISTER] = {"register", &register_req, &register_ans},
+    [PROTO_OP_UNREGISTER] = {"unregister", &unregister_req, &unregister_ans},
     [PROTO_OP_HELLO] = {"hello", &no_fields_req, &hello_ans},
     [PROTO_OP_ASSIGN] = {"assign", &assign_req, &id_ans},
     [PROTO_OP_HEARTBEAT] = {"heartbeat", &heartbeat_req, &heartbeat_ans},
     [PROTO_OP_SHUTDOWN] = {"shutdown", &grace_req, &no_fields_ans},
+    [PROTO_OP_LOAD] = {"load", &load_req, &no_fields_ans},
+    [PROTO_OP_UNLOAD] = {"unload", &wl_only, &no_fields_ans},
 };
 
 static const struct field error_f[] = {

@@ -24,7 +24,7 @@ endif()
 # ABI alone, and chipd refusing to start on them.
 set(CHIPD_TEST_CALLABLES_DIR ${CMAKE_CURRENT_BINARY_DIR}/test_callables)
 set(variant 0)
-foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup)
+foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kill)
   add_library(${name} MODULE callables/test_callable.c)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
   target_compile_definitions(${name} PRIVATE TEST_CALLABLE=${variant})
@@ -38,4 +38,13 @@ target_link_libraries(check_callables PRIVATE chipd_kernels)
 add_dependencies(check_callables ${CHIPD_TEST_CALLABLES} chipd)
 target_compile_definitions(check_callables PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
                            CL_BUILTIN_DIR="${CMAKE_BINARY_DIR}/callables"
+                           CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+
+# Registering callables while the node runs: a real chipd, the tests' callables
+# registered, refused by one chip, killing a worker mid-registration, replayed to a
+# restarted worker, drained, cancelled, limited and quarantined.
+chipd_check(check_register chipd_fixture.c)
+target_link_libraries(check_register PRIVATE chipd_proto)
+add_dependencies(check_register ${CHIPD_TEST_CALLABLES} chipd)
+target_compile_definitions(check_register PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
                            CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")

@@ -51,6 +51,29 @@
  * error it cannot survive would. All get fault_arg. */
 typedef bool (*wrk_fault_fn)(void *arg, uint64_t request_id, uint32_t step);
 
+/* One callable of the supervisor's run-time registry (docs/callables.md,
+ * "Registration"), in memory the supervisor shares with every worker it forks: a
+ * worker loads every LIVE entry when it starts, before it serves its mailbox (so
+ * before it is READY), and the supervisor's load and unload ops keep a running one in
+ * step. */
+enum wrk_reg_state { WRK_REG_FREE = 0, WRK_REG_PENDING = 1, WRK_REG_LIVE = 2 };
+#define WRK_REG_NAME_MAX 32
+#define WRK_REG_PATH_MAX 256
+struct wrk_reg_entry {
+	/* enum wrk_reg_state: the supervisor stores it (release) after name and path,
+	 * a starting worker loads it (acquire) */
+	_Atomic uint32_t state;
+	/* odd while the supervisor rewrites name and path (a seqlock): a worker copies
+	 * them between two equal even reads, else it skips the entry (the supervisor
+	 * sends a running worker the load or unload itself) */
+	_Atomic uint32_t seq;
+	/* bit i: chip i has it loaded; each worker sets and clears its own bit, the
+	 * supervisor clears a dead worker's (relaxed: it orders nothing) */
+	_Atomic uint64_t loaded;
+	char name[WRK_REG_NAME_MAX];
+	char path[WRK_REG_PATH_MAX];
+};
+
 struct wrk_config {
 	uint32_t chip;		  /* index of this worker's counter block in the node */
 	enum dev_kind dev_kind;	  /* DEV_SIM for tests and the benchmark */
@@ -75,6 +98,9 @@ struct wrk_config {
 	uint64_t max_request_host_bytes;
 	uint64_t max_request_dev_bytes;
 	uint64_t max_request_steps;
+	/* the supervisor's registry (registry_len entries), NULL: none */
+	struct wrk_reg_entry *registry;
+	uint32_t registry_len;
 	wrk_fault_fn fault;	  /* S side; NULL in production */
 	wrk_fault_fn o_fault;	  /* O side; NULL in production */
 	wrk_fault_fn o_fatal;	  /* O side, fatal; NULL in production */

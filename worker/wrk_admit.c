@@ -474,6 +474,8 @@ static const struct proto_handler handlers[] = {
     {PROTO_OP_HEARTBEAT, NULL, run_heartbeat},
     {PROTO_OP_SHUTDOWN, NULL, run_shutdown},
     {PROTO_OP_TRACE, NULL, run_trace},
+    {PROTO_OP_LOAD, NULL, wrk_run_load},
+    {PROTO_OP_UNLOAD, NULL, wrk_run_unload},
 };
 /* clang-format on */
 

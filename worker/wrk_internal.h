@@ -344,6 +344,16 @@ void wrk_mark_unhealthy(struct wrk *w);
 /* The worker's handler table (assign, cancel, heartbeat, shutdown, trace). */
 extern const struct proto_server wrk_server;
 
+/* ---- run-time callables (wrk_register.c) ---- */
+/* Loads every LIVE entry of the registry (before the mailbox is served); a callable
+ * that does not load any more is logged and left out (its chip bit stays clear). */
+void wrk_register_replay(struct wrk *w);
+/* The supervisor's "load" {path, wl} and "unload" {wl} ops (M thread). */
+int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		 struct proto_error *err);
+int wrk_run_unload(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		   struct proto_error *err);
+
 static inline uint32_t wrk_ctr_index(enum proto_wrk_ctr c)
 {
 	return (uint32_t)c;

@@ -305,8 +305,10 @@ int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct pr
 	if (err < 0)
 		goto out_free;
 	err = setup(w);
-	if (!err)
+	if (!err) {
+		wrk_register_replay(w); /* before READY: the first heartbeat comes after */
 		serve(w);
+	}
 	teardown(w);
 	mbox_server_detach(&w->mb);
 	free(w);

@@ -301,17 +301,49 @@ struct chipd_workload {
 	/* the callable's own version (docs/callables.md); 0 when the supervisor did not
 	 * say */
 	uint32_t version;
+	uint64_t chips;	 /* bit i: loaded on chip i (0 when the supervisor did not say) */
+	uint32_t active; /* its requests in flight */
 };
 
 /* Asks the supervisor which workloads it runs and what parameters each takes (the
  * table its validator checks a submit against). Fills up to @cap entries of @out, in
- * the supervisor's order, and sets *@n to how many it listed (at most
- * CHIPD_MAX_WORKLOADS; an entry is about 3 KiB). Returns 0, -ENOBUFS when @cap was
+ * the supervisor's order, and sets *@n to how many it has (the answer comes in pages
+ * of at most CHIPD_MAX_WORKLOADS; an entry is about 3 KiB). Returns 0, -ENOBUFS when @cap was
  * too small (the first @cap are filled), -EPROTO for a malformed answer (among the
  * rest: a parameter of a workload it did not list, or more than CHIPD_MAX_PARAMS for
  * one workload), -EREMOTEIO with the server's error, or the call's failures. */
 int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *out, uint32_t cap,
 		    uint32_t *n, struct chipd_error *err);
+
+/* Registers the callable at @path (absolute, at most 255 bytes; a file of the
+ * supervisor's machine, owned by root or chipd's user and not writable by group or
+ * others) on every chip, under @name (NULL: the name its table gives), all or
+ * nothing: when a chip refuses it, the chips that loaded it unload it again and the
+ * error is that chip's (err->chip set). *@name_out (CHIPD_NAME_MAX bytes, may be NULL)
+ * receives the name and *@version (may be NULL) its version. Returns 0, -EINVAL for a
+ * bad @path or @name (nothing was sent), -EREMOTEIO with the server's error
+ * (bad_request: the file or its table refused, or the name taken; no_capacity: the
+ * registry is full; worker_lost: a chip died or did not answer), or the call's
+ * failures. docs/callables.md, "Registration". */
+int chipd_register(chipd_conn *c, const char *path, const char *name, uint32_t timeout_ms,
+		   char *name_out, uint32_t *version, struct chipd_error *err);
+
+/* What chipd_unregister does with the requests of the name still in flight. */
+enum chipd_unregister_mode {
+	CHIPD_UNREGISTER_REFUSE = 0, /* refuse (bad_request naming them) */
+	CHIPD_UNREGISTER_DRAIN = 1,  /* refuse new ones, wait for these to end */
+	CHIPD_UNREGISTER_CANCEL = 2, /* refuse new ones, cancel these, wait for the end */
+};
+
+/* Unregisters the callable registered (chipd_register) as @name from every chip. With
+ * DRAIN or CANCEL it waits up to @timeout_ms for the name's requests to end; when
+ * they did not, the name takes requests again and the error is timeout, naming how
+ * many are left. Returns 0, -EINVAL for a bad @name or @mode, -EREMOTEIO with the
+ * server's error (not_found: no such registered callable; bad_request: requests in
+ * flight with CHIPD_UNREGISTER_REFUSE, or a callable loaded at start; timeout), or
+ * the call's failures. */
+int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
+		     struct chipd_error *err);
 
 #ifdef __cplusplus
 }

@@ -204,7 +204,7 @@ void ctl_workloads_table(FILE *f, const struct chipd_workload *wl, uint32_t n);
  * ...,"doc":...,"params":[{"key":...,"default":N,"min":N,"max":N,"doc":...}]}]}. */
 void ctl_workloads_json(FILE *f, const char *instance, const struct chipd_workload *wl, uint32_t n);
 
-/* Asks @c for its workloads into *@out (CHIPD_MAX_WORKLOADS entries, freed by the
+/* Asks @c for its workloads into *@out (as many entries as it has, freed by the
  * caller) and *@n: CTL_EXIT_OK, or the failure reported as command @cmd's (*@out
  * NULL). */
 int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
@@ -212,15 +212,18 @@ int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
 
 /* ---- ctl_callables.c: `callables` as a table and as JSON (pure) ---- */
 
-/* Writes one row per callable: name, its version, the chips it is loaded on (0 to
- * @nchips - 1: every chip, as callables load at start) and its parameters' names. */
-void ctl_callables_table(FILE *f, const struct chipd_workload *wl, uint32_t n, uint32_t nchips);
+/* Writes one row per callable: name, its version, the chips it is loaded on (its
+ * chips mask, as ranges: "0-2,5"), its requests in flight and its parameters' names. */
+void ctl_callables_table(FILE *f, const struct chipd_workload *wl, uint32_t n);
 
 /* Writes one JSON document: {"v":1,"ok":true,"instance":...,"callables":[{"name":...,
- * "version":N,"doc":...,"chips":[0,...],"params":[{"key":...,"default":N,"min":N,
- * "max":N}]}]}. */
+ * "version":N,"doc":...,"chips":[0,...],"active":N,"params":[{"key":...,"default":N,
+ * "min":N,"max":N}]}]}. */
 void ctl_callables_json(FILE *f, const char *instance, const struct chipd_workload *wl,
-			uint32_t n, uint32_t nchips);
+			uint32_t n);
+
+/* Writes the chips of @mask (bit i: chip i) as ranges, "0-2,5", or "-" for none. */
+void ctl_chips_text(char *buf, size_t cap, uint64_t mask);
 
 /* ---- the subcommands (ctl_cmds.c, ctl_submit.c, ctl_top.c, ctl_trace.c,
  * ctl_export.c, ctl_workloads.c, ctl_callables.c). Each gets its own argv (argv[0] is its name) and
@@ -237,5 +240,7 @@ int ctl_cmd_trace(struct ctl *g, int argc, char **argv);
 int ctl_cmd_export(struct ctl *g, int argc, char **argv);
 int ctl_cmd_workloads(struct ctl *g, int argc, char **argv);
 int ctl_cmd_callables(struct ctl *g, int argc, char **argv);
+int ctl_cmd_register(struct ctl *g, int argc, char **argv);
+int ctl_cmd_unregister(struct ctl *g, int argc, char **argv);
 
 #endif

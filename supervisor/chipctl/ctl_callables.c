@@ -1,37 +1,56 @@
-/* ctl_callables.c - `chipctl callables`: the callables the node loaded (its workloads,
- * docs/callables.md): each one's version, the chips it is loaded on and its
- * parameters, as a table or one JSON document. The formatters are pure, for the unit
- * suite. Callables load at start in the supervisor and every worker inherits them, so
- * each is on every chip. */
+/* ctl_callables.c - `chipctl callables`: the callables the node holds (its workloads,
+ * docs/callables.md): each one's version, the chips it is loaded on, its requests in
+ * flight and its parameters, as a table or one JSON document. The formatters are
+ * pure, for the unit suite. */
 #include "ctl.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* "0-3", "0", or "-" for none. */
-static void chips_text(char *buf, size_t cap, uint32_t nchips)
+void ctl_chips_text(char *buf, size_t cap, uint64_t mask)
 {
-	if (nchips == 0)
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (uint32_t c = 0; c < 64 && used < cap; c++) {
+		uint32_t last = c;
+		int n;
+
+		if (!(mask >> c & 1))
+			continue;
+		while (last + 1 < 64 && (mask >> (last + 1) & 1))
+			last++;
+		n = last == c ? snprintf(buf + used, cap - used, "%s%" PRIu32, used ? "," : "", c)
+			      : snprintf(buf + used, cap - used, "%s%" PRIu32 "-%" PRIu32,
+					 used ? "," : "", c, last);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+		c = last;
+	}
+	if (!mask)
 		snprintf(buf, cap, "-");
-	else if (nchips == 1)
-		snprintf(buf, cap, "0");
-	else
-		snprintf(buf, cap, "0-%" PRIu32, nchips - 1);
 }
 
-void ctl_callables_table(FILE *f, const struct chipd_workload *wl, uint32_t n, uint32_t nchips)
+void ctl_callables_table(FILE *f, const struct chipd_workload *wl, uint32_t n)
 {
-	int nw = (int)strlen("callable");
-	char chips[24];
+	int nw = (int)strlen("callable"), nc = (int)strlen("chips");
+	char chips[192];
 
-	for (uint32_t w = 0; w < n; w++)
+	for (uint32_t w = 0; w < n; w++) {
+		ctl_chips_text(chips, sizeof(chips), wl[w].chips);
 		if ((int)strlen(wl[w].name) > nw)
 			nw = (int)strlen(wl[w].name);
-	chips_text(chips, sizeof(chips), nchips);
-	fprintf(f, "%-*s  %10s  %-6s  %s\n", nw, "callable", "version", "chips", "parameters");
+		if ((int)strlen(chips) > nc)
+			nc = (int)strlen(chips);
+	}
+	fprintf(f, "%-*s  %10s  %-*s  %8s  %s\n", nw, "callable", "version", nc, "chips",
+		"active", "parameters");
 	for (uint32_t w = 0; w < n; w++) {
-		fprintf(f, "%-*s  %10" PRIu32 "  %-6s  ", nw, wl[w].name, wl[w].version, chips);
+		ctl_chips_text(chips, sizeof(chips), wl[w].chips);
+		fprintf(f, "%-*s  %10" PRIu32 "  %-*s  %8" PRIu32 "  ", nw, wl[w].name,
+			wl[w].version, nc, chips, wl[w].active);
 		for (uint32_t i = 0; i < wl[w].nparams; i++)
 			fprintf(f, "%s%s", i ? ", " : "", wl[w].params[i].key);
 		fputs(wl[w].nparams ? "\n" : "-\n", f);
@@ -39,20 +58,25 @@ void ctl_callables_table(FILE *f, const struct chipd_workload *wl, uint32_t n, u
 }
 
 void ctl_callables_json(FILE *f, const char *instance, const struct chipd_workload *wl,
-			uint32_t n, uint32_t nchips)
+			uint32_t n)
 {
 	fprintf(f, "{\"v\":%d,\"ok\":true,\"instance\":", CTL_JSON_VERSION);
 	ctl_json_str(f, instance);
 	fputs(",\"callables\":[", f);
 	for (uint32_t w = 0; w < n; w++) {
+		bool first = true;
+
 		fputs(w ? ",{\"name\":" : "{\"name\":", f);
 		ctl_json_str(f, wl[w].name);
 		fprintf(f, ",\"version\":%" PRIu32 ",\"doc\":", wl[w].version);
 		ctl_json_str(f, wl[w].doc);
 		fputs(",\"chips\":[", f);
-		for (uint32_t c = 0; c < nchips; c++)
-			fprintf(f, c ? ",%" PRIu32 : "%" PRIu32, c);
-		fputs("],\"params\":[", f);
+		for (uint32_t c = 0; c < 64; c++)
+			if (wl[w].chips >> c & 1) {
+				fprintf(f, first ? "%" PRIu32 : ",%" PRIu32, c);
+				first = false;
+			}
+		fprintf(f, "],\"active\":%" PRIu32 ",\"params\":[", wl[w].active);
 		for (uint32_t i = 0; i < wl[w].nparams; i++) {
 			const struct chipd_wl_param *p = &wl[w].params[i];
 
@@ -68,45 +92,33 @@ void ctl_callables_json(FILE *f, const char *instance, const struct chipd_worklo
 
 static const char callables_usage[] =
     "Usage: chipctl callables [--json]\n"
-    "Lists the callables the node loaded (its workloads, docs/callables.md): name,\n"
-    "the callable's own version, the chips it is loaded on and its parameters\n"
-    "(`chipctl workloads` shows their defaults, ranges and meanings).\n"
+    "Lists the callables the node holds (its workloads, docs/callables.md): name, the\n"
+    "callable's own version, the chips it is loaded on, its requests in flight and its\n"
+    "parameters (`chipctl workloads` shows their defaults, ranges and meanings).\n"
     "  --json            one document: {\"v\":1,\"ok\":true,\"instance\":...,\n"
     "                    \"callables\":[{\"name\":...,\"version\":N,\"doc\":...,\n"
-    "                    \"chips\":[0,...],\"params\":[{\"key\":...,\"default\":N,\n"
-    "                    \"min\":N,\"max\":N}]}]}\n" CTL_HELP_COMMON;
+    "                    \"chips\":[0,...],\"active\":N,\"params\":[{\"key\":...,\n"
+    "                    \"default\":N,\"min\":N,\"max\":N}]}]}\n" CTL_HELP_COMMON;
 
 int ctl_cmd_callables(struct ctl *g, int argc, char **argv)
 {
 	const struct ctl_args a = {.usage = callables_usage, .json = true};
-	struct chipd_status *st;
 	struct chipd_workload *wl = NULL;
-	struct chipd_error err;
 	chipd_conn *c;
 	uint32_t n = 0;
 	int rc = ctl_args(g, argc, argv, &a);
 
 	if (rc)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
-	st = calloc(1, sizeof(*st));
-	if (!st) {
-		fprintf(stderr, "chipctl callables: out of memory\n");
-		return CTL_EXIT_FAILED;
-	}
 	rc = ctl_connect(g, &c);
-	if (rc) {
-		free(st);
+	if (rc)
 		return rc;
-	}
-	rc = chipd_status(c, g->timeout_ms, st, &err);
-	rc = rc ? ctl_report(g, "callables", rc, &err, false)
-		: ctl_workloads_fetch(g, c, "callables", &wl, &n);
+	rc = ctl_workloads_fetch(g, c, "callables", &wl, &n);
 	if (rc == CTL_EXIT_OK && g->json)
-		ctl_callables_json(stdout, chipd_instance(c), wl, n, st->nchips);
+		ctl_callables_json(stdout, chipd_instance(c), wl, n);
 	else if (rc == CTL_EXIT_OK)
-		ctl_callables_table(stdout, wl, n, st->nchips);
+		ctl_callables_table(stdout, wl, n);
 	free(wl);
-	free(st);
 	chipd_close(c);
 	return rc;
 }

@@ -57,6 +57,9 @@ static const struct {
     {"clients_refused", 0,
      "Handshake connections refused: a peer neither of chipd's uid nor of its "
      "--allow-group group, or one past --max-clients."},
+    {"callables_quarantined", 0,
+     "Registered callables quarantined (unregistered on every chip) after they were in "
+     "flight on --callable-crash-limit worker deaths."},
     {"admitted", 0, "Assigns the worker admitted."},
     {"rejected", 0, "Assigns the worker refused."},
     {"completed", 0, "Streams that completed (FINAL)."},

@@ -3,6 +3,8 @@
  * table or as one JSON document. The formatters are pure, for the unit suite. */
 #include "ctl.h"
 
+#include <errno.h>
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,15 +89,22 @@ int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
 			struct chipd_workload **out, uint32_t *n)
 {
 	struct chipd_error err;
+	uint32_t cap = CHIPD_MAX_WORKLOADS;
 	int rc;
 
-	*n = 0;
-	*out = calloc(CHIPD_MAX_WORKLOADS, sizeof(**out));
-	if (!*out) {
-		fprintf(stderr, "chipctl %s: out of memory\n", cmd);
-		return CTL_EXIT_FAILED;
+	for (;;) {
+		*n = 0;
+		*out = calloc(cap, sizeof(**out));
+		if (!*out) {
+			fprintf(stderr, "chipctl %s: out of memory\n", cmd);
+			return CTL_EXIT_FAILED;
+		}
+		rc = chipd_workloads(c, g->timeout_ms, *out, cap, n, &err);
+		if (rc != -ENOBUFS || *n <= cap)
+			break;
+		free(*out); /* more than room: once more, with room for all */
+		cap = *n;
 	}
-	rc = chipd_workloads(c, g->timeout_ms, *out, CHIPD_MAX_WORKLOADS, n, &err);
 	if (rc) {
 		free(*out);
 		*out = NULL;

@@ -208,6 +208,15 @@ struct sup_view {
 	pid_t *pid;    /* their connections' pids */
 };
 
+/* A registered callable's books (sup_register.c), under sup.lock. */
+struct sup_reg_book {
+	bool draining;	  /* unregister or quarantine under way: new requests refused */
+	bool quarantined; /* the router unregisters it (sup_register_tick) */
+	uint32_t crashes; /* worker deaths with one of its requests in flight */
+};
+
+struct wrk_reg_entry;
+
 struct sup {
 	struct sup_config cfg;
 	struct sup_sources src;
@@ -276,6 +285,16 @@ struct sup {
 	int daemon_fd; /* detached: the waiting parent's pipe, a newline when ready */
 	uint64_t watchdog_next_ns;
 	uint64_t workers_tick_ns; /* event loop: the last sup_workers_tick, to see a stall */
+	/* the run-time registry (sup_register.c): n entries shared with the workers, and
+	 * the supervisor's books of each; lock covers a registration or unregistration */
+	struct {
+		struct wrk_reg_entry *entries;
+		struct sup_reg_book *books;
+		uint32_t n;
+		pthread_mutex_t lock;
+		/* quarantines decided (event loop) and not yet carried out (router) */
+		_Atomic uint32_t quarantines;
+	} reg;
 };
 
 /* ---- request table (sup_table.c), all under s->lock ---- */

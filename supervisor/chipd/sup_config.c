@@ -120,6 +120,12 @@ static const struct opt opts[] = {
      0, 0, O_EMPTY_OK,
      "load every callable (*.so) of DIR before the node is ready (docs/callables.md)",
      "the built-in callables' directory"},
+    {"max_callables", "max-callables", "N", "CHIPD_MAX_CALLABLES", K_U32, FIELD(max_callables),
+     SRC(max_callables), 1, SUP_MAX_CALLABLES_MAX, 0,
+     "callables the node holds at once, loaded at start and registered (chipctl register)", NULL},
+    {"callable_crash_limit", "callable-crash-limit", "K", "CHIPD_CALLABLE_CRASH_LIMIT", K_U32,
+     FIELD(callable_crash_limit), SRC(callable_crash_limit), 1, 1000, 0,
+     "a registered callable in flight on K worker deaths is unregistered (quarantined)", NULL},
     {"pidfile", "pidfile", "FILE", "CHIPD_PIDFILE", K_PATH, FIELD(pidfile), SRC(pidfile), 0, 0, 0,
      "guards one supervisor per instance", "RUNTIME_DIR/chipd.UID.INSTANCE.pid"},
     {"runtime_dir", NULL, "DIR", "CHIPD_RUNTIME_DIR", K_DIR, FIELD(runtime_dir), SRC(runtime_dir),
@@ -296,6 +302,8 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 	cfg->backoff_min_ms = 100;
 	cfg->backoff_max_ms = 5000;
 	cfg->crash_limit = 5;
+	cfg->max_callables = 64;
+	cfg->callable_crash_limit = 3;
 	cfg->crash_window_ms = 30000;
 	cfg->kv_blocks = 4096;
 	cfg->max_request_host_bytes = SUP_REQUEST_HOST_BYTES_DEFAULT;

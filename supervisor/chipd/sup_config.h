@@ -22,6 +22,7 @@
 #define SUP_GPU_ID_MAX 64
 /* --crash-limit's bound: struct sup_worker keeps that many recent deaths. */
 #define SUP_CRASH_LIMIT_MAX 16
+#define SUP_MAX_CALLABLES_MAX 4096 /* --max-callables */
 /* --banks' bound: the worker's WRK_MAX_BANKS. */
 #define SUP_BANKS_MAX 8
 /* Per-request limits (--max-request-*). The defaults admit every request of the docs,
@@ -77,6 +78,12 @@ struct sup_config {
 	/* --callables DIR, CHIPD_CALLABLES: the callables loaded at start; "" the
 	 * built-ins' directory (sup_main.c: wl_default_dir) */
 	char callables[SUP_PATH_MAX];
+	/* --max-callables N, CHIPD_MAX_CALLABLES: callables held at once (those of
+	 * --callables and the registered ones); 64 */
+	uint32_t max_callables;
+	/* --callable-crash-limit K, CHIPD_CALLABLE_CRASH_LIMIT: worker deaths with a
+	 * registered callable's request in flight after which it is quarantined; 3 */
+	uint32_t callable_crash_limit;
 	char pidfile[SUP_PATH_MAX];	/* --pidfile, CHIPD_PIDFILE; default in runtime_dir */
 	char runtime_dir[SUP_PATH_MAX]; /* CHIPD_RUNTIME_DIR, XDG_RUNTIME_DIR, /run/user/UID,
 					 * /tmp/chipd-UID; must be private (sup_files.h) */
@@ -105,7 +112,7 @@ struct sup_config {
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
 	    max_client_pending, max_client_rings, max_client_slots, banks, no_overlap, foreground,
-	    log_level, notify_fd, trace, callables, pidfile, runtime_dir, allow_group, grace_ms,
+	    log_level, notify_fd, trace, callables, max_callables, callable_crash_limit, pidfile, runtime_dir, allow_group, grace_ms,
 	    heartbeat_ms, stuck_ms, progress_ms, backoff_min_ms, backoff_max_ms, crash_limit,
 	    crash_window_ms, kv_blocks, max_request_host_bytes, max_request_device_bytes,
 	    max_request_steps, watchdog_usec, notify_socket, gpus;

@@ -10,6 +10,7 @@
 #include "sup.h"
 #include "sup_files.h"
 #include "sup_log.h"
+#include "sup_register.h"
 #include "sup_notify.h"
 
 #include "proto.h"
@@ -228,6 +229,7 @@ static void cleanup(struct sup *s)
 	s->loop_wake_fd = -1;
 	sup_workers_free(s);
 	sup_table_free(s);
+	sup_register_free(s);
 	proto_node_detach(&s->node);
 	if (s->pidfh)
 		pidfile_remove(s->pidfh);
@@ -282,6 +284,7 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	sup_log_init(s->cfg.log_level, "chipd");
+	(void)wl_set_limit(s->cfg.max_callables); /* nothing is loaded yet: cannot fail */
 	rc = load_callables(&s->cfg);
 	if (rc)
 		return rc;
@@ -329,6 +332,8 @@ int main(int argc, char **argv, char **envp)
 	rc = s->loop_wake_fd < 0 ? -errno : sup_table_init(s);
 	if (rc == 0)
 		rc = sup_workers_init(s);
+	if (rc == 0) /* shared with every worker: mapped before the spawner is forked */
+		rc = sup_register_init(s);
 	/* the spawner is forked before any thread of ours starts (it forks the workers) */
 	if (rc == 0)
 		rc = sup_spawner_start(s);

@@ -6,6 +6,7 @@
  * up; the worker's health is the heartbeat's to judge). */
 #include "sup.h"
 #include "sup_log.h"
+#include "sup_register.h"
 
 #include "proc.h"
 #include "proto.h"
@@ -120,6 +121,8 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 			   s->cfg.max_pending);
 		return NULL;
 	}
+	if (sup_register_refuses(s, req->wl, err) != CHIPD_OK)
+		return NULL;
 	w = choose(s, req->chip, err);
 	if (!w)
 		return NULL;
@@ -289,7 +292,7 @@ static int stats_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	return CHIPD_OK;
 }
 
-_Static_assert(WL_WORKLOADS_MAX <= CHIPD_MAX_WORKLOADS && WL_PARAMS_MAX <= CHIPD_MAX_PARAMS &&
+_Static_assert(WL_PARAMS_MAX <= CHIPD_MAX_PARAMS &&
 		   WL_KEY_MAX <= CHIPD_KEY_MAX && WL_DOC_MAX <= CHIPD_DOC_MAX,
 	       "every workload table fits the workloads answer");
 
@@ -306,12 +309,19 @@ static bool copy_text(char *dst, size_t cap, const char *src)
 }
 
 /* The workloads and their parameters: the validator's own tables (wl.h), so the
- * answer says exactly what a worker accepts; and each callable's own version. */
+ * answer says exactly what a worker accepts; each callable's own version, the chips
+ * it is loaded on and its requests in flight. In pages: from "from", as many as fit,
+ * and "more" says how many follow. */
 static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 			 struct proto_error *err)
 {
-	(void)ctx, (void)req;
-	for (const char *const *name = wl_names(); *name; name++) {
+	const char *const *names = wl_names();
+	uint32_t total = 0;
+
+	while (names[total])
+		total++;
+	for (const char *const *name = names + (req->from < total ? req->from : total);
+	     *name && ans->nwls < CHIPD_MAX_WORKLOADS; name++) {
 		const struct wl_param_info *t;
 		int n = wl_param_table(*name, &t);
 		struct proto_wl *w = &ans->wls[ans->nwls];
@@ -336,8 +346,10 @@ static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_ms
 					  "workload %s: its table does not fit the answer", *name);
 		if (wl_callable_info(*name, &version, &path) == 0)
 			w->version = version;
+		sup_register_wl_info(ctx, *name, &w->chips, &w->active);
 		ans->nwls++;
 	}
+	ans->more = total - (uint32_t)(req->from < total ? req->from : total) - ans->nwls;
 	return CHIPD_OK;
 }
 
@@ -390,7 +402,8 @@ static const struct proto_handler router_handlers[] = {
     {PROTO_OP_CANCEL, NULL, cancel_run},       {PROTO_OP_STATUS, NULL, status_run},
     {PROTO_OP_STATS, NULL, stats_run},	       {PROTO_OP_DRAIN, NULL, drain_run},
     {PROTO_OP_STOP, NULL, stop_run},	       {PROTO_OP_TRACE, NULL, trace_run},
-    {PROTO_OP_WORKLOADS, NULL, workloads_run},
+    {PROTO_OP_WORKLOADS, NULL, workloads_run}, {PROTO_OP_REGISTER, NULL, sup_register_run},
+    {PROTO_OP_UNREGISTER, NULL, sup_unregister_run},
 };
 
 static const struct proto_server router_server = {
@@ -429,6 +442,7 @@ static void *router_main(void *arg)
 		size_t len;
 		int rc;
 
+		sup_register_tick(s); /* quarantines due */
 		/* answers of forwarded submits first: their clients wait already */
 		sup_fwd_progress(s);
 		rc = sup_region_next(s, &ev, &k, &owner,

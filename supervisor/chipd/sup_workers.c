@@ -7,6 +7,7 @@
 #include "sup.h"
 #include "sup_files.h"
 #include "sup_log.h"
+#include "sup_register.h"
 
 #include "proc.h"
 #include "proto.h"
@@ -153,6 +154,8 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 	cfg.max_request_host_bytes = s->cfg.max_request_host_bytes;
 	cfg.max_request_dev_bytes = s->cfg.max_request_device_bytes;
 	cfg.max_request_steps = s->cfg.max_request_steps;
+	cfg.registry = s->reg.entries;
+	cfg.registry_len = s->reg.n;
 	rc = wrk_main(&cfg, &w->ctl, &s->node);
 	if (rc)
 		SUP_ERR((int)w->chip, 0, "worker ended with %s", strerror(-rc));
@@ -651,6 +654,8 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 	atomic_store_explicit(&s->node.dir[w->chip].pid, 0, memory_order_release);
 	sup_log(ours ? SUP_LOG_INFO : SUP_LOG_WARN, (int)w->chip, 0, "worker pid %d ended%s",
 		(int)pid, ours ? " (stopping)" : "");
+	if (!ours)
+		sup_register_worker_died(s, w);
 	orphaned_streams(s, w, !ours);
 	zero_gauges(s, w);
 	if (ours)
@@ -682,9 +687,12 @@ void sup_workers_tick(struct sup *s, uint64_t now)
 
 		if (w->pid > 0 && (w->state == CHIPD_CHIP_STARTING || w->state == CHIPD_CHIP_READY))
 			worker_heartbeat(s, w, now, resumed);
-		if (w->state == CHIPD_CHIP_BACKOFF && now >= w->restart_at_ns && !draining) {
+		/* not while a registration is under way: a later tick (sup_register.h) */
+		if (w->state == CHIPD_CHIP_BACKOFF && now >= w->restart_at_ns && !draining &&
+		    sup_register_spawn_begin(s)) {
 			int rc = sup_worker_spawn(s, w);
 
+			sup_register_spawn_end(s);
 			if (rc) {
 				SUP_ERR((int)w->chip, 0, "cannot start the worker: %s",
 					strerror(-rc));

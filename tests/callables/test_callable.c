@@ -8,11 +8,24 @@
  *   TC_INIT      its init fails ("broken on purpose")
  *   TC_TABLE     its name is not [a-z0-9_]
  *   TC_DUP       calls itself "gemm", a built-in's name
+ *   TC_REFUSE    its init fails on the Nth init of the node ($TC_REFUSE_AT), counted
+ *                in the file $TC_COUNT_FILE across processes (the supervisor's is the
+ *                first, then chip 0's, chip 1's, ...): one chip refuses a registration
+ *   TC_KILL      likewise, but that init kills its process (SIGKILL): a worker that
+ *                dies during a registration
+ *
+ * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
+ * a callable that keeps killing its workers (the quarantine).
  */
 #include "chipd_callable.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* macros, not an enum: the preprocessor compares them */
 #define TC_GOOD	    0
@@ -21,17 +34,39 @@
 #define TC_INIT	    3
 #define TC_TABLE    4
 #define TC_DUP	    5
+#define TC_REFUSE   6
+#define TC_KILL	    7
 
 #ifndef TEST_CALLABLE
 #error "TEST_CALLABLE names the variant"
 #endif
 
-enum { P_TOKENS, P_SEED };
+enum { P_TOKENS, P_SEED, P_STEP_US };
 
 static const struct chipd_cl_param params[] = {
     [P_TOKENS] = {"tokens", CHIPD_CL_INT64, 4, 1, 64, "steps, one token each"},
-    [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, 1000, "tokens are seed * 7 + step"},
+    [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, 1000,
+		"tokens are seed * 7 + step; 999 kills the worker"},
+    [P_STEP_US] = {"step_us", CHIPD_CL_INT64, 0, 0, 1000000, "device time of each step"},
 };
+
+/* Whether this is the $TC_REFUSE_AT-th init counted in $TC_COUNT_FILE. */
+static int nth_init(void)
+{
+	const char *file = getenv("TC_COUNT_FILE"), *at = getenv("TC_REFUSE_AT");
+	struct stat sb;
+	int fd, hit = 0;
+
+	if (!file || !at)
+		return 0;
+	fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	if (write(fd, "x", 1) == 1 && fstat(fd, &sb) == 0)
+		hit = sb.st_size == atol(at);
+	close(fd);
+	return hit;
+}
 
 static int spin = -1; /* the spin kernel's handle, found at init */
 
@@ -43,6 +78,12 @@ static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 {
 	if (TEST_CALLABLE == TC_INIT) {
 		snprintf(msg, cap, "broken on purpose");
+		return -EIO;
+	}
+	if ((TEST_CALLABLE == TC_REFUSE || TEST_CALLABLE == TC_KILL) && nth_init()) {
+		if (TEST_CALLABLE == TC_KILL)
+			raise(SIGKILL);
+		snprintf(msg, cap, "refused on purpose");
 		return -EIO;
 	}
 	spin = host->kernel("spin");
@@ -97,8 +138,13 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 		      uint32_t step, void *token)
 {
 	const struct tiny *t = r->state;
-	struct dev_k_spin a = {t->tok, 0, (int32_t)(r->cfg[P_SEED] * 7 + step)};
-	int task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
+	struct dev_k_spin a = {t->tok, (uint64_t)r->cfg[P_STEP_US] * 1000u,
+			       (int32_t)(r->cfg[P_SEED] * 7 + step)};
+	int task;
+
+	if (r->cfg[P_SEED] == 999)
+		raise(SIGKILL); /* a callable that kills its worker */
+	task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
 
 	if (task >= 0)
 		task = r->host->copy_task(st, lane, token, t->tok, sizeof(int32_t), CHIPD_CL_D2H,

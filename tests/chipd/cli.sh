@@ -1,6 +1,7 @@
 #!/bin/sh
 # cli.sh CHIPD CHIPCTL - chipctl against a real chipd (two sim chips): status, a
-# followed submit, `workloads` (table and JSON), `stats --prom` through `promtool
+# followed submit, `workloads` (table and JSON), `register`/`callables`/`unregister`,
+# `stats --prom` through `promtool
 # check metrics` (when promtool is installed), `trace` written as Chrome trace JSON
 # (docs/architecture.md, "Trace"), `stop`, and nothing left in /dev/shm. Every step is
 # bounded by `timeout`.
@@ -44,6 +45,24 @@ for w in doc["workloads"]:
         assert p["min"] <= p["default"] <= p["max"] and p["doc"], p
 print("workloads: %d, %d parameters" % (len(names), sum(len(w["params"]) for w in doc["workloads"])))
 PY
+
+# register / unregister: the built-in gemm.so once more under another name
+gemm_so=$(cd "$(dirname "$chipd")/../callables" && pwd)/gemm.so
+timeout 20 "$chipctl" register --name gemm_cli "$gemm_so" | grep -q '^callable gemm_cli (version 1) registered' ||
+	fail "register: no confirmation"
+timeout 10 "$chipctl" callables | grep -q '^gemm_cli .* 0-1 ' || fail "callables: gemm_cli not on chips 0-1"
+timeout 60 "$chipctl" submit --follow gemm_cli m=16 tokens=2 >/dev/null || fail "submit gemm_cli"
+rc=0
+timeout 10 "$chipctl" unregister --drain --cancel gemm_cli 2>/dev/null || rc=$?
+[ "$rc" -eq 64 ] || fail "unregister --drain --cancel: exit $rc, not 64"
+rc=0
+timeout 10 "$chipctl" unregister gemm 2>"$dir/unreg.err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q 'loaded at start' "$dir/unreg.err" ||
+	fail "unregister gemm: exit $rc, $(cat "$dir/unreg.err")"
+timeout 20 "$chipctl" unregister --json --cancel gemm_cli | grep -q '"ok":true' ||
+	fail "unregister --cancel gemm_cli"
+timeout 10 "$chipctl" callables | grep -q '^gemm_cli ' && fail "gemm_cli still listed"
+echo "register, callables, unregister: ok"
 
 if command -v promtool >/dev/null 2>&1; then
 	timeout 10 "$chipctl" stats --prom >"$dir/m.prom"

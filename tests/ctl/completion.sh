@@ -1,7 +1,8 @@
 #!/bin/bash
 # completion.sh CHIPD CHIPCTL - deploy/bash-completion/chipctl against a running chipd:
 # commands, a command's options, --instance with the running instance, submit's
-# workloads and a workload's KEY= parameters, --out as files,
+# workloads and a workload's KEY= parameters, register's PATH as files, unregister's NAME
+# as the callables, --out as files,
 # numbers left alone, and nothing offered (no error, no hang) when the instance is
 # not running. Exit status 0, or 1 with the failed case.
 set -u
@@ -51,7 +52,8 @@ expect "$chipctl st" status stats stop
 expect "$chipctl --instance $inst submit " ""
 "$chipd" --instance "$inst" --chips 1 2>"$tmp/chipd.err" || { cat "$tmp/chipd.err"; exit 1; }
 
-expect "$chipctl " ping status submit workloads callables cancel stats top drain stop trace export
+expect "$chipctl " ping status submit workloads callables register unregister cancel stats top \
+	drain stop trace export
 expect "$chipctl dr" drain
 expect "$chipctl drain --" --grace-ms --json --help --instance --timeout-ms
 has "$chipctl submit --" --max-tokens
@@ -61,6 +63,13 @@ expect "$chipctl submit --instance $inst --count 2 syn" synthetic
 has "$chipctl --instance $inst submit synthetic " "tokens="
 has "$chipctl --instance $inst submit synthetic tokens=4 " "device_us="
 expect "$chipctl --instance $inst submit --count " ""
+expect "$chipctl unregister --" --drain --cancel --json --help --instance --timeout-ms
+expect "$chipctl --instance $inst unregister syn" synthetic
+expect "$chipctl --instance $inst unregister synthetic " ""
+has "$chipctl register --" --name
+expect "$chipctl register --name " ""
+touch "$tmp/mine.so"
+expect "$chipctl register --name x $tmp/mi" "$tmp/mine.so"
 touch "$tmp/trace-out.json"
 expect "$chipctl trace --out $tmp/trace-o" "$tmp/trace-out.json"
 exit $fail

@@ -34,6 +34,10 @@ class Rule:
 
 
 RULES = [
+    # docs/callables.md
+    Rule(r"docs/callables\.md", r"/usr/lib/x86_64-linux-gnu/chipd/callables/",
+         "the installed built-ins' directory; the build under test has its own",
+         sub=(r"/usr/lib/x86_64-linux-gnu/chipd/callables/", "$CHIPD_EX_BUILD/callables/")),
     # README.md
     Rule(r"README\.md", r"^deploy/quickstart\.sh$",
          "installs packages (root) and builds a Release tree: minutes; the test command "

@@ -78,6 +78,8 @@ int main(void)
 	FIELD(chipd_workload, nparams);
 	FIELD(chipd_workload, params);
 	FIELD(chipd_workload, version);
+	FIELD(chipd_workload, chips);
+	FIELD(chipd_workload, active);
 
 	/* Constants the Python side hard-codes. */
 	printf("const MSG_MAX %d\nconst NAME_MAX %d\nconst KEY_MAX %d\nconst MAX_PARAMS %d\n",

@@ -296,9 +296,55 @@ START_TEST(chipd_refuses_to_start)
 }
 END_TEST
 
+/* One file loaded and unloaded at run time (wl_load_file, wl_unload): under its own
+ * name and under another (one copy of the library), not while a request holds it,
+ * a relative path and a bad name refused, the limit (wl_set_limit). */
+START_TEST(load_and_unload_one)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_params p;
+	struct wl_req *r;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_dir(CL_BUILTIN_DIR, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(wl_load_file("tiny.so", NULL, msg, sizeof(msg)), -EINVAL);
+	ck_assert_msg(strstr(msg, "not an absolute path"), "%s", msg);
+	ck_assert_int_eq(wl_load_file(path, "Bad-Name", msg, sizeof(msg)), -EINVAL);
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_msg(wl_load_file(path, "tiny_two", msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_uint_eq(wl_count(), 5);
+	ck_assert_str_eq(wl_names()[4], "tiny_two");
+	/* a request holds "tiny": refused busy until it is destroyed */
+	wl_params_init(&p);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_msg(wl_req_create(&r, &env, "tiny", &p, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), -EBUSY);
+	ck_assert_str_eq(msg, "workload \"tiny\" has 1 requests in use");
+	wl_req_destroy(r);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), -ENOENT);
+	ck_assert_int_eq(wl_param_table("tiny", &(const struct wl_param_info *){NULL}), -ENOENT);
+	/* the other name still runs (the library stayed loaded for it) */
+	ck_assert_msg(wl_req_create(&r, &env, "tiny_two", &p, msg, sizeof(msg)) == 0, "%s", msg);
+	wl_req_destroy(r);
+	dev_close(env.dev);
+	/* the limit: 4 loaded, a fifth refused */
+	ck_assert_int_eq(wl_set_limit(3), -EINVAL);
+	ck_assert_int_eq(wl_set_limit(4), 0);
+	ck_assert_int_eq(wl_load_file(path, NULL, msg, sizeof(msg)), -ENOSPC);
+	ck_assert_msg(strstr(msg, "more than 4 workloads (the limit)"), "%s", msg);
+	ck_assert_int_eq(wl_set_limit(5), 0);
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
+	    {"load_and_unload_one", load_and_unload_one},
 	    {"builtins_load", builtins_load},
 	    {"own_callable_runs", own_callable_runs},
 	    {"broken_refused", broken_refused},

@@ -178,12 +178,12 @@ END_TEST
 
 static void cl_table(FILE *f, const void *arg)
 {
-	ctl_callables_table(f, arg, 2, 2);
+	ctl_callables_table(f, arg, 2);
 }
 
 static void cl_json(FILE *f, const void *arg)
 {
-	ctl_callables_json(f, "inst", arg, 2, 2);
+	ctl_callables_json(f, "inst", arg, 2);
 }
 
 START_TEST(callables_table_and_json)
@@ -196,20 +196,24 @@ START_TEST(callables_table_and_json)
 	wl[0].version = 3;
 	wl[1].version = 4000000000u;
 	wl[1].nparams = 0;
+	wl[0].chips = 0x3;
+	wl[0].active = 2;
+	wl[1].chips = 0x8000000000000035ull; /* 0, 2, 4-5 and 63 */
+	wl[1].active = 0;
 	t = format(cl_table, wl);
-	ck_assert_str_eq(t, "callable     version  chips   parameters\n"
-			    "alpha              3  0-1     tokens, neg\n"
-			    "beta      4000000000  0-1     -\n");
+	ck_assert_str_eq(t, "callable     version  chips         active  parameters\n"
+			    "alpha              3  0-1                2  tokens, neg\n"
+			    "beta      4000000000  0,2,4-5,63         0  -\n");
 	free(t);
 	t = format(cl_json, wl);
 	ck_assert_str_eq(t, "{\"v\":1,\"ok\":true,\"instance\":\"inst\",\"callables\":["
 			    "{\"name\":\"alpha\",\"version\":3,\"doc\":\"the first\","
-			    "\"chips\":[0,1],\"params\":["
+			    "\"chips\":[0,1],\"active\":2,\"params\":["
 			    "{\"key\":\"tokens\",\"default\":16,\"min\":1,\"max\":65536},"
 			    "{\"key\":\"neg\",\"default\":-1,\"min\":-9223372036854775808,"
 			    "\"max\":0}]},"
 			    "{\"name\":\"beta\",\"version\":4000000000,\"doc\":\"the second\","
-			    "\"chips\":[0,1],\"params\":[]}]}\n");
+			    "\"chips\":[0,2,4,5,63],\"active\":0,\"params\":[]}]}\n");
 	free(t);
 	free(wl);
 }

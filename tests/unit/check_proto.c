@@ -75,35 +75,23 @@ static void fill_request(struct proto_msg *m)
 	case PROTO_OP_HEARTBEAT:
 		m->seq = 99;
 		break;
+	case PROTO_OP_REGISTER:
+	case PROTO_OP_LOAD:
+		strcpy(m->path, "/opt/callables/tiny.so");
+		strcpy(m->wl, "tiny_renamed");
+		break;
+	case PROTO_OP_UNREGISTER:
+		strcpy(m->wl, "tiny");
+		m->mode = PROTO_UNREG_CANCEL;
+		break;
+	case PROTO_OP_UNLOAD:
+		strcpy(m->wl, "tiny");
+		break;
+	case PROTO_OP_WORKLOADS:
+		m->from = 8;
+		break;
 	default:
 		break;
-	}
-}
-
-/* The largest workloads answer: every list full, every string as long as allowed,
- * every int at an extreme (9 bytes on the wire); each workload has the same keys, as
- * real ones share "tokens" and "seed". */
-static void fill_workloads(struct proto_msg *m)
-{
-	char doc[CHIPD_DOC_MAX];
-
-	memset(doc, 'd', sizeof(doc) - 1);
-	doc[sizeof(doc) - 1] = 0;
-	m->nwls = CHIPD_MAX_WORKLOADS;
-	for (int w = 0; w < CHIPD_MAX_WORKLOADS; w++) {
-		snprintf(m->wls[w].wl, CHIPD_NAME_MAX, "workload_with_a_long_name_%05d", w);
-		memcpy(m->wls[w].doc, doc, sizeof(doc));
-	}
-	m->nwl_params = PROTO_MAX_WL_PARAMS;
-	for (int i = 0; i < PROTO_MAX_WL_PARAMS; i++) {
-		struct proto_wl_param *p = &m->wl_params[i];
-
-		memcpy(p->wl, m->wls[i % CHIPD_MAX_WORKLOADS].wl, CHIPD_NAME_MAX);
-		snprintf(p->key, CHIPD_KEY_MAX, "param_with_long_nam%04d", i / CHIPD_MAX_WORKLOADS);
-		p->def = i % 2 ? INT64_MIN : INT64_MAX;
-		p->min = INT64_MIN;
-		p->max = INT64_MAX;
-		memcpy(p->doc, doc, sizeof(doc));
 	}
 }
 
@@ -154,7 +142,15 @@ static void fill_answer(struct proto_msg *m)
 		m->active = 4294967295ll;
 		break;
 	case PROTO_OP_WORKLOADS:
-		fill_workloads(m);
+		proto_fill_workloads(m);
+		m->more = 4294967295ll;
+		break;
+	case PROTO_OP_REGISTER:
+		strcpy(m->wl, "tiny");
+		m->version = 4294967295ll;
+		break;
+	case PROTO_OP_UNREGISTER:
+		m->active = 3;
 		break;
 	case PROTO_OP_HELLO:
 		m->client = INT64_MAX;

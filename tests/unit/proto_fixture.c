@@ -2,6 +2,7 @@
 #include "proto_fixture.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,4 +66,34 @@ void expect_bad_answer(enum proto_op op, struct raw *r, const char *needle)
 		      needle);
 	raw_free(r);
 	free(m);
+}
+
+/* The largest workloads answer: every list full, every string as long as allowed,
+ * every int at an extreme (9 bytes on the wire); each workload has the same keys, as
+ * real ones share "tokens" and "seed". */
+void proto_fill_workloads(struct proto_msg *m)
+{
+	char doc[CHIPD_DOC_MAX];
+
+	memset(doc, 'd', sizeof(doc) - 1);
+	doc[sizeof(doc) - 1] = 0;
+	m->nwls = CHIPD_MAX_WORKLOADS;
+	for (int w = 0; w < CHIPD_MAX_WORKLOADS; w++) {
+		snprintf(m->wls[w].wl, CHIPD_NAME_MAX, "workload_with_a_long_name_%05d", w);
+		memcpy(m->wls[w].doc, doc, sizeof(doc));
+		m->wls[w].version = 4294967295ll;
+		m->wls[w].chips = w % 2 ? INT64_MIN : -1; /* chip 63 loaded: the sign bit */
+		m->wls[w].active = 4294967295ll;
+	}
+	m->nwl_params = PROTO_MAX_WL_PARAMS;
+	for (int i = 0; i < PROTO_MAX_WL_PARAMS; i++) {
+		struct proto_wl_param *p = &m->wl_params[i];
+
+		memcpy(p->wl, m->wls[i % CHIPD_MAX_WORKLOADS].wl, CHIPD_NAME_MAX);
+		snprintf(p->key, CHIPD_KEY_MAX, "param_with_long_nam%04d", i / CHIPD_MAX_WORKLOADS);
+		p->def = i % 2 ? INT64_MIN : INT64_MAX;
+		p->min = INT64_MIN;
+		p->max = INT64_MAX;
+		memcpy(p->doc, doc, sizeof(doc));
+	}
 }

@@ -32,4 +32,7 @@ void expect_bad_answer(enum proto_op op, struct raw *r, const char *needle);
 /* Adds the tcases about malformed messages (proto_malformed.c). */
 void proto_add_bad_tcases(Suite *s);
 
+/* The largest workloads answer in @m (check_proto's round trips and size bound). */
+void proto_fill_workloads(struct proto_msg *m);
+
 #endif

@@ -175,6 +175,8 @@ class WorkloadStruct(Structure):
         ("nparams", c_uint32),
         ("params", WlParamStruct * MAX_PARAMS),
         ("version", c_uint32),
+        ("chips", c_uint64),
+        ("active", c_uint32),
     ]
 
 
@@ -236,7 +238,15 @@ _PROTOTYPES = {
         c_int,
         [_CONN, c_uint32, POINTER(WorkloadStruct), c_uint32, POINTER(c_uint32), _ERR],
     ),
+    "chipd_register": (
+        c_int,
+        [_CONN, c_char_p, c_char_p, c_uint32, c_char_p, POINTER(c_uint32), _ERR],
+    ),
+    "chipd_unregister": (c_int, [_CONN, c_char_p, c_int, c_uint32, _ERR]),
 }
+
+# enum chipd_unregister_mode
+UNREGISTER_MODES = {"refuse": 0, "drain": 1, "cancel": 2}
 
 SONAME = "libchipd.so.0"
 

@@ -21,7 +21,7 @@ import math
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from . import _lib
@@ -127,6 +127,8 @@ class Workload:
     doc: str
     params: List[WorkloadParam]
     version: int = 0
+    chips: List[int] = field(default_factory=list)  # the chips it is loaded on
+    active: int = 0  # its requests in flight
 
 
 class _Guard:
@@ -470,20 +472,64 @@ class Connection(_Closable):
             )
         return events.value, dropped.value
 
+    def register(
+        self, path: str, name: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> Tuple[str, int]:
+        """Registers the callable at @path (absolute, a file of the node) on every chip
+        under @name (None: its table's), all or nothing (docs/callables.md,
+        "Registration"). Returns (its name, its version)."""
+        out = ctypes.create_string_buffer(_lib.NAME_MAX)
+        version = ctypes.c_uint32()
+        with self._guard.use():
+            _call(
+                _lib.lib().chipd_register,
+                self._handle,
+                path.encode(),
+                None if name is None else name.encode(),
+                _ms(timeout),
+                out,
+                ctypes.byref(version),
+            )
+        return out.value.decode(), version.value
+
+    def unregister(
+        self, name: str, mode: str = "refuse", timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        """Unregisters the callable registered as @name from every chip. @mode: "refuse"
+        (BadRequest while requests of it are in flight), "drain" (refuse new ones, wait
+        for these) or "cancel" (cancel these, then unregister); CallTimeout when they did
+        not end within @timeout seconds (it then stays registered)."""
+        if mode not in _lib.UNREGISTER_MODES:
+            raise ValueError(
+                f"unregister mode {mode!r}: expected one of {sorted(_lib.UNREGISTER_MODES)}"
+            )
+        with self._guard.use():
+            _call(
+                _lib.lib().chipd_unregister,
+                self._handle,
+                name.encode(),
+                _lib.UNREGISTER_MODES[mode],
+                _ms(timeout),
+            )
+
     def workloads(self, timeout: float = DEFAULT_TIMEOUT_S) -> List[Workload]:
         """The workloads the supervisor runs and the parameters each takes (the table
         its workers check a submit against), in the supervisor's order."""
-        out = (_lib.WorkloadStruct * _lib.MAX_WORKLOADS)()
-        n = ctypes.c_uint32()
-        with self._guard.use():
-            _call(
-                _lib.lib().chipd_workloads,
-                self._handle,
-                _ms(timeout),
-                out,
-                _lib.MAX_WORKLOADS,
-                ctypes.byref(n),
-            )
+        cap = _lib.MAX_WORKLOADS
+        while True:
+            out = (_lib.WorkloadStruct * cap)()
+            n = ctypes.c_uint32()
+            err = _lib.ChipdErrorStruct()
+            with self._guard.use():
+                rc = _lib.lib().chipd_workloads(
+                    self._handle, _ms(timeout), out, cap, ctypes.byref(n), ctypes.byref(err)
+                )
+            if rc == -errno.ENOBUFS and n.value > cap:
+                cap = n.value  # the list grew past the room given: once more, with room
+                continue
+            if rc < 0:
+                raise from_struct(rc, err)
+            break
         return [
             Workload(
                 w.name.decode(),
@@ -493,6 +539,8 @@ class Connection(_Closable):
                     for p in w.params[: min(w.nparams, _lib.MAX_PARAMS)]
                 ],
                 w.version,
+                [c for c in range(64) if w.chips >> c & 1],
+                w.active,
             )
             for w in out[: n.value]
         ]

@@ -1,0 +1,112 @@
+/* client_register.c - libchipd's run-time registration: chipd_register and
+ * chipd_unregister (docs/callables.md, "Registration"; docs/protocol.md §8.4). An
+ * unregister that drains or cancels asks again until the name's requests ended or the
+ * caller's timeout passed, and then gives the drain up (mode "resume"), so the name is
+ * either gone or takes requests as before. */
+#include "client_internal.h"
+#include "proto.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* How often a drain asks whether the name's requests ended. */
+#define UNREGISTER_POLL_MS 20u
+
+static bool ident_ok(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_'))
+			return false;
+	return n > 0 && n < CHIPD_NAME_MAX;
+}
+
+int chipd_register(chipd_conn *c, const char *path, const char *name, uint32_t timeout_ms,
+		   char *name_out, uint32_t *version, struct chipd_error *err)
+{
+	struct proto_msg *m;
+	int rc;
+
+	if (!path || path[0] != '/' || strlen(path) >= PROTO_PATH_MAX)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "register: the path must be absolute and at most %u bytes",
+				   PROTO_PATH_MAX - 1);
+	if (name && !ident_ok(name))
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "register: the name must be 1..%d characters of [a-z0-9_]",
+				   CHIPD_NAME_MAX - 1);
+	m = malloc(2 * sizeof(*m));
+	if (!m)
+		return client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	proto_msg_init(&m[0], PROTO_OP_REGISTER);
+	memcpy(m[0].path, path, strlen(path) + 1);
+	if (name)
+		memcpy(m[0].wl, name, strlen(name) + 1);
+	rc = client_call_msg(c, &m[0], &m[1], timeout_ms, err);
+	if (rc == 0 && name_out)
+		memcpy(name_out, m[1].wl, sizeof(m[1].wl));
+	if (rc == 0 && version)
+		*version = (uint32_t)m[1].version;
+	free(m);
+	return rc;
+}
+
+static void sleep_ms(uint32_t ms)
+{
+	struct timespec ts = {0, (long)ms * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
+		     struct chipd_error *err)
+{
+	uint64_t deadline = client_deadline_ms(timeout_ms);
+	struct proto_msg *m;
+	int rc;
+
+	if (!name || !ident_ok(name))
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "unregister: the name must be 1..%d characters of [a-z0-9_]",
+				   CHIPD_NAME_MAX - 1);
+	if (mode < CHIPD_UNREGISTER_REFUSE || mode > CHIPD_UNREGISTER_CANCEL)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "unregister: mode %d is not refuse, drain or cancel", mode);
+	m = malloc(2 * sizeof(*m));
+	if (!m)
+		return client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	/* each call gets the caller's timeout (an answer may take the chips' bound); the
+	 * drain is given up once the deadline passed between two calls */
+	for (bool asked = false;; asked = true) {
+		proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
+		memcpy(m[0].wl, name, strlen(name) + 1);
+		m[0].mode = mode;
+		rc = client_call_msg(c, &m[0], &m[1], timeout_ms, err);
+		if (rc == 0 && m[1].active == 0)
+			break;
+		if (rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline)
+			rc =
+			    client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
+					"unregister %s: %" PRIu32 " requests still in flight after "
+					"%" PRIu32 " ms; it stays registered",
+					name, (uint32_t)m[1].active, timeout_ms);
+		if (rc) {
+			/* a drain under way is given up: the name takes requests again */
+			if (mode != CHIPD_UNREGISTER_REFUSE && (asked || rc == -ETIMEDOUT)) {
+				proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
+				memcpy(m[0].wl, name, strlen(name) + 1);
+				m[0].mode = PROTO_UNREG_RESUME;
+				(void)client_call_msg(c, &m[0], &m[1], CHIPD_TIMEOUT_MS, NULL);
+			}
+			break;
+		}
+		sleep_ms(UNREGISTER_POLL_MS);
+	}
+	free(m);
+	return rc;
+}

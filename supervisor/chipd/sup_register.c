@@ -1,0 +1,456 @@
+/* sup_register.c - callables registered while the node runs (docs/callables.md,
+ * "Registration"): the supervisor's registry, the register and unregister ops, and
+ * the quarantine of a callable that keeps killing its workers.
+ *
+ * The registry is an array of struct wrk_reg_entry in anonymous shared memory made
+ * before the spawner is forked, so every worker (a restarted one too) sees it: a
+ * starting worker loads every LIVE entry before it serves its mailbox, that is before
+ * it can be READY (wrk_register.c). A registration loads the callable here first (the
+ * file's checks, its table, its init: the workloads op answers its parameters from
+ * here), then on every running worker through its mailbox (load), one after the
+ * other; the first refusal or a worker that does not answer within SUP_FORWARD_MS
+ * (dead or stuck) unloads it again from the chips that took it and from here, and
+ * the caller gets that chip's error. Only then is the entry LIVE.
+ *
+ * reg_lock (router thread) covers a whole registration or unregistration; the event
+ * loop starts a worker only when it can take it (sup_register_spawn_begin), so a
+ * worker is forked either before one began (it is running, and gets the load or the
+ * unload) or after it ended (it reads the final entry): none misses one. The books
+ * (draining, crashes) are under sup.lock: the router's admission reads them. */
+#include "sup.h"
+#include "sup_log.h"
+#include "sup_register.h"
+
+#include "wl.h"
+#include "wrk.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* At most this many of a name's requests are cancelled per unregister call (the
+ * caller asks again until none is left). */
+#define CANCEL_BATCH 64u
+
+int sup_register_init(struct sup *s)
+{
+	size_t size = (size_t)s->cfg.max_callables * sizeof(struct wrk_reg_entry);
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	s->reg.entries = p;
+	s->reg.n = s->cfg.max_callables;
+	s->reg.books = calloc(s->reg.n, sizeof(*s->reg.books));
+	if (!s->reg.books) {
+		munmap(p, size);
+		s->reg.entries = NULL;
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&s->reg.lock, NULL);
+	return 0;
+}
+
+void sup_register_free(struct sup *s)
+{
+	if (!s->reg.entries)
+		return;
+	munmap(s->reg.entries, (size_t)s->reg.n * sizeof(struct wrk_reg_entry));
+	free(s->reg.books);
+	s->reg.entries = NULL;
+	pthread_mutex_destroy(&s->reg.lock);
+}
+
+bool sup_register_spawn_begin(struct sup *s)
+{
+	return pthread_mutex_trylock(&s->reg.lock) == 0;
+}
+
+void sup_register_spawn_end(struct sup *s)
+{
+	pthread_mutex_unlock(&s->reg.lock);
+}
+
+static uint32_t entry_state(const struct wrk_reg_entry *e)
+{
+	return atomic_load_explicit(&e->state, memory_order_acquire);
+}
+
+/* The registered entry named @name (PENDING or LIVE), or -1. */
+static int find(const struct sup *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->reg.n; i++)
+		if (entry_state(&s->reg.entries[i]) != WRK_REG_FREE &&
+		    strcmp(s->reg.entries[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Bit i for each chip with a running worker. Under sup.lock. */
+static uint64_t running_chips(const struct sup *s)
+{
+	uint64_t m = 0;
+
+	for (uint32_t i = 0; i < s->cfg.chips; i++)
+		if (s->workers[i].pid > 0)
+			m |= 1ull << i;
+	return m;
+}
+
+/* The live requests of @name: their count, and up to @cap of their ids and chips.
+ * Under sup.lock. */
+static uint32_t in_flight(struct sup *s, const char *name, uint64_t *ids, uint32_t *chips,
+			  uint32_t cap)
+{
+	uint32_t n = 0;
+
+	(void)sup_table_live(s); /* marks the streams that ended since the last look */
+	for (uint32_t i = 0; i < s->nreqs; i++) {
+		const struct sup_req *e = &s->reqs[i];
+
+		if (!e->used || e->ended || strcmp(e->wl, name) != 0)
+			continue;
+		if (n < cap) {
+			ids[n] = e->id;
+			chips[n] = e->chip;
+		}
+		n++;
+	}
+	return n;
+}
+
+void sup_register_wl_info(struct sup *s, const char *name, int64_t *chips, int64_t *active)
+{
+	uint64_t running;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	running = running_chips(s);
+	i = find(s, name);
+	*chips = (int64_t)(i < 0 ? running
+				 : running & atomic_load_explicit(&s->reg.entries[i].loaded,
+								  memory_order_relaxed));
+	*active = in_flight(s, name, NULL, NULL, 0);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sup_register_refuses(struct sup *s, const char *name, struct proto_error *err)
+{
+	int i = find(s, name);
+
+	if (i < 0 || (!s->reg.books[i].draining && entry_state(&s->reg.entries[i]) == WRK_REG_LIVE))
+		return CHIPD_OK;
+	return proto_fail(err, CHIPD_E_DRAINING, "callable %s is being %s: no new requests for it",
+			  name,
+			  s->reg.books[i].quarantined ? "quarantined"
+			  : s->reg.books[i].draining  ? "unregistered"
+						      : "registered");
+}
+
+/* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err. */
+static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto_op op,
+				 const struct wrk_reg_entry *e, struct proto_error *err)
+{
+	struct sup_call *c = sup_call_new(op);
+	enum chipd_code code;
+
+	if (!c)
+		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
+	snprintf(c->req.wl, sizeof(c->req.wl), "%s", e->name);
+	if (op == PROTO_OP_LOAD)
+		snprintf(c->req.path, sizeof(c->req.path), "%s", e->path);
+	code = sup_call_run(s, w, c, err);
+	sup_call_free(c);
+	return code;
+}
+
+/* Unloads entry @i from the chips of @chips; the ones that refused stay in *@left
+ * (NULL: not wanted). Dead or silent chips count as done: they are gone, and a
+ * restarted one reads the entry afresh. */
+static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left)
+{
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+	struct proto_error err;
+
+	if (left)
+		*left = 0;
+	for (uint32_t c = 0; c < s->cfg.chips; c++) {
+		enum chipd_code code;
+
+		if (!(chips & (1ull << c)))
+			continue;
+		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err);
+		if (code == CHIPD_E_WORKER_LOST)
+			atomic_fetch_and_explicit(&e->loaded, ~(1ull << c), memory_order_relaxed);
+		else if (code != CHIPD_OK && left)
+			*left |= 1ull << c;
+	}
+}
+
+/* Frees entry @i (after every chip unloaded it) and unloads it here. */
+static void entry_free(struct sup *s, uint32_t i)
+{
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+	char msg[WL_MSG_MAX];
+
+	pthread_mutex_lock(&s->lock);
+	atomic_store_explicit(&e->state, WRK_REG_FREE, memory_order_release);
+	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
+	if (s->reg.books[i].quarantined) /* carried out (or unregistered by hand) */
+		atomic_fetch_sub_explicit(&s->reg.quarantines, 1, memory_order_relaxed);
+	s->reg.books[i] = (struct sup_reg_book){0};
+	pthread_mutex_unlock(&s->lock);
+	if (wl_unload(e->name, msg, sizeof(msg)) != 0)
+		SUP_WARN(-1, 0, "callable %s: %s", e->name, msg);
+}
+
+/* Writes free entry @i for @name at @path and makes it PENDING (a registration under
+ * way: no worker replays it). The name and path are written under the entry's
+ * seqlock, for a worker replaying the slot's earlier occupant meanwhile. */
+static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *path)
+{
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+
+	/* odd; acquire: the writes below stay after it (no fence: TSan has none) */
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_acq_rel);
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
+	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
+	pthread_mutex_lock(&s->lock);
+	s->reg.books[i] = (struct sup_reg_book){0};
+	atomic_store_explicit(&e->state, WRK_REG_PENDING, memory_order_release);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Loads entry @i on every running chip, all or nothing. */
+static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *err)
+{
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+	uint64_t took = 0, running;
+	enum chipd_code code = CHIPD_OK;
+
+	pthread_mutex_lock(&s->lock);
+	running = running_chips(s);
+	pthread_mutex_unlock(&s->lock);
+	for (uint32_t c = 0; c < s->cfg.chips && code == CHIPD_OK; c++) {
+		if (!(running & (1ull << c)))
+			continue;
+		code = chip_call(s, &s->workers[c], PROTO_OP_LOAD, e, err);
+		if (code == CHIPD_OK)
+			took |= 1ull << c;
+	}
+	if (code != CHIPD_OK) {
+		SUP_WARN(err->chip, 0,
+			 "callable %s refused (%s): rolled back on the chips that took it", e->name,
+			 err->message);
+		unload_chips(s, i, took, NULL);
+	}
+	return code;
+}
+
+int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		     struct proto_error *err)
+{
+	struct sup *s = ctx;
+	char msg[WL_MSG_MAX + WL_PATH_MAX];
+	const char *name, *path;
+	uint32_t version = 0;
+	int rc, slot = -1;
+	enum chipd_code code = sup_admit_node_op(s, "register", err);
+
+	if (code != CHIPD_OK)
+		return code;
+	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
+		return proto_fail(err, CHIPD_E_DRAINING,
+				  "chipd is not ready (starting or draining): no registration");
+	pthread_mutex_lock(&s->reg.lock);
+	for (uint32_t i = 0; i < s->reg.n && slot < 0; i++)
+		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
+			slot = (int)i;
+	if (slot < 0) {
+		rc = -ENOSPC;
+		snprintf(msg, sizeof(msg), "callable %s: %u callables are registered", req->path,
+			 s->reg.n);
+	} else {
+		rc = wl_load_file(req->path, req->wl[0] ? req->wl : NULL, msg, sizeof(msg));
+	}
+	if (rc) {
+		pthread_mutex_unlock(&s->reg.lock);
+		if (rc == -ENOSPC)
+			return proto_fail(err, CHIPD_E_NO_CAPACITY, "%s (chipd --max-callables %u)",
+					  msg, s->cfg.max_callables);
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);
+	}
+	/* the name is the one given, else the table's: the entry just loaded is the last */
+	name = req->wl[0] ? req->wl : wl_names()[wl_count() - 1];
+	(void)wl_callable_info(name, &version, &path);
+	entry_fill(s, (uint32_t)slot, name, req->path);
+	code = load_all(s, (uint32_t)slot, err);
+	if (code != CHIPD_OK) {
+		entry_free(s, (uint32_t)slot);
+	} else {
+		struct wrk_reg_entry *e = &s->reg.entries[slot];
+
+		atomic_store_explicit(&e->state, WRK_REG_LIVE, memory_order_release);
+		SUP_INFO(-1, 0, "callable %s version %" PRIu32 " registered from %s", e->name,
+			 version, e->path);
+		snprintf(ans->wl, sizeof(ans->wl), "%s", e->name);
+		ans->version = version;
+	}
+	pthread_mutex_unlock(&s->reg.lock);
+	return code;
+}
+
+/* Ends entry @i once its requests ended: the draining step of unregister and of
+ * the quarantine. Cancels what is left when @cancel. Returns the requests still in
+ * flight (or 1 while a chip still holds one), 0 once the entry is gone. Under
+ * reg_lock. */
+static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
+{
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+	uint64_t ids[CANCEL_BATCH], left;
+	uint32_t chips[CANCEL_BATCH], n;
+
+	pthread_mutex_lock(&s->lock);
+	s->reg.books[i].draining = true;
+	n = in_flight(s, e->name, ids, chips, CANCEL_BATCH);
+	pthread_mutex_unlock(&s->lock);
+	if (n && cancel) {
+		for (uint32_t k = 0; k < n && k < CANCEL_BATCH; k++) {
+			struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
+			struct proto_error err;
+
+			if (!c)
+				break;
+			c->req.id = (int64_t)ids[k];
+			(void)sup_call_run(s, &s->workers[chips[k]], c,
+					   &err); /* ended: not_found */
+			sup_call_free(c);
+		}
+	}
+	if (n)
+		return n;
+	unload_chips(s, i, atomic_load_explicit(&e->loaded, memory_order_relaxed), &left);
+	if (left)
+		return 1; /* a chip still frees a request of it: ask again */
+	entry_free(s, i);
+	return 0;
+}
+
+int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		       struct proto_error *err)
+{
+	struct sup *s = ctx;
+	uint64_t ids[4];
+	uint32_t chips[4], n, version;
+	const char *path;
+	char list[96] = "";
+	int i;
+	enum chipd_code code = sup_admit_node_op(s, "unregister", err);
+
+	if (code != CHIPD_OK)
+		return code;
+	pthread_mutex_lock(&s->reg.lock);
+	i = find(s, req->wl);
+	if (i < 0 || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE) {
+		pthread_mutex_unlock(&s->reg.lock);
+		if (wl_callable_info(req->wl, &version, &path) == 0)
+			return proto_fail(err, CHIPD_E_BAD_REQUEST,
+					  "callable %s was loaded at start (--callables): only "
+					  "registered ones can be unregistered",
+					  req->wl);
+		return proto_fail(err, CHIPD_E_NOT_FOUND, "no registered callable %s", req->wl);
+	}
+	switch (req->mode) {
+	case PROTO_UNREG_RESUME:
+		pthread_mutex_lock(&s->lock);
+		if (!s->reg.books[i].quarantined)
+			s->reg.books[i].draining = false;
+		pthread_mutex_unlock(&s->lock);
+		break;
+	case PROTO_UNREG_DRAIN:
+	case PROTO_UNREG_CANCEL:
+		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
+		break;
+	default:
+		pthread_mutex_lock(&s->lock);
+		n = in_flight(s, req->wl, ids, chips, 4);
+		pthread_mutex_unlock(&s->lock);
+		for (uint32_t k = 0; k < n && k < 4; k++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%" PRIu64,
+				 k ? ", " : "", ids[k]);
+		if (n) {
+			code = proto_fail(err, CHIPD_E_BAD_REQUEST,
+					  "callable %s has %u requests in flight (ids %s%s): "
+					  "unregister with drain or cancel",
+					  req->wl, n, list, n > 4 ? ", ..." : "");
+			break;
+		}
+		ans->active = drain_step(s, (uint32_t)i, false);
+		break;
+	}
+	if (code == CHIPD_OK && ans->active == 0 && req->mode != PROTO_UNREG_RESUME)
+		SUP_INFO(-1, 0, "callable %s unregistered", req->wl);
+	pthread_mutex_unlock(&s->reg.lock);
+	return code;
+}
+
+void sup_register_worker_died(struct sup *s, struct sup_worker *w)
+{
+	uint64_t bit = 1ull << w->chip;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->reg.n; i++) {
+		struct wrk_reg_entry *e = &s->reg.entries[i];
+		bool hit = false;
+
+		if (entry_state(e) == WRK_REG_FREE)
+			continue;
+		atomic_fetch_and_explicit(&e->loaded, ~bit, memory_order_relaxed);
+		for (uint32_t k = 0; k < s->nreqs && !hit; k++) {
+			const struct sup_req *r = &s->reqs[k];
+
+			hit = r->used && !r->ended && r->chip == w->chip &&
+			      strcmp(r->wl, e->name) == 0;
+		}
+		if (!hit || s->reg.books[i].quarantined)
+			continue;
+		if (++s->reg.books[i].crashes >= s->cfg.callable_crash_limit) {
+			s->reg.books[i].quarantined = true;
+			s->reg.books[i].draining = true;
+			SUP_WARN((int)w->chip, 0,
+				 "callable %s was in flight on %u worker deaths: quarantined "
+				 "(unregistered on every chip)",
+				 e->name, s->reg.books[i].crashes);
+			sup_count(s, PROTO_SUP_callables_quarantined, 1);
+			/* the router's next round carries it out */
+			atomic_fetch_add_explicit(&s->reg.quarantines, 1, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sup_register_tick(struct sup *s)
+{
+	/* one relaxed load per round while none is due: the router's loop is hot */
+	if (atomic_load_explicit(&s->reg.quarantines, memory_order_acquire) == 0 ||
+	    pthread_mutex_trylock(&s->reg.lock) != 0)
+		return;
+	for (uint32_t i = 0; i < s->reg.n; i++) {
+		bool q;
+
+		pthread_mutex_lock(&s->lock);
+		q = s->reg.books[i].quarantined;
+		pthread_mutex_unlock(&s->lock);
+		if (q && entry_state(&s->reg.entries[i]) == WRK_REG_LIVE &&
+		    drain_step(s, i, true) == 0) {
+			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",
+				 s->reg.entries[i].name);
+		}
+	}
+	pthread_mutex_unlock(&s->reg.lock);
+}

@@ -1,0 +1,457 @@
+/* check_register.c - callables registered while the node runs (docs/callables.md,
+ * "Registration"; supervisor/chipd/sup_register.c, worker/wrk_register.c), on a real
+ * chipd of two sim chips through libchipd: the happy path with tokens from the new
+ * callable on both chips and a name of the caller's; a chip that refuses (rolled back
+ * on the chip that took it); a worker killed during a registration (a bounded
+ * worker_lost, rolled back, and the chip serves it once restarted); the replay to a
+ * restarted worker; unregister refused, drained and cancelled; the --max-callables
+ * limit; the quarantine of a callable that keeps killing its workers; and bad files
+ * refused through the run-time path. */
+#include "chipd_fixture.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CL_TEST_DIR
+#error "CL_TEST_DIR: where the tests' callables are built"
+#endif
+
+#define BOUND_MS 20000u /* a restart, a drain: generous on a loaded machine */
+
+static char dir[128];
+
+/* A private directory with the tests' callables copied in (mode 0755). */
+static void setup(void)
+{
+	const char *t = getenv("TMPDIR");
+	char cmd[512];
+
+	snprintf(dir, sizeof(dir), "%s/chipd-reg.XXXXXX", t && *t ? t : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "cp %s/tc_*.so '%s'/ && chmod 0755 '%s'/*.so", CL_TEST_DIR, dir,
+		 dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void teardown(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *cl(const char *variant)
+{
+	static char path[4][256];
+	static int next;
+	char *p = path[next++ % 4];
+
+	snprintf(p, 256, "%s/%s.so", dir, variant);
+	return p;
+}
+
+static int reg(struct cd *d, const char *path, const char *name, struct chipd_error *err)
+{
+	char got[CHIPD_NAME_MAX];
+	uint32_t version = 0;
+	int rc = chipd_register(d->conn, path, name, CD_CALL_MS * 2, got, &version, err);
+
+	if (rc == 0) {
+		ck_assert_str_eq(got, name ? name : "tiny");
+		ck_assert_uint_eq(version, 3);
+	}
+	return rc;
+}
+
+/* The workload @name as listed (chips, active), or false when not listed. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool listed(struct cd *d, const char *name, struct chipd_workload *out)
+{
+	struct chipd_workload *wl = calloc(64, sizeof(*wl));
+	struct chipd_error err;
+	uint32_t n = 0;
+	bool found = false;
+
+	ck_assert_ptr_nonnull(wl);
+	ck_assert_msg(chipd_workloads(d->conn, CD_CALL_MS, wl, 64, &n, &err) == 0, "%s",
+		      err.message);
+	for (uint32_t i = 0; i < n && !found; i++)
+		if (strcmp(wl[i].name, name) == 0) {
+			found = true;
+			if (out)
+				*out = wl[i];
+		}
+	free(wl);
+	return found;
+}
+
+/* Submits @name (tokens, seed, step_us) to @chip; returns the stream or NULL with @err. */
+static chipd_stream *submit(struct cd *d, const char *name, int32_t chip, int64_t tokens,
+			    int64_t seed, int64_t step_us, struct chipd_error *err)
+{
+	struct chipd_param p[] = {{"tokens", tokens}, {"seed", seed}, {"step_us", step_us}};
+	chipd_stream *s = NULL;
+
+	return cd_submit_to(d, name, chip, p, 3, &s, err) == 0 ? s : NULL;
+}
+
+/* Reads @s to its end: tokens seed * 7 + step, @tokens of them, final. */
+static void expect_tokens(chipd_stream *s, int64_t tokens, int64_t seed)
+{
+	struct chipd_token tok;
+	struct chipd_error err;
+
+	for (int64_t i = 0; i < tokens; i++) {
+		ck_assert_msg(chipd_stream_next(s, &tok, BOUND_MS, &err) == 0, "%s", err.message);
+		ck_assert_uint_eq(tok.seq, (uint32_t)i);
+		ck_assert_uint_eq(tok.value, (uint64_t)(seed * 7 + i));
+		ck_assert(tok.final == (i == tokens - 1));
+	}
+	chipd_stream_close(s, CD_CALL_MS);
+}
+
+static void run_on_both(struct cd *d, const char *name, int64_t seed)
+{
+	struct chipd_error err;
+
+	for (int32_t chip = 0; chip < 2; chip++) {
+		chipd_stream *s = submit(d, name, chip, 5, seed + chip, 0, &err);
+
+		ck_assert_msg(s, "chip %d: %s", chip, err.message);
+		expect_tokens(s, 5, seed + chip);
+	}
+}
+
+/* Registers the good callable as "tiny" and streams its tokens on both chips. */
+static void register_good_and_run(struct cd *d, int64_t seed)
+{
+	struct chipd_error err;
+
+	ck_assert_msg(reg(d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	run_on_both(d, "tiny", seed);
+}
+
+START_TEST(register_run_unregister)
+{
+	struct cd d;
+	struct chipd_workload w;
+	struct chipd_error err;
+	chipd_stream *s;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	ck_assert(listed(&d, "tiny", &w));
+	ck_assert_uint_eq(w.chips, 0x3);
+	ck_assert_uint_eq(w.version, 3);
+	ck_assert_uint_eq(w.nparams, 3);
+	run_on_both(&d, "tiny", 4);
+	/* the same file again under its own name: taken; under another: a second one */
+	ck_assert_int_eq(reg(&d, cl("tc_good"), NULL, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(err.message, "is already loaded"), "%s", err.message);
+	ck_assert_msg(reg(&d, cl("tc_good"), "tiny_two", &err) == 0, "%s", err.message);
+	run_on_both(&d, "tiny_two", 10);
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
+	ck_assert(!listed(&d, "tiny", NULL));
+	s = submit(&d, "tiny", -1, 2, 1, 0, &err);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	run_on_both(&d, "tiny_two", 20); /* the other one is untouched */
+	/* unknown, and a callable of the start: not found, refused */
+	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", 0, CD_CALL_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_NOT_FOUND);
+	ck_assert_int_eq(chipd_unregister(d.conn, "gemm", 0, CD_CALL_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(err.message, "loaded at start"), "%s", err.message);
+	/* registered again after its unregistration */
+	register_good_and_run(&d, 30);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* Starts chipd with the tests' init counter armed so that the third init of the node
+ * (the supervisor's, chip 0's, chip 1's) fails the way @variant does, registers it,
+ * and checks the registration failed with @code, naming chip 1 (with @msg, when not
+ * NULL), and left nothing registered. Returns how long the registration took (ns). */
+static uint64_t chip1_fails(struct cd *d, const char *variant, enum chipd_code code,
+			    const char *msg)
+{
+	static char env_count[320];
+	const char *env[] = {env_count, "TC_REFUSE_AT=3", NULL};
+	struct chipd_error err;
+	uint64_t t0;
+
+	snprintf(env_count, sizeof(env_count), "TC_COUNT_FILE=%s/count", dir);
+	cd_start(d, NULL, env);
+	t0 = now_ns();
+	ck_assert_int_eq(reg(d, cl(variant), NULL, &err), -EREMOTEIO);
+	t0 = now_ns() - t0;
+	ck_assert_int_eq(err.code, code);
+	ck_assert(err.has_chip);
+	ck_assert_uint_eq(err.chip, 1);
+	ck_assert_msg(!msg || strstr(err.message, msg), "%s", err.message);
+	ck_assert(!listed(d, "tiny", NULL));
+	return t0;
+}
+
+/* chip 1 refuses: the error is chip 1's, and chip 0 unloaded it again, so the good
+ * one registers afterwards. */
+START_TEST(one_chip_refuses_rollback)
+{
+	struct cd d;
+
+	chip1_fails(&d, "tc_refuse", CHIPD_E_BAD_REQUEST, "refused on purpose");
+	register_good_and_run(&d, 1);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* chip 1's worker dies inside the registration: worker_lost within the forward bound,
+ * rolled back; once restarted, the chip takes a registration again. */
+START_TEST(worker_killed_during_registration)
+{
+	struct cd d;
+	uint64_t took, t0;
+
+	took = chip1_fails(&d, "tc_kill", CHIPD_E_WORKER_LOST, NULL);
+	ck_assert_uint_lt(took / 1000000u, 3 * CD_CALL_MS);
+	/* its death seen, then its restart */
+	t0 = now_ns();
+	while (cd_stat(&d, "supervisor", "worker_deaths") == 0 &&
+	       now_ns() - t0 < BOUND_MS * 1000000ull)
+		tu_sleep_ms(10);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 1);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, 0, BOUND_MS));
+	register_good_and_run(&d, 2);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* A worker restarted after a crash loads the registry before it is READY. */
+START_TEST(replayed_after_restart)
+{
+	struct cd d;
+	struct chipd_workload w;
+	struct chipd_error err;
+	pid_t old;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), "replayed", &err) == 0, "%s", err.message);
+	old = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert(listed(&d, "replayed", &w));
+	ck_assert_uint_eq(w.chips, 0x3);
+	run_on_both(&d, "replayed", 5);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* Unregister with requests in flight: refused naming them; drained (new ones refused
+ * meanwhile, the one in flight completes); cancelled; a drain that times out leaves
+ * the name taking requests. */
+START_TEST(drain_and_cancel)
+{
+	struct cd d;
+	struct chipd_workload w;
+	struct chipd_error err;
+	struct chipd_token tok;
+	chipd_stream *s, *t;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	/* 20 steps of 100 ms: in flight for about 2 s */
+	s = submit(&d, "tiny", 0, 20, 1, 100000, &err);
+	ck_assert_msg(s, "%s", err.message);
+	ck_assert(listed(&d, "tiny", &w));
+	ck_assert_uint_eq(w.active, 1);
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err),
+	    -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(err.message, "1 requests in flight (ids "), "%s", err.message);
+	/* a drain too short for it: timeout, and the name takes requests again */
+	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, 150, &err),
+			 -ETIMEDOUT);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	t = submit(&d, "tiny", 1, 2, 3, 0, &err);
+	ck_assert_msg(t, "%s", err.message);
+	expect_tokens(t, 2, 3);
+	/* a drain that waits: the request in flight completes, all 20 tokens */
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, BOUND_MS, &err) == 0,
+		      "%s", err.message);
+	expect_tokens(s, 20, 1);
+	ck_assert(!listed(&d, "tiny", NULL));
+	/* cancel: the stream ends cancelled */
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	s = submit(&d, "tiny", 1, 64, 1, 100000, &err);
+	ck_assert_msg(s, "%s", err.message);
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_CANCEL, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	for (;;) {
+		int rc = chipd_stream_next(s, &tok, BOUND_MS, &err);
+
+		if (rc == 0)
+			continue;
+		ck_assert_int_eq(rc, -EREMOTEIO);
+		ck_assert_int_eq(err.code, CHIPD_E_CANCELLED);
+		break;
+	}
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* --max-callables counts the callables of the start (3 built-ins) and the
+ * registered ones. */
+START_TEST(limit_reached)
+{
+	const char *args[] = {"--max-callables", "4", NULL};
+	struct cd d;
+	struct chipd_error err;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(reg(&d, cl("tc_good"), "tiny_two", &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_NO_CAPACITY);
+	ck_assert_msg(strstr(err.message, "--max-callables 4"), "%s", err.message);
+	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", 0, CD_CALL_MS, &err), 0);
+	ck_assert_msg(reg(&d, cl("tc_good"), "tiny_two", &err) == 0, "%s", err.message);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* A callable in flight on --callable-crash-limit worker deaths is unregistered on
+ * every chip, counted, and the chips serve the others. A request that kills its
+ * worker before its first token is re-queued on the other chip and kills that one
+ * too, so one request may count for two deaths: submit until it is refused. */
+START_TEST(quarantined)
+{
+	const char *args[] = {"--callable-crash-limit", "3", "--crash-limit", "16", NULL};
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t t0;
+	int submits = 0;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	for (;;) {
+		ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, 0, BOUND_MS));
+		ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, 0, BOUND_MS));
+		s = submit(&d, "tiny", -1, 4, 999, 0, &err);
+		ck_assert_int_le(++submits, 4);
+		if (s)
+			cd_expect_stream(s, 0, CHIPD_E_WORKER_LOST, BOUND_MS);
+		else if (err.code != CHIPD_E_WORKER_LOST) /* it died before the answer */
+			break;
+	}
+	/* refused while quarantined (draining), then unknown once unregistered */
+	ck_assert_msg(err.code == CHIPD_E_DRAINING || err.code == CHIPD_E_BAD_REQUEST, "%s",
+		      err.message);
+	ck_assert_uint_ge(cd_stat(&d, "supervisor", "worker_deaths"), 3);
+	t0 = now_ns();
+	while (listed(&d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
+		tu_sleep_ms(20);
+	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "callables_quarantined"), 1);
+	for (int32_t chip = 0; chip < 2; chip++) { /* both chips serve the built-ins */
+		const struct chipd_param p = {"tokens", 3};
+
+		ck_assert(cd_wait_chip(&d, (uint32_t)chip, CHIPD_CHIP_READY, 0, BOUND_MS));
+		ck_assert_msg(cd_submit_to(&d, "synthetic", chip, &p, 1, &s, &err) == 0, "%s",
+			      err.message);
+		cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
+	}
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* Bad files through the run-time path: each refused with the loader's reason,
+ * nothing registered. */
+START_TEST(bad_files_refused)
+{
+	static const struct {
+		const char *variant, *mode, *want;
+	} cases[] = {
+	    {"tc_abi", NULL, "ABI version 99, this chipd loads 1"},
+	    {"tc_no_entry", NULL, "no symbol chipd_callable_v1"},
+	    {"tc_init", NULL, "init failed: broken on purpose"},
+	    {"tc_table", NULL, "its name is not 1..23 characters"},
+	    {"tc_good", "0666", "writable by group or others (mode 0666)"},
+	    {"link", NULL, "not a regular file"},
+	    {"subdir", NULL, "not a regular file"},
+	    {"missing", NULL, "No such file"},
+	};
+	struct cd d;
+	struct chipd_error err;
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "ln -s '%s/tc_good.so' '%s/link.so' && mkdir '%s/subdir.so'",
+		 dir, dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	cd_start(&d, NULL, NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].mode) {
+			snprintf(cmd, sizeof(cmd), "chmod %s '%s'", cases[i].mode,
+				 cl(cases[i].variant));
+			ck_assert_int_eq(system(cmd), 0);
+		}
+		ck_assert_int_eq(reg(&d, cl(cases[i].variant), NULL, &err), -EREMOTEIO);
+		ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+		ck_assert_msg(strstr(err.message, cases[i].want), "%s: %s", cases[i].variant,
+			      err.message);
+	}
+	/* a relative path never leaves the client */
+	ck_assert_int_eq(chipd_register(d.conn, "tc_good.so", NULL, CD_CALL_MS, NULL, NULL, &err),
+			 -EINVAL);
+	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("register");
+	const struct tu_case cases[] = {
+	    {"register_run_unregister", register_run_unregister},
+	    {"one_chip_refuses_rollback", one_chip_refuses_rollback},
+	    {"worker_killed_during_registration", worker_killed_during_registration},
+	    {"replayed_after_restart", replayed_after_restart},
+	    {"drain_and_cancel", drain_and_cancel},
+	    {"limit_reached", limit_reached},
+	    {"quarantined", quarantined},
+	    {"bad_files_refused", bad_files_refused},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+
+		/* each its own directory of callables; a real chipd on a loaded machine */
+		tcase_add_checked_fixture(tc, setup, teardown);
+		tcase_set_timeout(tc, 120);
+		tcase_add_test(tc, cases[i].test);
+		suite_add_tcase(s, tc);
+	}
+	return tu_run(s);
+}
