@@ -581,8 +581,7 @@ static void print_usage(FILE *out)
 		     "Also read: SLURM_JOB_ID (the instance); for --backend hip\n"
 		     "HIP_VISIBLE_DEVICES, else ROCR_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES\n"
 		     "(worker i gets the i-th visible GPU), else SLURM_GPUS_ON_NODE (a count);\n"
-		     "XDG_RUNTIME_DIR; systemd's\n"
-		     "NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID.\n"
+		     "XDG_RUNTIME_DIR; systemd's NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID.\n"
 		     "Booleans: 1/0, true/false, yes/no. An empty CHIPD_* variable is unset.\n");
 }
 

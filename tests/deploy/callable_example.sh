@@ -4,7 +4,9 @@
 # (`cmake --install`), the example copied out of the source tree and built with only
 # that prefix's pkg-config file (chipd-callable.pc), loaded with the built-ins by the
 # installed chipd (`--callables DIR`, two sim chips), then requests on each chip whose
-# tokens must equal the CPU walk (`markov-ref`), beside a built-in's request.
+# tokens must equal the CPU walk (`markov-ref`), beside a built-in's request; then the
+# example registered again, from another file, while the node runs (`chipctl
+# register`), its tokens checked on both chips, and unregistered.
 set -eu
 [ $# -eq 1 ] || {
 	echo "usage: callable_example.sh BUILDDIR" >&2
@@ -81,5 +83,33 @@ if timeout 10 "$chipctl" submit markov vocab=1 >"$dir/refused.out" 2>&1; then
 fi
 grep -q "vocab 1 outside \[2, 1024\]" "$dir/refused.out" || fail "no range message"
 
+echo "== chipctl register while the node runs, then unregister"
+mkdir -m 0755 "$dir/live"
+install -m 0755 "$dir/markov/markov.so" "$dir/live/markov.so" # another file: loaded afresh
+timeout 30 "$chipctl" register --name markov_live "$dir/live/markov.so" >"$dir/register.out" ||
+	fail "chipctl register"
+grep -q "^callable markov_live (version 1) registered from $dir/live/markov.so" \
+	"$dir/register.out" || fail "register's answer"
+timeout 10 "$chipctl" callables --json >"$dir/callables.out" || fail "chipctl callables"
+grep -q '"markov_live"' "$dir/callables.out" || fail "markov_live not listed"
+for chip in 0 1; do
+	got=$(timeout 60 "$chipctl" submit --chip "$chip" --follow markov_live vocab=1024 \
+		tokens=40 seed=3 | awk 'NF == 3 && $1 ~ /^@/ { print $3 }') ||
+		fail "submit markov_live"
+	want=$("$dir/markov/markov-ref" 1024 40 3)
+	[ "$got" = "$want" ] || fail "chip $chip, markov_live: got $(echo $got), want $(echo $want)"
+done
+timeout 30 "$chipctl" unregister markov_live >"$dir/unregister.out" || fail "chipctl unregister"
+if timeout 10 "$chipctl" submit markov_live vocab=2 >"$dir/gone.out" 2>&1; then
+	fail "markov_live still takes requests after unregister"
+fi
+grep -q "markov_live" "$dir/gone.out" || fail "the refusal does not name markov_live"
+timeout 10 "$chipctl" callables --json >"$dir/callables.out" || fail "chipctl callables"
+if grep -q '"markov_live"' "$dir/callables.out"; then
+	fail "markov_live still listed after unregister"
+fi
+# the one loaded at start still serves
+[ "$(tokens 2 5 0 1)" = "$("$dir/markov/markov-ref" 2 5 0)" ] || fail "markov after unregister"
+
 timeout 10 "$chipctl" stop >/dev/null || fail "chipctl stop"
-echo "callable_example.sh: markov built out of tree against $prefix, tokens equal the CPU walk on both chips: ok"
+echo "callable_example.sh: markov built out of tree against $prefix, tokens equal the CPU walk on both chips, loaded at start and registered at run time: ok"

@@ -240,8 +240,10 @@ EXPECT = [
            (r"state='ready'", r"^\d+ \d+ final$", r"^refused: bad_request ")),
     Expect(r"docs/examples/markov/README\.md", "sh",
            "the example's request streams the CPU walk's tokens: the last of the 16 "
-           "from chipctl (ID SEQ VALUE) and from markov-ref",
-           (r"^@\d+ 15 952$", r"^952$")),
+           "from chipctl (ID SEQ VALUE) and from markov-ref; registered under a second "
+           "name while the node runs, it streams them again, then it is unregistered",
+           (r"^@\d+ 15 952$", r"^952$", r"^callable markov_live \(version 1\) registered from ",
+            r"^callable markov_live unregistered$")),
     Expect(r"tests/README\.md", "sh",
            "CK_RUN_CASE runs the tcase it names: Check runs none, and exits 0, for a name "
            "the suite does not have",
