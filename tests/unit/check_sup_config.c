@@ -1,114 +1,18 @@
 /* check_sup_config.c - pins chipd's configuration: the order of its sources (flag,
- * CHIPD_*, the scheduler's environment, default), GPU masks, validation that names
- * the flag or variable at fault, and print-config. Each tcase runs in its own forked
+ * CHIPD_*, the scheduler's environment, default), validation that names the flag or
+ * variable at fault, print-config and --help (the scheduler's, GPU masks' and
+ * systemd's environment: check_sup_config_env.c). Each tcase runs in its own forked
  * process (tu_run), so setting the environment here touches no other tcase. */
-#include "sup_config.h"
+#include "sup_config_fixture.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
 #include <grp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-#define MAX_ARGS 32
-
-/* The variables sup_config_load reads, besides CHIPD_* and SLURM_*. */
-static const char *const other_vars[] = {
-    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "XDG_RUNTIME_DIR",
-    "NOTIFY_SOCKET",	   "WATCHDOG_USEC",	   "WATCHDOG_PID",
-};
-
-/* The runtime directory without CHIPD_RUNTIME_DIR and XDG_RUNTIME_DIR: pam_systemd's
- * /run/user/UID where this machine has it, else chipd's own in /tmp. */
-static const char *default_rundir(void)
-{
-	static char dir[64];
-	struct stat st;
-
-	snprintf(dir, sizeof(dir), "/run/user/%u", (unsigned)geteuid());
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		snprintf(dir, sizeof(dir), "/tmp/chipd-%u", (unsigned)geteuid());
-	return dir;
-}
-
-/* Removes whatever the test's own environment (a Slurm job, a systemd unit, a GPU
- * box) would feed into the configuration. */
-static void clean_env(void)
-{
-	extern char **environ;
-	char name[256];
-
-	for (size_t i = 0; environ[i];) {
-		size_t len = strcspn(environ[i], "=");
-
-		if ((strncmp(environ[i], "CHIPD_", 6) == 0 ||
-		     strncmp(environ[i], "SLURM_", 6) == 0) &&
-		    len < sizeof(name)) {
-			memcpy(name, environ[i], len);
-			name[len] = '\0';
-			unsetenv(name); /* environ shrinks: look at index i again */
-			continue;
-		}
-		i++;
-	}
-	for (size_t i = 0; i < sizeof(other_vars) / sizeof(other_vars[0]); i++)
-		unsetenv(other_vars[i]);
-}
-
-/* Loads from the flags given after @msg (NULL-terminated); "chipd" is argv[0]. */
-static int load(struct sup_config *c, struct sup_sources *s, char *msg, size_t cap, ...)
-{
-	char *argv[MAX_ARGS] = {"chipd"};
-	int argc = 1;
-	va_list ap;
-
-	va_start(ap, cap);
-	for (char *a; (a = va_arg(ap, char *)) != NULL && argc < MAX_ARGS - 1;)
-		argv[argc++] = a;
-	va_end(ap);
-	argv[argc] = NULL;
-	return sup_config_load(c, s, argc, argv, msg, cap);
-}
-
-#define LOAD(...) load(&c, &s, msg, sizeof(msg), __VA_ARGS__, (char *)NULL)
-
-/* What sup_config_print writes for @c. Free the result. */
-static char *printed(const struct sup_config *c, const struct sup_sources *s)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	ck_assert_ptr_nonnull(f);
-	sup_config_print(c, s, f);
-	fclose(f);
-	return buf;
-}
-
-/* The line of @out that describes @name, without its newline, in @line. */
-static void line_of(const char *out, const char *name, char *line, size_t cap)
-{
-	size_t n = strlen(name);
-
-	for (const char *p = out; *p; p = strchr(p, '\n') + 1) {
-		size_t len = strcspn(p, "\n");
-
-		if (strncmp(p, name, n) == 0 && p[n] == ' ') {
-			ck_assert_uint_lt(len, cap);
-			memcpy(line, p, len);
-			line[len] = '\0';
-			return;
-		}
-		if (!p[len])
-			break;
-	}
-	ck_abort_msg("no line for %s in:\n%s", name, out);
-}
 
 START_TEST(defaults_when_nothing_is_given)
 {
@@ -213,122 +117,6 @@ START_TEST(flag_beats_env_beats_scheduler_beats_default)
 	/* "--flag=value" works as well as "--flag value" */
 	ck_assert_int_eq(LOAD("--queue=33"), 0);
 	ck_assert_uint_eq(c.queue, 33);
-}
-END_TEST
-
-START_TEST(slurm_job_id_names_the_instance)
-{
-	struct sup_config c;
-	struct sup_sources s;
-	char msg[256], want[SUP_PATH_MAX];
-
-	clean_env();
-	setenv("SLURM_JOB_ID", "123456", 1);
-	ck_assert_int_eq(LOAD("--foreground"), 0);
-	ck_assert_str_eq(c.instance, "123456");
-	ck_assert_int_eq(s.instance, SUP_SRC_SCHEDULER);
-	/* and so the default pidfile */
-	snprintf(want, sizeof(want), "%s/chipd.%u.123456.pid", default_rundir(),
-		 (unsigned)geteuid());
-	ck_assert_str_eq(c.pidfile, want);
-	ck_assert_int_eq(s.pidfile, SUP_SRC_DEFAULT);
-}
-END_TEST
-
-START_TEST(hip_gets_ordinals_within_the_mask)
-{
-	struct sup_config c;
-	struct sup_sources s;
-	char msg[256];
-
-	clean_env();
-	setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
-	ck_assert_uint_eq(c.chips, 2);
-	ck_assert_int_eq(s.chips, SUP_SRC_SCHEDULER);
-	ck_assert_int_eq(s.gpus, SUP_SRC_SCHEDULER);
-	/* not 2 and 3: the runtime applies the mask itself, masks are not stacked */
-	ck_assert_int_eq(c.gpus[0], 0);
-	ck_assert_int_eq(c.gpus[1], 1);
-	ck_assert_int_eq(c.gpus[2], -1);
-	ck_assert_str_eq(c.gpu_ids[0], "2");
-	ck_assert_str_eq(c.gpu_ids[1], "3");
-	ck_assert_str_eq(c.gpu_env, "CUDA_VISIBLE_DEVICES");
-
-	/* ROCR_VISIBLE_DEVICES first; UUIDs are names, not numbers */
-	setenv("ROCR_VISIBLE_DEVICES", "GPU-aa11,GPU-bb22,GPU-cc33", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
-	ck_assert_uint_eq(c.chips, 3);
-	ck_assert_int_eq(c.gpus[2], 2);
-	ck_assert_str_eq(c.gpu_ids[2], "GPU-cc33");
-	ck_assert_str_eq(c.gpu_env, "ROCR_VISIBLE_DEVICES");
-
-	/* HIP_VISIBLE_DEVICES before both: HIP applies it on top of ROCR's */
-	setenv("HIP_VISIBLE_DEVICES", "1,0", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
-	ck_assert_uint_eq(c.chips, 2);
-	ck_assert_int_eq(c.gpus[1], 1);
-	ck_assert_int_eq(c.gpus[2], -1);
-	ck_assert_str_eq(c.gpu_ids[0], "1");
-	ck_assert_str_eq(c.gpu_env, "HIP_VISIBLE_DEVICES");
-	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "3"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "HIP_VISIBLE_DEVICES=1,0"));
-	unsetenv("HIP_VISIBLE_DEVICES");
-
-	/* --chips may take fewer than the visible ones, ordinals from 0 */
-	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "1"), 0);
-	ck_assert_uint_eq(c.chips, 1);
-	ck_assert_int_eq(s.chips, SUP_SRC_FLAG);
-	ck_assert_int_eq(c.gpus[0], 0);
-	ck_assert_int_eq(c.gpus[1], -1);
-
-	/* no mask: Slurm's count */
-	unsetenv("ROCR_VISIBLE_DEVICES");
-	unsetenv("CUDA_VISIBLE_DEVICES");
-	setenv("SLURM_GPUS_ON_NODE", "4", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), 0);
-	ck_assert_uint_eq(c.chips, 4);
-	ck_assert_int_eq(c.gpus[3], 3);
-	ck_assert_str_eq(c.gpu_ids[0], "");
-	ck_assert_str_eq(c.gpu_env, "SLURM_GPUS_ON_NODE");
-
-	/* nothing known: --chips says how many, from ordinal 0 */
-	unsetenv("SLURM_GPUS_ON_NODE");
-	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "2"), 0);
-	ck_assert_int_eq(c.gpus[1], 1);
-	ck_assert_int_eq(s.gpus, SUP_SRC_FLAG);
-	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "--chips"));
-}
-END_TEST
-
-START_TEST(hip_refuses_more_chips_than_visible)
-{
-	struct sup_config c;
-	struct sup_sources s;
-	char msg[256];
-
-	clean_env();
-	setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip", "--chips", "3"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "--chips"));
-	ck_assert_ptr_nonnull(strstr(msg, "CUDA_VISIBLE_DEVICES=2,3"));
-	setenv("CHIPD_CHIPS", "4", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "CHIPD_CHIPS"));
-
-	/* set but empty: nothing visible */
-	unsetenv("CHIPD_CHIPS");
-	setenv("CUDA_VISIBLE_DEVICES", "", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "CUDA_VISIBLE_DEVICES"));
-	setenv("CUDA_VISIBLE_DEVICES", "0,,1", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "CUDA_VISIBLE_DEVICES"));
-	unsetenv("CUDA_VISIBLE_DEVICES");
-	setenv("SLURM_GPUS_ON_NODE", "two", 1);
-	ck_assert_int_eq(LOAD("--backend", "hip"), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(msg, "SLURM_GPUS_ON_NODE"));
 }
 END_TEST
 
@@ -719,38 +507,6 @@ START_TEST(paths_and_the_runtime_dir)
 }
 END_TEST
 
-START_TEST(systemd_socket_and_watchdog)
-{
-	struct sup_config c;
-	struct sup_sources s;
-	char msg[256], pid[32];
-
-	clean_env();
-	setenv("NOTIFY_SOCKET", "@chipd-notify", 1);
-	setenv("WATCHDOG_USEC", "3000000", 1);
-	ck_assert_int_eq(LOAD("--queue", "1"), 0);
-	ck_assert_str_eq(c.notify_socket, "@chipd-notify");
-	ck_assert_int_eq(s.notify_socket, SUP_SRC_ENV);
-	ck_assert_uint_eq(c.watchdog_usec, 3000000);
-	ck_assert_int_eq(s.watchdog_usec, SUP_SRC_ENV);
-
-	/* WATCHDOG_PID names who is watched: us, or someone else */
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	setenv("WATCHDOG_PID", pid, 1);
-	ck_assert_int_eq(LOAD("--queue", "1"), 0);
-	ck_assert_uint_eq(c.watchdog_usec, 3000000);
-	snprintf(pid, sizeof(pid), "%d", (int)getppid());
-	setenv("WATCHDOG_PID", pid, 1);
-	ck_assert_int_eq(LOAD("--queue", "1"), 0);
-	ck_assert_uint_eq(c.watchdog_usec, 0);
-	ck_assert_int_eq(s.watchdog_usec, SUP_SRC_DEFAULT);
-
-	setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1);
-	ck_assert_int_eq(LOAD("--queue", "1"), 0);
-	ck_assert_str_eq(c.notify_socket, "/run/systemd/notify");
-}
-END_TEST
-
 START_TEST(print_config_names_every_source)
 {
 	struct sup_config c;
@@ -925,9 +681,6 @@ static Suite *sup_config_suite(void)
 	    {"defaults_when_nothing_is_given", defaults_when_nothing_is_given},
 	    {"flag_beats_env_beats_scheduler_beats_default",
 	     flag_beats_env_beats_scheduler_beats_default},
-	    {"slurm_job_id_names_the_instance", slurm_job_id_names_the_instance},
-	    {"hip_gets_ordinals_within_the_mask", hip_gets_ordinals_within_the_mask},
-	    {"hip_refuses_more_chips_than_visible", hip_refuses_more_chips_than_visible},
 	    {"bad_values_name_their_flag_or_variable", bad_values_name_their_flag_or_variable},
 	    {"bad_instance_names_say_what_is_wrong", bad_instance_names_say_what_is_wrong},
 	    {"backoff_min_ms_is_a_setting", backoff_min_ms_is_a_setting},
@@ -937,7 +690,6 @@ static Suite *sup_config_suite(void)
 	    {"booleans_take_the_usual_spellings", booleans_take_the_usual_spellings},
 	    {"no_overlap_forces_one_bank", no_overlap_forces_one_bank},
 	    {"paths_and_the_runtime_dir", paths_and_the_runtime_dir},
-	    {"systemd_socket_and_watchdog", systemd_socket_and_watchdog},
 	    {"print_config_names_every_source", print_config_names_every_source},
 	    {"help_lists_every_flag_and_variable", help_lists_every_flag_and_variable},
 	};
