@@ -184,6 +184,12 @@ chipd_stream *cd_submit(struct cd *d, uint32_t tokens, uint32_t device_us)
 
 uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms)
 {
+	return cd_drain_stream_from(s, 0, code, ms);
+}
+
+uint32_t cd_drain_stream_from(chipd_stream *s, uint32_t from, enum chipd_code *code,
+			      unsigned ms)
+{
 	struct chipd_token tok;
 	struct chipd_error err;
 	uint32_t n = 0;
@@ -197,7 +203,7 @@ uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms)
 			return n;
 		}
 		ck_assert_msg(rc == 0, "stream_next: %d (%s)", rc, strerror(-rc));
-		ck_assert_uint_eq(tok.seq, n);
+		ck_assert_uint_eq(tok.seq, from + n);
 		n++;
 		if (tok.final) {
 			*code = CHIPD_OK;

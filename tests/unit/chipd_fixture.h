@@ -62,6 +62,10 @@ chipd_stream *cd_submit(struct cd *d, uint32_t tokens, uint32_t device_us);
 /* Reads @s to its end; returns the number of tokens, with *@code the terminal error
  * code (CHIPD_OK after final). Asserts the tokens come in order. */
 uint32_t cd_drain_stream(chipd_stream *s, enum chipd_code *code, unsigned ms);
+/* The same for a stream whose first @from tokens were read already: the next has seq
+ * @from. Returns the number of tokens read here. */
+uint32_t cd_drain_stream_from(chipd_stream *s, uint32_t from, enum chipd_code *code,
+			      unsigned ms);
 /* Submits @wl with @np parameters @p to chip @chip (-1: the router's choice), waiting
  * up to CD_CALL_MS. Returns chipd_submit's result: 0 with *@s the stream, or -errno
  * with *@err the envelope. Asserts nothing, so a test can expect a refusal. */
