@@ -248,6 +248,16 @@ uint64_t cd_stat(struct cd *d, const char *block, const char *name)
 	return v;
 }
 
+uint64_t cd_stat_reaches(struct cd *d, const char *block, const char *name, uint64_t want,
+			 unsigned ms)
+{
+	uint64_t end = now_ms() + ms, v;
+
+	while ((v = cd_stat(d, block, name)) < want && now_ms() < end)
+		usleep(2000);
+	return v;
+}
+
 bool cd_region_exists(const struct cd *d)
 {
 	struct stat st;

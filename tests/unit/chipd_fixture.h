@@ -77,6 +77,10 @@ void cd_expect_stream(chipd_stream *s, uint32_t tokens, enum chipd_code code, un
 /* Counter @name of block @block ("supervisor", "chip0"), read from shared memory
  * (chipd_stats: no request). Asserts the counter exists. */
 uint64_t cd_stat(struct cd *d, const char *block, const char *name);
+/* cd_stat, read again every 2 ms until it is @want or more or @ms passed: a counter
+ * its writer bumps just after what the test waited for. Returns the last value. */
+uint64_t cd_stat_reaches(struct cd *d, const char *block, const char *name, uint64_t want,
+			 unsigned ms);
 /* Whether the node region is still in /dev/shm. */
 bool cd_region_exists(const struct cd *d);
 
