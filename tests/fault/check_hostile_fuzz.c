@@ -9,7 +9,9 @@
  * header and the attention bitmap), fuzz_slots (the slots' control lines and buffers),
  * fuzz_consumer_lines (every consumer line, those of the rings the good clients read
  * included: their lines lie in the good clients' own regions, which the hostile client
- * cannot map). What a client cannot write:
+ * cannot map). For these three the hostile client connects through libchipd and opens
+ * OWN_REQUESTS endless streams before its first write, so its own slots and consumer
+ * lines are live while it writes them. What a client cannot write:
  * fuzz_read_only tries every kind of write at random offsets of the node region
  * through a client's read-only mapping and asserts that each one faults and changes
  * nothing (and that the mapping cannot be made writable). The node region's parts, as
@@ -28,6 +30,9 @@
  *   client region is its client's alone: for those parts every good request completes
  *   exactly once with the right tokens (the node region's other parts, written as
  *   root, may end some of them with an error);
+ * - the hostile client's own streams end with an error (the workers' cancelled +
+ *   failed grow by OWN_REQUESTS at least: none of them can complete) and their rings
+ *   come back;
  * - once the hostile process stopped and the region header, the descriptor, the
  *   counter blocks' headers and names and the mailbox header are restored from a
  *   snapshot taken before (what an attach validates), status and ping answer, every
@@ -43,6 +48,7 @@
  * (default 16). The long run of docs/reliability.md (10 minutes, 100 s per part):
  *   build/tests/check_hostile_fuzz --seconds 100
  * one part: CK_RUN_CASE=fuzz_rings build/tests/check_hostile_fuzz --seconds 600 */
+#include "client_internal.h"
 #include "hostile.h"
 #include "ring.h"
 
@@ -60,6 +66,9 @@
 #define NCLIENTS       3
 #define HS_SPARE_SLOTS 4u
 #define MAX_PIDS       16
+/* the hostile client's own requests (its own region's parts): endless, so only an
+ * error can end them */
+#define OWN_REQUESTS 4u
 
 enum area {
 	A_DESCRIPTOR,
@@ -103,6 +112,7 @@ struct hostile {
 	uint32_t clients[NCLIENTS]; /* the good clients' pids */
 	pid_t test;		    /* the test process, whose calls start at slot test % nslots */
 	struct cd *d;
+	uint32_t nown; /* its own requests submitted before its first write */
 };
 
 /* Whether slot @i is one of the HS_SPARE_SLOTS the hostile process leaves alone: those
@@ -344,6 +354,32 @@ static int read_only_main(struct hostile *h, struct hs_view *v, size_t hi, uint6
 	return 0;
 }
 
+/* The parts of its own client region: the hostile client connects through libchipd,
+ * opens OWN_REQUESTS endless streams (1 ms steps; it never reads them) and then writes
+ * into that connection's region, its own streams' slots and consumer lines included.
+ * Returns 0, or 40 + what failed. */
+static int own_requests(struct hostile *h, struct hs_view *v)
+{
+	struct chipd_param p[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = 2, .chip = -1};
+	struct chipd_error err;
+	chipd_conn *conn;
+
+	if (chipd_connect(h->d->instance, &conn, &err))
+		return 40;
+	for (uint32_t i = 0; i < OWN_REQUESTS; i++) {
+		chipd_stream *st;
+		uint64_t id;
+
+		if (chipd_submit(conn, &req, HS_CALL_MS, &id, &st, &err))
+			return 41;
+		h->nown++;
+	}
+	hs_view_of(v, &conn->node); /* the process's exit closes the connection */
+	return 0;
+}
+
 /* The hostile process: its own mapping of the region, then writes into its part
  * until told to stop (8 at a time, then a short sleep: it must not starve the node of
  * the two cores the test has, only corrupt it), looking every 64 writes for the slots
@@ -356,20 +392,24 @@ static int hostile_main(void *arg)
 	bool seen[MBOX_MAX_SLOTS] = {false};
 	struct hs_view v;
 	size_t lo, hi;
-
 	char *base;
+	int rc;
 
-	if (node_write(h->area))
+	if (in_xchg(h->area)) {
+		rc = own_requests(h, &v);
+		if (rc)
+			return rc;
+	} else if (node_write(h->area)) {
 		hs_view_attach(h->d, &v);
-	else
+	} else {
 		hs_view_attach_client(h->d, &v); /* as every client: the node read-only */
+	}
 	if (node_write(h->area) && !v.node_writable)
 		return 30;
 	area_bounds(&v, h->area, &lo, &hi);
 	h->pids[h->npids++] = (uint32_t)getpid();
 	if (h->area == A_READ_ONLY) {
-		int rc = read_only_main(h, &v, hi, &s);
-
+		rc = read_only_main(h, &v, hi, &s);
 		hs_view_detach(&v);
 		return rc;
 	}
@@ -384,7 +424,8 @@ static int hostile_main(void *arg)
 		atomic_fetch_add_explicit(&h->writes, 8, memory_order_relaxed);
 		usleep(200);
 	}
-	hs_view_detach(&v);
+	if (!in_xchg(h->area))
+		hs_view_detach(&v);
 	return 0;
 }
 
@@ -474,8 +515,9 @@ static void fuzz_area(enum area a)
 	struct hostile *h;
 	struct hs_view v;
 	char what[96];
+	struct ft_stats st;
 	struct cd d;
-	uint64_t end;
+	uint64_t end, ended0;
 	pid_t hp;
 	int rc;
 
@@ -513,6 +555,8 @@ static void fuzz_area(enum area a)
 	/* chipd signals no pid it reads from the region (only kill(pid, 0) probes): pid 1
 	 * is as safe to name as any other */
 	h->pids[h->npids++] = 1;
+	ft_stats(&d, &st);
+	ended0 = ft_chip_sum(&st, PROTO_WRK_cancelled) + ft_chip_sum(&st, PROTO_WRK_failed);
 	hp = tu_fork(hostile_main, h);
 
 	for (end = ft_now_ms() + g_ms; ft_now_ms() < end;) {
@@ -542,6 +586,21 @@ static void fuzz_area(enum area a)
 	snapshot_restore(&v, &sn);
 	hs_node_check(&d, &node, a != A_COUNTERS, what);
 	rings_back(&d, what);
+	if (in_xchg(a)) {
+		/* its own endless streams lived in the region it wrote, and ended with an
+		 * error: cancelled when the connection hung up, or earlier by what it
+		 * wrote (a consumer line's closed word, a broken ring taken back) */
+		ck_assert_uint_eq(h->nown, OWN_REQUESTS);
+		ft_stats(&d, &st);
+		ck_assert_msg(ft_chip_sum(&st, PROTO_WRK_cancelled) +
+				      ft_chip_sum(&st, PROTO_WRK_failed) - ended0 >=
+				  OWN_REQUESTS,
+			      "%s: %llu of the hostile client's %u requests ended on the workers",
+			      what,
+			      (unsigned long long)(ft_chip_sum(&st, PROTO_WRK_cancelled) +
+						   ft_chip_sum(&st, PROTO_WRK_failed) - ended0),
+			      OWN_REQUESTS);
+	}
 	hs_fresh_client(&d, NCHIPS);
 	hs_view_detach(&v);
 	tu_unmap(h, sizeof(*h));

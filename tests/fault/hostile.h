@@ -136,6 +136,9 @@ struct hs_view {
 
 /* As a client does: the node region read-only, the exchange region from the hello. */
 void hs_view_attach_client(struct cd *d, struct hs_view *v);
+/* A view of the mappings of @n, a client's attach (libchipd's own connection, say);
+ * its owner keeps them: no hs_view_detach. */
+void hs_view_of(struct hs_view *v, const struct proto_node *n);
 /* hs_view_attach_client, then the node region remapped read-write when root
  * (v->node_writable says whether). */
 void hs_view_attach(struct cd *d, struct hs_view *v);

@@ -424,8 +424,16 @@ void hs_fresh_client(struct cd *d, uint32_t nchips)
 
 void hs_view_attach_client(struct cd *d, struct hs_view *v)
 {
+	struct proto_node n;
+
+	ft_node_attach(d, &n);
+	hs_view_of(v, &n);
+}
+
+void hs_view_of(struct hs_view *v, const struct proto_node *n)
+{
 	memset(v, 0, sizeof(*v));
-	ft_node_attach(d, &v->n);
+	v->n = *n;
 	v->base = (char *)v->n.region.hdr;
 	v->xbase = v->n.xchg.base;
 	ck_assert_ptr_nonnull(v->xbase);
