@@ -1,6 +1,7 @@
 #!/bin/bash
 # packages.sh BUILDDIR - chipd's Debian packages as an operator uses them (root; 77 =
-# skipped). Builds them with deploy/package.sh (a Release tree in BUILDDIR), runs
+# skipped). Builds them with deploy/package.sh (a Release tree in BUILDDIR), checks
+# their Depends (the Debian runtime libraries chipd links: libbsd0, liburing2), runs
 # lintian on them (no errors), installs them with dpkg -i (twice: the second is the
 # upgrade path), checks the account and the units (installed, not enabled, ExecStart
 # /usr/bin/chipd), runs the quick start's main job with /usr/bin/chipd and
@@ -88,6 +89,24 @@ for deb in "${debs[@]}"; do
 	echo "-- dpkg -c $(basename "$deb")"
 	dpkg -c "$deb" | awk '{print $1, $6, $7, $8}'
 done
+
+# depends DEB PATTERN...: each PATTERN (an extended regex) matches an entry of DEB's
+# Depends field, which dpkg-shlibdeps fills from what its ELF files link.
+depends() {
+	local deb=$1 field
+	shift
+	field=$(dpkg-deb -f "$deb" Depends)
+	echo "-- $(basename "$deb") Depends: $field"
+	for want in "$@"; do
+		tr ',' '\n' <<<"$field" | sed 's/^ *//' | grep -Eqx "$want" ||
+			fail "$(basename "$deb"): no dependency $want in: $field"
+	done
+}
+depends "${debs[0]}" adduser 'libbsd0 \(>= [0-9.]+\)' 'liburing2 \(>= [0-9.]+\)' \
+	'libc6 \(>= [0-9.]+\)'
+depends "${debs[1]}" 'libc6 \(>= [0-9.]+\)'
+depends "${debs[2]}" 'libchipd0 \(= [^)]+\)' libmsgpack-dev
+depends "${debs[3]}" 'python3:any' 'libchipd0 \(>= [^)]+\)'
 
 echo "== lintian"
 lintian --fail-on error "${debs[@]}" >"$tmp/lintian.out" 2>&1 || fail "lintian reports errors"
