@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# run.sh OUTDIR - the GPU checks for a machine with an NVIDIA GPU, in one
+# run.sh [--build-only] OUTDIR - the GPU checks for a machine with an NVIDIA GPU, in one
 # call: builds the NVIDIA variant (the HIP kernel sources through nvcc), runs gpu_check
 # (the device contract on the GPU, every kernel against its CPU reference, token ids
 # against the sim backend on the workload table) and gpu_bench (paged-attention decode
 # bandwidth against a device-to-device copy in the same run), and writes
 # OUTDIR/gpu_results.txt plus OUTDIR/build.log. Finishes in well under 8 minutes (each
 # stage has its own timeout). Exit status: gpu_check's if it failed, else gpu_bench's;
-# 1 if the build failed.
+# 1 if the build failed. With --build-only it stops after the build: exit 0 if
+# gpu_check and gpu_bench were built (deploy/check_gpu_build.sh runs it so, without a
+# GPU).
 # run.sh --sources - prints what the direct build compiles, one "TARGET PATH" a line,
 # read from the CMake files (the gpu_run_sources test compares it with CMake's targets).
 #
@@ -18,11 +20,13 @@
 # chipd_kernels, with CMake's flags. The direct build reads its source lists from
 # shm/CMakeLists.txt, kernels/CMakeLists.txt and tests/kernels.cmake, so a renamed or
 # added source needs no edit here. Environment: CHIPD_CUDA_ARCH (sm_90), CUDA_HOME
-# (/usr/local/cuda), CHIPD_GPU_INDEX (0), CHIPD_GPU_DIRECT=1 (skip CMake).
+# (/usr/local/cuda), CHIPD_GPU_INDEX (0), CHIPD_GPU_DIRECT=1 (skip CMake),
+# CHIPD_GPU_BUILD_DIR (build there and keep it; default: a scratch directory, removed).
 set -uo pipefail
-usage="usage: tests/gpu/run.sh OUTDIR, or tests/gpu/run.sh --sources"
+usage="usage: tests/gpu/run.sh [--build-only] OUTDIR, or tests/gpu/run.sh --sources"
 mode=run
 case ${1:-} in
+--build-only) mode=build && shift ;;
 --sources) mode=sources && shift ;;
 -*) echo "$usage" >&2 && exit 2 ;;
 esac
@@ -32,8 +36,12 @@ else
 	[ $# -eq 1 ] || { echo "$usage" >&2 && exit 2; }
 	out=$1
 	mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
-	bld=$(mktemp -d /tmp/chipd-gpu.XXXXXX) || exit 1
-	trap 'rm -rf "$bld"' EXIT
+	if [ -n "${CHIPD_GPU_BUILD_DIR:-}" ]; then
+		mkdir -p "$CHIPD_GPU_BUILD_DIR" && bld=$(cd "$CHIPD_GPU_BUILD_DIR" && pwd) || exit 1
+	else
+		bld=$(mktemp -d /tmp/chipd-gpu.XXXXXX) || exit 1
+		trap 'rm -rf "$bld"' EXIT
+	fi
 fi
 cd "$(dirname "$0")/../.." || exit 1
 
@@ -211,6 +219,11 @@ if [ $built = 0 ]; then
 	exit 1
 fi
 echo "# build: $how ($((SECONDS - start)) s)" >>"$res"
+if [ "$mode" = build ]; then
+	echo "# run.sh: --build-only, gpu_check and gpu_bench built after $((SECONDS - start)) s" >>"$res"
+	cat "$res"
+	exit 0
+fi
 
 rc=0
 echo "## gpu_check" >>"$res"
