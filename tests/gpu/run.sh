@@ -110,7 +110,9 @@ fi
 
 arch=${CHIPD_CUDA_ARCH:-sm_90}
 cuda=${CUDA_HOME:-/usr/local/cuda}
-nvcc=$(command -v nvcc || echo "$cuda/bin/nvcc")
+# the toolkit's own nvcc first, as CMake finds it: its headers and libraries are $cuda's
+nvcc=$cuda/bin/nvcc
+[ -x "$nvcc" ] || nvcc=$(command -v nvcc) || nvcc=$cuda/bin/nvcc
 index=${CHIPD_GPU_INDEX:-0}
 res=$out/gpu_results.txt
 log=$out/build.log
