@@ -5,10 +5,10 @@
 # against the sim backend on the workload table) and gpu_bench (paged-attention decode
 # bandwidth against a device-to-device copy in the same run), and writes
 # OUTDIR/gpu_results.txt plus OUTDIR/build.log. Finishes in well under 8 minutes (each
-# stage has its own timeout). Exit status: gpu_check's if it failed, else gpu_bench's;
-# 1 if the build failed. With --build-only it stops after the build: exit 0 if
-# gpu_check and gpu_bench were built (deploy/check_gpu_build.sh runs it so, without a
-# GPU).
+# stage has its own timeout). Exit status: gpu_check's if not 0, else gpu_bench's (77:
+# skipped, no GPU); 1 if the build failed; 2 for a wrong usage. With --build-only it
+# stops after the build: exit 0 if gpu_check and gpu_bench were built
+# (deploy/check_gpu_build.sh runs it so, without a GPU).
 # run.sh --sources - prints what the direct build compiles, one "TARGET PATH" a line,
 # read from the CMake files (the gpu_run_sources test compares it with CMake's targets).
 #
