@@ -6,7 +6,10 @@
 #   build-cuda  CHIPD_CUDA=ON, nvcc (when nvcc is on the PATH or in /usr/local/cuda)
 # In each, it builds the kernels library, the kernel suites and the GPU programs, then
 # runs them through ctest: the sim suites pass, gpu_check passes on a GPU and is
-# skipped (77) without one. Exit status 0 only if every variant it tried passed.
+# skipped (77) without one. Where nvcc is, it also builds gpu_check and gpu_bench as
+# tests/gpu/run.sh does on a GPU machine without the other build dependencies
+# (CHIPD_GPU_DIRECT=1 tests/gpu/run.sh --build-only). Exit status 0 only if every
+# variant it tried passed.
 # Set CHIPD_SKIP_HIP=1 or CHIPD_SKIP_CUDA=1 to leave a variant out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +18,7 @@ cd "$(dirname "$0")/.."
 
 jobs=$(nproc)
 targets=(chipd_kernels check_device check_kernels check_workloads gpu_check gpu_bench)
+tests='^(check_device|check_kernels|check_workloads|gpu_check|gpu_run_sources)$'
 
 # variant DIR CMAKE-ARGS...: configure, build the kernel targets, run their tests.
 variant() {
@@ -24,7 +28,7 @@ variant() {
 	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHIPD_BENCH=OFF -DCHIPD_WERROR=ON \
 		"$@" >/dev/null
 	cmake --build "$dir" -j "$jobs" --target "${targets[@]}" >/dev/null
-	(cd "$dir" && ctest --output-on-failure -R '^(check_device|check_kernels|check_workloads|gpu_check)$')
+	(cd "$dir" && ctest --output-on-failure -R "$tests")
 }
 
 if [ -z "${CHIPD_SKIP_HIP:-}" ]; then
@@ -44,6 +48,13 @@ if [ -z "${CHIPD_SKIP_CUDA:-}" ]; then
 		echo "== chipd GPU build: $nvcc has no cuda_runtime_api.h beside it, CUDA variant not built"
 	elif [ -n "$nvcc" ]; then
 		variant build-cuda -DCHIPD_CUDA=ON -DCHIPD_NVCC="$nvcc"
+		# run.sh's own build, without CMake, as a GPU image without the other build
+		# dependencies gets it: it prints its gpu_results.txt (the build's tail if it failed)
+		echo "== chipd GPU build: tests/gpu/run.sh --build-only, direct nvcc + cc"
+		direct_out=$(mktemp -d)
+		CHIPD_GPU_DIRECT=1 CUDA_HOME="$(dirname "$cuda_h")" tests/gpu/run.sh --build-only \
+			"$direct_out" || { rm -rf "$direct_out" && exit 1; }
+		rm -rf "$direct_out"
 	else
 		echo "== chipd GPU build: no nvcc, CUDA variant not built"
 	fi

@@ -19,6 +19,40 @@ if(CHIPD_HIP OR CHIPD_CUDA)
   target_link_libraries(gpu_bench PRIVATE chipd_kernels)
 endif()
 
+# tests/gpu/run.sh builds gpu_check and gpu_bench without CMake where a GPU machine
+# lacks the other build dependencies, from the sources it reads in the CMake files
+# (run.sh --sources). gpu_run_sources compares that reading with the targets made here
+# (gpu_run_sources.txt, written now): a source renamed, added or moved so that run.sh
+# reads it wrong fails here, not on the GPU machine. Without a GPU variant, what only
+# the GPU variants build (dev_hip.c, the two programs) is left out of the comparison.
+set(chipd_run_targets chipd_shm chipd_cl_support ${CHIPD_BUILTIN_CALLABLE_TARGETS} chipd_kernels)
+set(chipd_run_variant sim)
+if(TARGET gpu_check)
+  list(APPEND chipd_run_targets gpu_check gpu_bench)
+  set(chipd_run_variant gpu)
+endif()
+set(chipd_run_sources "")
+foreach(target ${chipd_run_targets})
+  get_target_property(srcs ${target} SOURCES)
+  get_target_property(dir ${target} SOURCE_DIR)
+  foreach(src ${srcs})
+    cmake_path(ABSOLUTE_PATH src BASE_DIRECTORY ${dir} NORMALIZE)
+    get_source_file_property(generated ${src} DIRECTORY ${dir} GENERATED) # kernels_hip.o
+    if(NOT generated)
+      cmake_path(RELATIVE_PATH src BASE_DIRECTORY ${PROJECT_SOURCE_DIR})
+      string(APPEND chipd_run_sources "${target} ${src}\n")
+    endif()
+  endforeach()
+endforeach()
+get_directory_property(src DIRECTORY ${PROJECT_SOURCE_DIR}/kernels DEFINITION CHIPD_HIP_SRC)
+cmake_path(RELATIVE_PATH src BASE_DIRECTORY ${PROJECT_SOURCE_DIR})
+string(APPEND chipd_run_sources "nvcc ${src}\n")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/gpu_run_sources.txt "${chipd_run_sources}")
+add_test(NAME gpu_run_sources
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/sources.sh
+                 ${CMAKE_CURRENT_BINARY_DIR}/gpu_run_sources.txt ${chipd_run_variant})
+set_tests_properties(gpu_run_sources PROPERTIES TIMEOUT 60)
+
 # Loading callables: the built-ins, a callable of the tests' own and broken ones, each
 # built from tests/callables/test_callable.c as a variant (TEST_CALLABLE) against the
 # ABI alone, and chipd refusing to start on them.
