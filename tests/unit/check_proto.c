@@ -306,10 +306,6 @@ START_TEST(encoder_refuses_what_decoder_would)
 	fill_answer(m);
 	m->chips[3].state = 9;
 	expect_encode_refused(m, true, "\"chips[3].state\"");
-	proto_msg_init(m, PROTO_OP_WORKLOADS);
-	fill_answer(m);
-	m->wls[5].tokens = -1; /* a count is never negative */
-	expect_encode_refused(m, true, "\"workloads[5].tokens\": -1 out of range");
 	proto_msg_init(m, PROTO_OP_TRACE);
 	m->act = PROTO_TRACE_START;
 	strcpy(m->path, "/x");

@@ -355,6 +355,25 @@ START_TEST(bad_answers_refused)
 	raw_str(&r, "chip");
 	msgpack_pack_int(&r.pk, 99);
 	expect_bad_answer(PROTO_OP_STATUS, &r, "\"chips[0].chip\": 99 out of range");
+	/* a callable's count is never negative */
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 4);
+	raw_str(&r, "v");
+	msgpack_pack_int(&r.pk, 1);
+	raw_str(&r, "ok");
+	msgpack_pack_true(&r.pk);
+	raw_str(&r, "workloads");
+	msgpack_pack_array(&r.pk, 1);
+	msgpack_pack_map(&r.pk, 3);
+	raw_str(&r, "wl");
+	raw_str(&r, "a");
+	raw_str(&r, "doc");
+	raw_str(&r, "");
+	raw_str(&r, "tokens");
+	msgpack_pack_int(&r.pk, -1);
+	raw_str(&r, "parameters");
+	msgpack_pack_array(&r.pk, 0);
+	expect_bad_answer(PROTO_OP_WORKLOADS, &r, "\"workloads[0].tokens\": -1 out of range");
 }
 END_TEST
 
