@@ -457,6 +457,11 @@ static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out,
 		o->version = (uint32_t)a->wls[w].version;
 		o->chips = (uint64_t)a->wls[w].chips;
 		o->active = (uint32_t)a->wls[w].active;
+		o->requests = (uint64_t)a->wls[w].requests;
+		o->completed = (uint64_t)a->wls[w].completed;
+		o->failed = (uint64_t)a->wls[w].failed;
+		o->cancelled = (uint64_t)a->wls[w].cancelled;
+		o->tokens = (uint64_t)a->wls[w].tokens;
 		for (uint32_t i = 0; i < a->nwl_params; i++) {
 			const struct proto_wl_param *p = &a->wl_params[i];
 			struct chipd_wl_param *q = &o->params[o->nparams];

@@ -108,6 +108,10 @@ struct proto_wl {
 	/* the chips it is loaded on (bit i: chip i, as a 64-bit two's complement
 	 * integer) and its requests in flight; 0 when absent */
 	int64_t chips, active;
+	/* since it was loaded: its requests admitted, their streams ended final, with
+	 * an error other than cancelled, and cancelled, and their tokens; 0 when
+	 * absent */
+	int64_t requests, completed, failed, cancelled, tokens;
 };
 
 /* One parameter of workload @wl in a workloads answer. */

@@ -177,6 +177,11 @@ static const struct field wl_rec_f[] = {
     F_INT("version", false, 0, UINT32_MAX, 0, WLR(version)),
     F_INT("chips", false, INT64_MIN, INT64_MAX, 0, WLR(chips)),
     F_INT("active", false, 0, U32_MAX, 0, WLR(active)),
+    F_INT("requests", false, 0, INT64_MAX, 0, WLR(requests)),
+    F_INT("completed", false, 0, INT64_MAX, 0, WLR(completed)),
+    F_INT("failed", false, 0, INT64_MAX, 0, WLR(failed)),
+    F_INT("cancelled", false, 0, INT64_MAX, 0, WLR(cancelled)),
+    F_INT("tokens", false, 0, INT64_MAX, 0, WLR(tokens)),
 };
 static const struct schema wl_rec = {"workload", wl_rec_f, ARRAY_LEN(wl_rec_f),
 				     sizeof(struct proto_wl), NULL};
@@ -264,10 +269,11 @@ SCHEMA(workloads_ans, "workloads answer", workloads_check);
 
 /* The largest workloads answer in msgpack bytes: per record a map header, then per
  * field its key (with its header) and its value (a string with its header, str8 for
- * a doc; an int at most 9 bytes); the top map's keys and array headers in the slack
- * of 64. About 32 KiB. */
+ * a doc; an int at most 9 bytes: keys of up to 7 bytes, then the counts' of up to 9);
+ * the top map's keys and array headers in the slack of 64. About 32 KiB. */
 #define WL_REC_MAX                                                                                 \
-	(1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 2 + CHIPD_DOC_MAX - 1) + 3 * (8 + 9))
+	(1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 2 + CHIPD_DOC_MAX - 1) + 3 * (8 + 9) +            \
+	 5 * (10 + 9))
 #define WLP_REC_MAX                                                                                \
 	(1 + (3 + 1 + CHIPD_NAME_MAX - 1) + (4 + 1 + CHIPD_KEY_MAX - 1) + (8 + 9) + (4 + 9) +      \
 	 (4 + 9) + (4 + 2 + CHIPD_DOC_MAX - 1))

@@ -333,21 +333,31 @@ int ring_hand_over(struct ring *r, pid_t producer)
 	return 0;
 }
 
-uint32_t ring_end_flags(const struct ring *r)
+bool ring_end_record(const struct ring *r, struct ring_rec *out)
 {
+	struct ring_rec rec;
 	uint64_t head;
-	uint32_t flags;
 
 	/* Only a claimed terminal can be the last record; checking the claim first also
 	 * keeps this read off records a live stream may still overwrite. */
 	if (!atomic_load_explicit(&r->hdr->terminal, memory_order_acquire))
-		return 0;
+		return false;
 	/* acquire: the record below head is complete when head is seen */
 	head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
 	if (head == 0)
-		return 0;
-	flags = r->recs[(head - 1) & r->mask].flags;
-	return flags & RING_F_TERMINAL ? flags : 0;
+		return false;
+	rec = r->recs[(head - 1) & r->mask];
+	if (!(rec.flags & RING_F_TERMINAL))
+		return false;
+	*out = rec;
+	return true;
+}
+
+uint32_t ring_end_flags(const struct ring *r)
+{
+	struct ring_rec rec;
+
+	return ring_end_record(r, &rec) ? rec.flags : 0;
 }
 
 bool ring_finished(const struct ring *r)

@@ -165,6 +165,11 @@ bool ring_finished(const struct ring *r);
  * stays readable after the consumer took it. */
 uint32_t ring_end_flags(const struct ring *r);
 
+/* The stream's terminal record itself, as ring_end_flags finds it: true with a copy
+ * in *@out once it is published (its seq is the number of tokens before it), false
+ * while the stream has not ended (*@out untouched). */
+bool ring_end_record(const struct ring *r, struct ring_rec *out);
+
 /* Whether the stream ended and its consumer read everything, terminal included: the
  * ring may be given to another stream. */
 bool ring_drained(const struct ring *r);

@@ -303,6 +303,12 @@ struct chipd_workload {
 	uint32_t version;
 	uint64_t chips;	 /* bit i: loaded on chip i (0 when the supervisor did not say) */
 	uint32_t active; /* its requests in flight */
+	/* Counted by the supervisor since the callable was loaded (chipd's start, or
+	 * its registration; docs/callables.md, "Counters"): its requests a worker
+	 * admitted; of those, the streams that ended final, with an error other than
+	 * cancelled, and cancelled; and the tokens of the ended streams. 0 when the
+	 * supervisor did not say. */
+	uint64_t requests, completed, failed, cancelled, tokens;
 };
 
 /* Asks the supervisor which workloads it runs and what parameters each takes (the

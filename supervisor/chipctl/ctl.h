@@ -213,12 +213,15 @@ int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
 /* ---- ctl_callables.c: `callables` as a table and as JSON (pure) ---- */
 
 /* Writes one row per callable: name, its version, the chips it is loaded on (its
- * chips mask, as ranges: "0-2,5"), its requests in flight and its parameters' names. */
+ * chips mask, as ranges: "0-2,5"), its requests in flight, its counts (requests,
+ * completed, failed, cancelled, tokens; each column as wide as its widest value) and
+ * its parameters' names. */
 void ctl_callables_table(FILE *f, const struct chipd_workload *wl, uint32_t n);
 
 /* Writes one JSON document: {"v":1,"ok":true,"instance":...,"callables":[{"name":...,
- * "version":N,"doc":...,"chips":[0,...],"active":N,"params":[{"key":...,"default":N,
- * "min":N,"max":N}]}]}. */
+ * "version":N,"doc":...,"chips":[0,...],"active":N,"requests":N,"completed":N,
+ * "failed":N,"cancelled":N,"tokens":N,"params":[{"key":...,"default":N,"min":N,
+ * "max":N}]}]}. */
 void ctl_callables_json(FILE *f, const char *instance, const struct chipd_workload *wl,
 			uint32_t n);
 

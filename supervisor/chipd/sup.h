@@ -151,6 +151,9 @@ struct sup_req {
 	uint64_t unsealed_ns;
 	/* ended, not drained: the reader's tail when last seen and since when it stood */
 	uint64_t seen_tail, tail_since_ns;
+	/* its callable's counts (sup_clstat.c): entry stat - 1 of sup.clstats while
+	 * that entry's generation is stat_gen; 0 until its worker admitted it */
+	uint32_t stat, stat_gen;
 	/* what a re-queue on another worker needs */
 	char wl[CHIPD_NAME_MAX];
 	uint32_t nparams;
@@ -226,8 +229,10 @@ struct sup {
 	uint64_t started_ns;
 	struct sup_worker workers[CHIPD_MAX_CHIPS];
 
-	pthread_mutex_t lock; /* the table, worker state/pid/load, next_id */
+	pthread_mutex_t lock; /* the table, worker state/pid/load, next_id, clstats */
 	struct sup_req *reqs; /* node.desc->nrings entries */
+	/* the counts of each callable (sup_clstat.c), cfg.max_callables entries */
+	struct sup_clstat *clstats;
 	/* each entry's ring, bound once when the region was made: its capacity and
 	 * record array never come from the header again (the reader can write it) */
 	struct ring *rings;

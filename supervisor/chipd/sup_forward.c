@@ -9,6 +9,7 @@
  * reader is closed, so the worker cancels it at its next round. Router thread only;
  * the table entries under sup.lock. */
 #include "sup.h"
+#include "sup_clstat.h"
 #include "sup_log.h"
 
 #include "proto.h"
@@ -166,6 +167,9 @@ static void complete(struct sup *s, struct sup_fwd *f, int rc)
 		code = (enum chipd_code)err.code;
 		sup_table_release(s, e);
 	} else {
+		/* a request of its callable from here on (answered ok below, or abandoned
+		 * when nobody takes the answer), before its end can be counted */
+		sup_clstat_admitted(s, e);
 		if (w->pid != f->pid) /* it died after answering; the death path skipped us */
 			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
 		code = CHIPD_OK;

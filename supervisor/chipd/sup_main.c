@@ -8,6 +8,7 @@
  * (SUP_EXIT_SPAWNER_LOST); 73 the instance is already served (pid file or live
  * region). */
 #include "sup.h"
+#include "sup_clstat.h"
 #include "sup_files.h"
 #include "sup_log.h"
 #include "sup_register.h"
@@ -229,6 +230,7 @@ static void cleanup(struct sup *s)
 	s->loop_wake_fd = -1;
 	sup_workers_free(s);
 	sup_table_free(s);
+	sup_clstat_free(s);
 	sup_register_free(s);
 	proto_node_detach(&s->node);
 	if (s->pidfh)
@@ -330,6 +332,8 @@ int main(int argc, char **argv, char **envp)
 	/* before any thread that may ask for the stop */
 	s->loop_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = s->loop_wake_fd < 0 ? -errno : sup_table_init(s);
+	if (rc == 0)
+		rc = sup_clstat_init(s);
 	if (rc == 0)
 		rc = sup_workers_init(s);
 	if (rc == 0) /* shared with every worker: mapped before the spawner is forked */

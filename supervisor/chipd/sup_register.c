@@ -18,6 +18,7 @@
  * unload) or after it ended (it reads the final entry): none misses one. The books
  * (draining, crashes) are under sup.lock: the router's admission reads them. */
 #include "sup.h"
+#include "sup_clstat.h"
 #include "sup_log.h"
 #include "sup_register.h"
 
@@ -122,19 +123,34 @@ static uint32_t in_flight(struct sup *s, const char *name, uint64_t *ids, uint32
 	return n;
 }
 
-void sup_register_wl_info(struct sup *s, const char *name, int64_t *chips, int64_t *active)
+/* A count as the wire carries it (int64): one past INT64_MAX is never reached. */
+static int64_t wire_count(uint64_t v)
 {
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+void sup_register_wl_info(struct sup *s, const char *name, struct proto_wl *w)
+{
+	struct sup_clstat_vals v;
 	uint64_t running;
 	int i;
 
 	pthread_mutex_lock(&s->lock);
 	running = running_chips(s);
 	i = find(s, name);
-	*chips = (int64_t)(i < 0 ? running
-				 : running & atomic_load_explicit(&s->reg.entries[i].loaded,
-								  memory_order_relaxed));
-	*active = in_flight(s, name, NULL, NULL, 0);
+	w->chips = (int64_t)(i < 0 ? running
+				   : running & atomic_load_explicit(&s->reg.entries[i].loaded,
+								    memory_order_relaxed));
+	/* after in_flight, which counts every end published since the last sweep: a
+	 * client that read a stream's end sees it counted */
+	w->active = in_flight(s, name, NULL, NULL, 0);
+	sup_clstat_get(s, name, &v);
 	pthread_mutex_unlock(&s->lock);
+	w->requests = wire_count(v.requests);
+	w->completed = wire_count(v.completed);
+	w->failed = wire_count(v.failed);
+	w->cancelled = wire_count(v.cancelled);
+	w->tokens = wire_count(v.tokens);
 }
 
 int sup_register_refuses(struct sup *s, const char *name, struct proto_error *err)
@@ -202,6 +218,7 @@ static void entry_free(struct sup *s, uint32_t i)
 	if (s->reg.books[i].quarantined) /* carried out (or unregistered by hand) */
 		atomic_fetch_sub_explicit(&s->reg.quarantines, 1, memory_order_relaxed);
 	s->reg.books[i] = (struct sup_reg_book){0};
+	sup_clstat_drop(s, e->name); /* a later registration of the name starts at 0 */
 	pthread_mutex_unlock(&s->lock);
 	if (wl_unload(e->name, msg, sizeof(msg)) != 0)
 		SUP_WARN(-1, 0, "callable %s: %s", e->name, msg);

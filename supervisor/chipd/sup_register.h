@@ -26,9 +26,10 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
  * it are refused), else CHIPD_OK. Under sup.lock. */
 int sup_register_refuses(struct sup *s, const char *name, struct proto_error *err);
 
-/* For the workloads answer: the chips @name is loaded on (bit i: chip i) and its
- * requests in flight. Takes sup.lock. */
-void sup_register_wl_info(struct sup *s, const char *name, int64_t *chips, int64_t *active);
+/* For the workloads answer, into @w: the chips @name is loaded on (bit i: chip i),
+ * its requests in flight, and its counts (sup_clstat.h) with every end seen so far
+ * counted. Takes sup.lock. */
+void sup_register_wl_info(struct sup *s, const char *name, struct proto_wl *w);
 
 /* The event loop may start a worker only between these (false: a registration is
  * under way; try on a later tick), so no worker misses one. */

@@ -346,7 +346,7 @@ static int workloads_run(void *ctx, const struct proto_msg *req, struct proto_ms
 					  "workload %s: its table does not fit the answer", *name);
 		if (wl_callable_info(*name, &version, &path) == 0)
 			w->version = version;
-		sup_register_wl_info(ctx, *name, &w->chips, &w->active);
+		sup_register_wl_info(ctx, *name, w);
 		ans->nwls++;
 	}
 	ans->more = total - (uint32_t)(req->from < total ? req->from : total) - ans->nwls;

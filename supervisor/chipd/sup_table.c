@@ -6,6 +6,7 @@
  * header is the reader's to write: nothing read from it bounds an index. Every
  * function runs under sup.lock. */
 #include "sup.h"
+#include "sup_clstat.h"
 #include "sup_log.h"
 
 #include "proc.h"
@@ -113,10 +114,13 @@ void sup_table_release(struct sup *s, struct sup_req *e)
 }
 
 /* Counts, once, how @e's request ended, from @flags, its terminal record's
- * (ring_end_flags; 0: none yet, nothing to count): the code of an ERROR record in
- * err_<code>. FINAL (completed) needs no count, nor a stream whose submit was
- * answered with an error (client 0: counted then). */
-static void count_end(struct sup *s, struct sup_req *e, uint32_t flags)
+ * (end_of; 0: none yet, nothing to count), after @tokens tokens: in its callable's
+ * counts (sup_clstat.c), and the code of an ERROR record in err_<code>. FINAL
+ * (completed) needs no err_<code>, nor a stream whose submit was answered with an
+ * error (client 0: counted then). The one place a request's end is counted: the
+ * supervisor's own ends (sup_table_end, take_back) and the ones it sees (the sweep,
+ * sup_table_live) all come here, and a re-queued request keeps its entry. */
+static void count_end(struct sup *s, struct sup_req *e, uint32_t flags, uint64_t tokens)
 {
 	uint32_t code;
 
@@ -124,6 +128,7 @@ static void count_end(struct sup *s, struct sup_req *e, uint32_t flags)
 	if (e->counted || e->forwarding || !flags)
 		return;
 	e->counted = true;
+	sup_clstat_end(s, e, flags, tokens);
 	if (e->client == 0 || (flags & RING_F_FINAL))
 		return;
 	code = RING_CODE_OF(flags);
@@ -132,12 +137,28 @@ static void count_end(struct sup *s, struct sup_req *e, uint32_t flags)
 	sup_count_err(s, (enum chipd_code)code);
 }
 
-/* Takes @e's ring back at once, its stream counted as ended with @flags (0: it was
- * counted already): a new generation and the identity rewritten, so a reader still
- * attached learns that its ring went to another stream. The caller releases @e. */
-static void take_back(struct sup *s, struct sup_req *e, uint32_t flags, const char *why)
+/* The flags of @r's terminal record (0: the stream has not ended) and in *@tokens
+ * the token records of the stream: its seq, the tokens before it, and FINAL is a
+ * token itself. */
+static uint32_t end_of(const struct ring *r, uint64_t *tokens)
 {
-	count_end(s, e, flags);
+	struct ring_rec rec;
+
+	*tokens = 0;
+	if (!ring_end_record(r, &rec))
+		return 0;
+	*tokens = (uint64_t)rec.seq + (rec.flags & RING_F_FINAL ? 1 : 0);
+	return rec.flags;
+}
+
+/* Takes @e's ring back at once, its stream counted as ended with @flags after @tokens
+ * tokens (@flags 0: it was counted already): a new generation and the identity
+ * rewritten, so a reader still attached learns that its ring went to another stream.
+ * The caller releases @e. */
+static void take_back(struct sup *s, struct sup_req *e, uint32_t flags, uint64_t tokens,
+		      const char *why)
+{
+	count_end(s, e, flags, tokens);
 	e->ended = true;
 	SUP_WARN((int)e->chip, e->id, "ring %u taken back: %s", sup_table_index(s, e), why);
 	(void)sup_table_reset(s, e, 0, 0, 0);
@@ -174,7 +195,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 {
 	struct ring *r;
 	struct ring_hdr *h;
-	uint64_t now, pos;
+	uint64_t now, pos, tokens;
 	uint32_t flags;
 	bool broken, reader_gone, held, unsealed;
 
@@ -184,7 +205,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	h = r->hdr;
 	now = shm_now_ns();
 	/* every read below is bounded by the supervisor's own capacity (s->rings) */
-	flags = ring_end_flags(r);
+	flags = end_of(r, &tokens);
 	unsealed = !flags && atomic_load_explicit(&h->terminal, memory_order_acquire);
 	if (!unsealed)
 		e->unsealed_ns = 0;
@@ -201,7 +222,8 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 		if (now - e->broken_ns <
 		    (held ? holder_bound_ns(s) : SUP_BROKEN_MS * SHM_NS_PER_MS))
 			return false;
-		take_back(s, e, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL),
+		/* what a broken ring holds is no count of anything: no tokens */
+		take_back(s, e, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL), 0,
 			  "broken (an index or its identity overwritten, or no terminal record)");
 		return true;
 	}
@@ -217,12 +239,13 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 		}
 		if (now - e->closed_ns < holder_bound_ns(s))
 			return false;
-		take_back(s, e, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED),
+		/* sound, with no terminal: head is every token its producer pushed */
+		take_back(s, e, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED), pos,
 			  "its reader is gone and no worker ended the stream");
 		return true;
 	}
 	e->ended = true;
-	count_end(s, e, flags);
+	count_end(s, e, flags, tokens);
 	/* the client's connection says whether it lives (sup_conn.c), never a pid the
 	 * ring header holds */
 	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
@@ -237,7 +260,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	}
 	if (now - e->tail_since_ns < SUP_UNREAD_MS * SHM_NS_PER_MS)
 		return false;
-	take_back(s, e, 0, "ended, and its live reader read nothing for a minute");
+	take_back(s, e, 0, 0, "ended, and its live reader read nothing for a minute");
 	return true;
 }
 
@@ -307,21 +330,24 @@ void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code)
 {
 	struct ring *r = sup_table_ring(s, e);
 	struct ring_rec rec = {.request_id = e->id, .flags = RING_F_ERROR | RING_F_CODE(code)};
+	uint64_t tokens;
+	uint32_t flags;
 	int rc;
 
-	if (e->ended || ring_finished(r)) {
+	flags = end_of(r, &tokens);
+	if (e->ended || flags) {
 		e->ended = true;
-		count_end(s, e, ring_end_flags(r));
+		count_end(s, e, flags, tokens);
 		return;
 	}
+	rc = ring_take_over(r);
+	/* the tokens before the end: every record the producer published */
+	rec.seq = (uint32_t)atomic_load_explicit(&r->hdr->head, memory_order_acquire);
 	/* counted before the record is out, so that a reader who saw the end sees the
 	 * count (the push's release orders it); the producer is gone, the record ours */
-	count_end(s, e, rec.flags);
-	rc = ring_take_over(r);
-	if (rc == 0) {
-		rec.seq = (uint32_t)atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+	count_end(s, e, rec.flags, rec.seq);
+	if (rc == 0)
 		rc = ring_push(r, &rec);
-	}
 	/* a terminal that could not be written (the reader broke the ring) leaves the
 	 * ring broken: the sweep takes it back (reclaimable) */
 	if (rc && rc != -EALREADY)
@@ -358,15 +384,16 @@ uint32_t sup_table_live(struct sup *s)
 
 	for (uint32_t i = 0; i < s->nreqs; i++) {
 		struct sup_req *e = &s->reqs[i];
+		uint64_t tokens;
 		uint32_t flags;
 
 		if (!e->used || (e->ended && e->counted))
 			continue;
 		/* every admission counts the ends seen so far, not only the next sweep */
-		flags = ring_end_flags(&s->rings[i]);
+		flags = end_of(&s->rings[i], &tokens);
 		if (flags) {
 			e->ended = true;
-			count_end(s, e, flags);
+			count_end(s, e, flags, tokens);
 		} else if (!e->ended) {
 			live++;
 		}

@@ -1,6 +1,7 @@
 #!/bin/sh
 # cli.sh CHIPD CHIPCTL - chipctl against a real chipd (two sim chips): status, a
-# followed submit, `workloads` (table and JSON), `register`/`callables`/`unregister`,
+# followed submit, `workloads` (table and JSON), `register`/`callables` (with its
+# counts)/`unregister`,
 # `stats --prom` through `promtool
 # check metrics` (when promtool is installed), `trace` written as Chrome trace JSON
 # (docs/architecture.md, "Trace"), `stop`, and nothing left in /dev/shm. Every step is
@@ -52,6 +53,21 @@ timeout 20 "$chipctl" register --name gemm_cli "$gemm_so" | grep -q '^callable g
 	fail "register: no confirmation"
 timeout 10 "$chipctl" callables | grep -q '^gemm_cli .* 0-1 ' || fail "callables: gemm_cli not on chips 0-1"
 timeout 60 "$chipctl" submit --follow gemm_cli m=16 tokens=2 >/dev/null || fail "submit gemm_cli"
+# the counts of each callable: the table's columns, and in JSON those of the streams
+# read to their end above (synthetic's 5 tokens, gemm_cli's 2)
+timeout 10 "$chipctl" callables | head -1 |
+	grep -q ' active  requests  completed  failed  cancelled  tokens  parameters$' ||
+	fail "callables: no count columns"
+timeout 10 "$chipctl" callables --json >"$dir/cl.json" || fail "callables --json"
+python3 - "$dir/cl.json" <<'PY' || fail "callables --json: not the counts of the requests run"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+got = {c["name"]: [c[k] for k in ("requests", "completed", "failed", "cancelled", "tokens")]
+       for c in doc["callables"]}
+assert got["synthetic"] == [1, 1, 0, 0, 5], got
+assert got["gemm_cli"] == [1, 1, 0, 0, 2], got
+assert got["gemm"] == [0, 0, 0, 0, 0], got
+PY
 rc=0
 timeout 10 "$chipctl" unregister --drain --cancel gemm_cli 2>/dev/null || rc=$?
 [ "$rc" -eq 64 ] || fail "unregister --drain --cancel: exit $rc, not 64"

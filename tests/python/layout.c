@@ -80,6 +80,11 @@ int main(void)
 	FIELD(chipd_workload, version);
 	FIELD(chipd_workload, chips);
 	FIELD(chipd_workload, active);
+	FIELD(chipd_workload, requests);
+	FIELD(chipd_workload, completed);
+	FIELD(chipd_workload, failed);
+	FIELD(chipd_workload, cancelled);
+	FIELD(chipd_workload, tokens);
 
 	/* Constants the Python side hard-codes. */
 	printf("const MSG_MAX %d\nconst NAME_MAX %d\nconst KEY_MAX %d\nconst MAX_PARAMS %d\n",

@@ -1,7 +1,7 @@
 """conn.register() and conn.unregister() against a real chipd: the built-in gemm.so
 registered once more under another name runs on both chips and is listed with them;
 unregister refuses while one of its requests runs, cancels it with "cancel", and an
-unknown name is NotFound."""
+unknown name is NotFound; a registered callable's counts start at 0 and go with it."""
 
 from __future__ import annotations
 
@@ -41,3 +41,35 @@ def test_register_run_unregister(conn):
         conn.unregister("gemm_py", timeout=CALL_TIMEOUT_S)
     with pytest.raises(ValueError):
         conn.unregister("gemm", mode="later")
+
+
+def _counts(conn, name):
+    w = next(w for w in conn.workloads(timeout=CALL_TIMEOUT_S) if w.name == name)
+    return (w.requests, w.completed, w.failed, w.cancelled, w.tokens)
+
+
+def test_counts_start_at_registration(conn):
+    """A registered callable's counts (docs/callables.md, "Counters": requests,
+    completed, failed, cancelled, tokens) start at 0, count each request once by how it
+    ended, and go with its unregistration: the name registered again starts at 0."""
+    conn.register(_gemm_so(), name="gemm_counted", timeout=CALL_TIMEOUT_S)
+    assert _counts(conn, "gemm_counted") == (0, 0, 0, 0, 0)
+    with conn.submit("gemm_counted", m=16, tokens=3, timeout=CALL_TIMEOUT_S) as s:
+        assert len(s.wait(timeout=CALL_TIMEOUT_S)) == 3
+    s = conn.submit("gemm_counted", m=256, k=256, chain=8, tokens=65536, timeout=CALL_TIMEOUT_S)
+    read = 0
+    while read < 2:
+        read += s.next(timeout=CALL_TIMEOUT_S) is not None
+    assert s.cancel(timeout=CALL_TIMEOUT_S)
+    with pytest.raises(chipd.Cancelled):  # the tokens on their way, then the end
+        while s.next(timeout=20) is not None:
+            read += 1
+    s.close()
+    assert _counts(conn, "gemm_counted") == (2, 1, 0, 1, 3 + read)
+    with pytest.raises(chipd.BadRequest):
+        conn.submit("gemm_counted", m=0, timeout=CALL_TIMEOUT_S)
+    assert _counts(conn, "gemm_counted")[0] == 2
+    conn.unregister("gemm_counted", timeout=CALL_TIMEOUT_S)
+    conn.register(_gemm_so(), name="gemm_counted", timeout=CALL_TIMEOUT_S)
+    assert _counts(conn, "gemm_counted") == (0, 0, 0, 0, 0)
+    conn.unregister("gemm_counted", timeout=CALL_TIMEOUT_S)

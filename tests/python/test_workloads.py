@@ -1,5 +1,6 @@
 """conn.workloads() against a real chipd: every built-in workload with its parameters,
-each a valid request as listed, and a value outside a listed range refused."""
+each a valid request as listed, a value outside a listed range refused, and the counts
+of each workload."""
 
 from __future__ import annotations
 
@@ -38,3 +39,24 @@ def test_listed_defaults_are_accepted_and_ranges_enforced(conn):
     with pytest.raises(chipd.BadRequest) as ei:
         conn.submit("gemm", chain=gemm["chain"].max + 1, timeout=CALL_TIMEOUT_S)
     assert "chain" in ei.value.message and "outside" in ei.value.message
+
+
+def test_counts_each_request_once(conn):
+    """Each workload's counts (docs/callables.md, "Counters"): a request admitted
+    counts once in ``requests`` and once by how its stream ended, with its tokens; a
+    submit refused counts nowhere."""
+
+    def counts():
+        w = next(w for w in conn.workloads(timeout=CALL_TIMEOUT_S) if w.name == "synthetic")
+        return (w.requests, w.completed, w.failed, w.cancelled, w.tokens)
+
+    before = counts()
+    with conn.submit("synthetic", tokens=4, device_us=0, timeout=CALL_TIMEOUT_S) as s:
+        assert len(s.wait(timeout=CALL_TIMEOUT_S)) == 4
+    broken = {"tokens": 5, "device_us": 0, "fail_step": 3}
+    with conn.submit("synthetic", timeout=CALL_TIMEOUT_S, **broken) as s:
+        with pytest.raises(chipd.DeviceError):  # after 3 tokens
+            s.wait(timeout=CALL_TIMEOUT_S)
+    with pytest.raises(chipd.BadRequest):
+        conn.submit("synthetic", tokens=0, timeout=CALL_TIMEOUT_S)
+    assert tuple(a - b for a, b in zip(counts(), before)) == (2, 1, 1, 0, 4 + 3)

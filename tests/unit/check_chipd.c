@@ -621,5 +621,6 @@ int main(void)
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	cd_add_counter_cases(s);
 	cd_add_abandon_cases(s);
+	cd_add_clstat_cases(s);
 	return tu_run(s);
 }

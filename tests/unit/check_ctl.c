@@ -174,7 +174,7 @@ END_TEST
 
 /* ---- workloads: the table and JSON of ctl_fixture.c's wl_sample ---- */
 
-/* ---- callables: wl_sample with versions, on two chips ---- */
+/* ---- callables: wl_sample with versions, on two chips, with counts ---- */
 
 static void cl_table(FILE *f, const void *arg)
 {
@@ -200,20 +200,34 @@ START_TEST(callables_table_and_json)
 	wl[0].active = 2;
 	wl[1].chips = 0x8000000000000035ull; /* 0, 2, 4-5 and 63 */
 	wl[1].active = 0;
+	/* 2 in flight: 14 admitted, 12 ended */
+	wl[0].requests = 14;
+	wl[0].completed = 9;
+	wl[0].failed = 1;
+	wl[0].cancelled = 2;
+	wl[0].tokens = 1234567890123; /* wider than its header: the column widens */
+	wl[1].requests = UINT64_MAX;  /* every digit of a u64 */
+	wl[1].completed = UINT64_MAX;
 	t = format(cl_table, wl);
-	ck_assert_str_eq(t, "callable     version  chips         active  parameters\n"
-			    "alpha              3  0-1                2  tokens, neg\n"
-			    "beta      4000000000  0,2,4-5,63         0  -\n");
+	ck_assert_str_eq(t, "callable     version  chips         active              requests  "
+			    "           completed  failed  cancelled         tokens  parameters\n"
+			    "alpha              3  0-1                2                    14  "
+			    "                   9       1          2  1234567890123  tokens, neg\n"
+			    "beta      4000000000  0,2,4-5,63         0  18446744073709551615  "
+			    "18446744073709551615       0          0              0  -\n");
 	free(t);
 	t = format(cl_json, wl);
 	ck_assert_str_eq(t, "{\"v\":1,\"ok\":true,\"instance\":\"inst\",\"callables\":["
 			    "{\"name\":\"alpha\",\"version\":3,\"doc\":\"the first\","
-			    "\"chips\":[0,1],\"active\":2,\"params\":["
+			    "\"chips\":[0,1],\"active\":2,\"requests\":14,\"completed\":9,"
+			    "\"failed\":1,\"cancelled\":2,\"tokens\":1234567890123,\"params\":["
 			    "{\"key\":\"tokens\",\"default\":16,\"min\":1,\"max\":65536},"
 			    "{\"key\":\"neg\",\"default\":-1,\"min\":-9223372036854775808,"
 			    "\"max\":0}]},"
 			    "{\"name\":\"beta\",\"version\":4000000000,\"doc\":\"the second\","
-			    "\"chips\":[0,2,4,5,63],\"active\":0,\"params\":[]}]}\n");
+			    "\"chips\":[0,2,4,5,63],\"active\":0,\"requests\":18446744073709551615,"
+			    "\"completed\":18446744073709551615,\"failed\":0,\"cancelled\":0,"
+			    "\"tokens\":0,\"params\":[]}]}\n");
 	free(t);
 	free(wl);
 }

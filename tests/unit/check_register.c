@@ -4,9 +4,9 @@
  * callable on both chips and a name of the caller's; a chip that refuses (rolled back
  * on the chip that took it); a worker killed during a registration (a bounded
  * worker_lost, rolled back, and the chip serves it once restarted); the replay to a
- * restarted worker; unregister refused, drained and cancelled; the --max-callables
- * limit; the quarantine of a callable that keeps killing its workers; and bad files
- * refused through the run-time path. */
+ * restarted worker; unregister refused, drained and cancelled; its counts, from 0 at
+ * each registration; the --max-callables limit; the quarantine of a callable that
+ * keeps killing its workers; and bad files refused through the run-time path. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -73,33 +73,12 @@ static int reg(struct cd *d, const char *path, const char *name, struct chipd_er
 	return rc;
 }
 
-/* The workload @name as listed (chips, active), or false when not listed. */
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static bool listed(struct cd *d, const char *name, struct chipd_workload *out)
-{
-	struct chipd_workload *wl = calloc(64, sizeof(*wl));
-	struct chipd_error err;
-	uint32_t n = 0;
-	bool found = false;
-
-	ck_assert_ptr_nonnull(wl);
-	ck_assert_msg(chipd_workloads(d->conn, CD_CALL_MS, wl, 64, &n, &err) == 0, "%s",
-		      err.message);
-	for (uint32_t i = 0; i < n && !found; i++)
-		if (strcmp(wl[i].name, name) == 0) {
-			found = true;
-			if (out)
-				*out = wl[i];
-		}
-	free(wl);
-	return found;
 }
 
 /* Submits @name (tokens, seed, step_us) to @chip; returns the stream or NULL with @err. */
@@ -157,7 +136,7 @@ START_TEST(register_run_unregister)
 
 	cd_start(&d, NULL, NULL);
 	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	ck_assert(listed(&d, "tiny", &w));
+	ck_assert(cd_listed(&d, "tiny", &w));
 	ck_assert_uint_eq(w.chips, 0x3);
 	ck_assert_uint_eq(w.version, 3);
 	ck_assert_uint_eq(w.nparams, 3);
@@ -170,7 +149,7 @@ START_TEST(register_run_unregister)
 	run_on_both(&d, "tiny_two", 10);
 	ck_assert_int_eq(
 	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
-	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert(!cd_listed(&d, "tiny", NULL));
 	s = submit(&d, "tiny", -1, 2, 1, 0, &err);
 	ck_assert_ptr_null(s);
 	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
@@ -208,7 +187,7 @@ static uint64_t chip1_fails(struct cd *d, const char *variant, enum chipd_code c
 	ck_assert(err.has_chip);
 	ck_assert_uint_eq(err.chip, 1);
 	ck_assert_msg(!msg || strstr(err.message, msg), "%s", err.message);
-	ck_assert(!listed(d, "tiny", NULL));
+	ck_assert(!cd_listed(d, "tiny", NULL));
 	return t0;
 }
 
@@ -258,7 +237,7 @@ START_TEST(replayed_after_restart)
 	old = cd_worker_pid(&d, 1);
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
 	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
-	ck_assert(listed(&d, "replayed", &w));
+	ck_assert(cd_listed(&d, "replayed", &w));
 	ck_assert_uint_eq(w.chips, 0x3);
 	run_on_both(&d, "replayed", 5);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
@@ -281,7 +260,7 @@ START_TEST(drain_and_cancel)
 	/* 20 steps of 100 ms: in flight for about 2 s */
 	s = submit(&d, "tiny", 0, 20, 1, 100000, &err);
 	ck_assert_msg(s, "%s", err.message);
-	ck_assert(listed(&d, "tiny", &w));
+	ck_assert(cd_listed(&d, "tiny", &w));
 	ck_assert_uint_eq(w.active, 1);
 	ck_assert_int_eq(
 	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err),
@@ -299,7 +278,7 @@ START_TEST(drain_and_cancel)
 	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, BOUND_MS, &err) == 0,
 		      "%s", err.message);
 	expect_tokens(s, 20, 1);
-	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert(!cd_listed(&d, "tiny", NULL));
 	/* cancel: the stream ends cancelled */
 	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	s = submit(&d, "tiny", 1, 64, 1, 100000, &err);
@@ -317,7 +296,38 @@ START_TEST(drain_and_cancel)
 		break;
 	}
 	chipd_stream_close(s, CD_CALL_MS);
-	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* A registered callable's counts (docs/callables.md, "Counters") start at 0 with its
+ * registration, count its requests on both chips (a submit refused counts nowhere),
+ * and go with it: a later registration of the name starts at 0 again. */
+START_TEST(counts_start_at_registration)
+{
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *s;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	cd_expect_counts(&d, "tiny", 0, 0, 0, 0, 0);
+	/* 5 tokens on each chip, then a submit refused (tokens is 1..64) */
+	run_on_both(&d, "tiny", 4);
+	ck_assert_ptr_null(submit(&d, "tiny", -1, 65, 1, 0, &err));
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	cd_expect_counts(&d, "tiny", 2, 2, 0, 0, 10);
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	cd_expect_counts(&d, "tiny", 0, 0, 0, 0, 0);
+	s = submit(&d, "tiny", 1, 3, 2, 0, &err);
+	ck_assert_msg(s, "%s", err.message);
+	expect_tokens(s, 3, 2);
+	cd_expect_counts(&d, "tiny", 1, 1, 0, 0, 3);
+	cd_expect_counts(&d, "synthetic", 0, 0, 0, 0, 0); /* no other name's */
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
@@ -371,9 +381,9 @@ START_TEST(quarantined)
 		      err.message);
 	ck_assert_uint_ge(cd_stat(&d, "supervisor", "worker_deaths"), 3);
 	t0 = now_ns();
-	while (listed(&d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
+	while (cd_listed(&d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
 		tu_sleep_ms(20);
-	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert(!cd_listed(&d, "tiny", NULL));
 	ck_assert_uint_eq(cd_stat(&d, "supervisor", "callables_quarantined"), 1);
 	for (int32_t chip = 0; chip < 2; chip++) { /* both chips serve the built-ins */
 		const struct chipd_param p = {"tokens", 3};
@@ -425,7 +435,7 @@ START_TEST(bad_files_refused)
 	/* a relative path never leaves the client */
 	ck_assert_int_eq(chipd_register(d.conn, "tc_good.so", NULL, CD_CALL_MS, NULL, NULL, &err),
 			 -EINVAL);
-	ck_assert(!listed(&d, "tiny", NULL));
+	ck_assert(!cd_listed(&d, "tiny", NULL));
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
@@ -439,6 +449,7 @@ int main(void)
 	    {"worker_killed_during_registration", worker_killed_during_registration},
 	    {"replayed_after_restart", replayed_after_restart},
 	    {"drain_and_cancel", drain_and_cancel},
+	    {"counts_start_at_registration", counts_start_at_registration},
 	    {"limit_reached", limit_reached},
 	    {"quarantined", quarantined},
 	    {"bad_files_refused", bad_files_refused},

@@ -226,11 +226,11 @@ START_TEST(error_record_carries_code)
 END_TEST
 
 /* The end stays readable for the ring's owner after the reader took it: how the
- * supervisor learns how a stream it did not write ended. */
+ * supervisor learns how a stream it did not write ended, and after how many tokens. */
 START_TEST(end_flags_say_how_the_stream_ended)
 {
 	struct fixture f;
-	struct ring_rec out;
+	struct ring_rec out, end;
 
 	fixture_init(&f, 4);
 	ck_assert_uint_eq(ring_end_flags(&f.r), 0);
@@ -242,8 +242,11 @@ START_TEST(end_flags_say_how_the_stream_ended)
 	ck_assert_int_eq(ring_try_pop(&f.r, &out), 0);
 	ck_assert_int_eq(ring_try_pop(&f.r, &out), -ENODATA);
 	ck_assert_uint_eq(ring_end_flags(&f.r), RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
+	ck_assert(ring_end_record(&f.r, &end)); /* its seq: the tokens before it */
+	ck_assert_uint_eq(end.seq, 1);
 	ring_reset(&f.r, REQ_ID, getpid(), getpid());
 	ck_assert_uint_eq(ring_end_flags(&f.r), 0);
+	ck_assert(!ring_end_record(&f.r, &end));
 	push_ok(&f.r, 0, RING_F_FINAL);
 	ck_assert_uint_eq(ring_end_flags(&f.r), RING_F_FINAL);
 	ck_assert(ring_finished(&f.r));

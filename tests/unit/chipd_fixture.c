@@ -258,6 +258,43 @@ uint64_t cd_stat_reaches(struct cd *d, const char *block, const char *name, uint
 	return v;
 }
 
+bool cd_listed(struct cd *d, const char *name, struct chipd_workload *out)
+{
+	struct chipd_workload *wl = calloc(64, sizeof(*wl));
+	struct chipd_error err;
+	uint32_t n = 0;
+	bool found = false;
+
+	ck_assert_ptr_nonnull(wl);
+	ck_assert_msg(chipd_workloads(d->conn, CD_CALL_MS, wl, 64, &n, &err) == 0, "%s",
+		      err.message);
+	for (uint32_t i = 0; i < n && !found; i++)
+		if (strcmp(wl[i].name, name) == 0) {
+			found = true;
+			if (out)
+				*out = wl[i];
+		}
+	free(wl);
+	return found;
+}
+
+void cd_expect_counts(struct cd *d, const char *name, uint64_t requests, uint64_t completed,
+		      uint64_t failed, uint64_t cancelled, uint64_t tokens)
+{
+	struct chipd_workload w;
+
+	ck_assert_msg(cd_listed(d, name, &w), "%s is not listed", name);
+	ck_assert_msg(w.requests == requests && w.completed == completed && w.failed == failed &&
+			  w.cancelled == cancelled && w.tokens == tokens,
+		      "%s: requests %llu completed %llu failed %llu cancelled %llu tokens %llu, "
+		      "expected %llu %llu %llu %llu %llu",
+		      name, (unsigned long long)w.requests, (unsigned long long)w.completed,
+		      (unsigned long long)w.failed, (unsigned long long)w.cancelled,
+		      (unsigned long long)w.tokens, (unsigned long long)requests,
+		      (unsigned long long)completed, (unsigned long long)failed,
+		      (unsigned long long)cancelled, (unsigned long long)tokens);
+}
+
 bool cd_region_exists(const struct cd *d)
 {
 	struct stat st;

@@ -81,6 +81,13 @@ uint64_t cd_stat(struct cd *d, const char *block, const char *name);
  * its writer bumps just after what the test waited for. Returns the last value. */
 uint64_t cd_stat_reaches(struct cd *d, const char *block, const char *name, uint64_t want,
 			 unsigned ms);
+/* Whether the workloads answer lists @name; when it does and @out is not NULL,
+ * *@out is its entry. */
+bool cd_listed(struct cd *d, const char *name, struct chipd_workload *out);
+/* Asserts that @name is listed with these counts (docs/callables.md, "Counters"). */
+void cd_expect_counts(struct cd *d, const char *name, uint64_t requests, uint64_t completed,
+		      uint64_t failed, uint64_t cancelled, uint64_t tokens);
+
 /* Whether the node region is still in /dev/shm. */
 bool cd_region_exists(const struct cd *d);
 
@@ -88,5 +95,7 @@ bool cd_region_exists(const struct cd *d);
 void cd_add_counter_cases(Suite *s);
 /* Adds the tcases about abandoned streams (chipd_abandon.c, check_chipd). */
 void cd_add_abandon_cases(Suite *s);
+/* Adds the tcases about the counts of each callable (chipd_clstat.c, check_chipd). */
+void cd_add_clstat_cases(Suite *s);
 
 #endif

@@ -84,6 +84,12 @@ void proto_fill_workloads(struct proto_msg *m)
 		m->wls[w].version = 4294967295ll;
 		m->wls[w].chips = w % 2 ? INT64_MIN : -1; /* chip 63 loaded: the sign bit */
 		m->wls[w].active = 4294967295ll;
+		/* counts of 2^63 - 1 and just below: 9 bytes each, and each its own */
+		m->wls[w].requests = INT64_MAX - w;
+		m->wls[w].completed = INT64_MAX - 1 - w;
+		m->wls[w].failed = INT64_MAX - 2 - w;
+		m->wls[w].cancelled = INT64_MAX - 3 - w;
+		m->wls[w].tokens = INT64_MAX - 4 - w;
 	}
 	m->nwl_params = PROTO_MAX_WL_PARAMS;
 	for (int i = 0; i < PROTO_MAX_WL_PARAMS; i++) {

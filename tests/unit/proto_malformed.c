@@ -319,6 +319,27 @@ START_TEST(huge_declared_counts_fail_fast)
 }
 END_TEST
 
+/* Asserts that an @op answer whose list @list holds one record {@key: @value} is
+ * refused naming @needle: a value out of range is judged before any key is missing. */
+static void expect_bad_field(enum proto_op op, const char *list, const char *key, int64_t value,
+			     const char *needle)
+{
+	struct raw r;
+
+	raw_init(&r);
+	msgpack_pack_map(&r.pk, 3);
+	raw_str(&r, "v");
+	msgpack_pack_int(&r.pk, 1);
+	raw_str(&r, "ok");
+	msgpack_pack_true(&r.pk);
+	raw_str(&r, list);
+	msgpack_pack_array(&r.pk, 1);
+	msgpack_pack_map(&r.pk, 1);
+	raw_str(&r, key);
+	msgpack_pack_int64(&r.pk, value);
+	expect_bad_answer(op, &r, needle);
+}
+
 START_TEST(bad_answers_refused)
 {
 	struct raw r;
@@ -343,18 +364,11 @@ START_TEST(bad_answers_refused)
 	raw_str(&r, "retryable");
 	msgpack_pack_false(&r.pk);
 	expect_bad_answer(PROTO_OP_PING, &r, "\"error.code\": unknown value \"on_fire\"");
-	raw_init(&r);
-	msgpack_pack_map(&r.pk, 3);
-	raw_str(&r, "v");
-	msgpack_pack_int(&r.pk, 1);
-	raw_str(&r, "ok");
-	msgpack_pack_true(&r.pk);
-	raw_str(&r, "chips");
-	msgpack_pack_array(&r.pk, 1);
-	msgpack_pack_map(&r.pk, 1);
-	raw_str(&r, "chip");
-	msgpack_pack_int(&r.pk, 99);
-	expect_bad_answer(PROTO_OP_STATUS, &r, "\"chips[0].chip\": 99 out of range");
+	expect_bad_field(PROTO_OP_STATUS, "chips", "chip", 99,
+			 "\"chips[0].chip\": 99 out of range");
+	/* a callable's count is never negative */
+	expect_bad_field(PROTO_OP_WORKLOADS, "workloads", "tokens", -1,
+			 "\"workloads[0].tokens\": -1 out of range");
 }
 END_TEST
 

@@ -177,6 +177,11 @@ class WorkloadStruct(Structure):
         ("version", c_uint32),
         ("chips", c_uint64),
         ("active", c_uint32),
+        ("requests", c_uint64),
+        ("completed", c_uint64),
+        ("failed", c_uint64),
+        ("cancelled", c_uint64),
+        ("tokens", c_uint64),
     ]
 
 

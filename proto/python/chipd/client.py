@@ -121,7 +121,11 @@ class WorkloadParam:
 class Workload:
     """A workload the supervisor runs: its name, what a step computes, its
     parameters in the workload's order, and its callable's own version (0: not
-    said; docs/callables.md)."""
+    said; docs/callables.md). The counts are the supervisor's since the callable
+    was loaded (chipd's start, or its registration; docs/callables.md, "Counters"):
+    its requests a worker admitted, of those the streams that ended final
+    (``completed``), with an error other than cancelled (``failed``) or cancelled,
+    and the tokens of the ended streams."""
 
     name: str
     doc: str
@@ -129,6 +133,11 @@ class Workload:
     version: int = 0
     chips: List[int] = field(default_factory=list)  # the chips it is loaded on
     active: int = 0  # its requests in flight
+    requests: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    tokens: int = 0
 
 
 class _Guard:
@@ -541,6 +550,11 @@ class Connection(_Closable):
                 w.version,
                 [c for c in range(64) if w.chips >> c & 1],
                 w.active,
+                w.requests,
+                w.completed,
+                w.failed,
+                w.cancelled,
+                w.tokens,
             )
             for w in out[: n.value]
         ]
