@@ -1,6 +1,6 @@
 # proto/ suites: the codec and the handler table (check_proto), libchipd against an
 # in-process server on a real node region (check_client), and the decoder's fuzz run.
-chipd_check(check_proto proto_malformed.c proto_fixture.c)
+chipd_check(check_proto proto_malformed.c proto_fixture.c proto_dispatch_cases.c)
 target_link_libraries(check_proto PRIVATE chipd_proto)
 chipd_check(check_client client_fixture.c client_errors.c hello_fixture.c)
 target_link_libraries(check_client PRIVATE chipd_proto)

@@ -103,3 +103,82 @@ void proto_fill_workloads(struct proto_msg *m)
 		memcpy(p->doc, doc, sizeof(doc));
 	}
 }
+
+struct proto_msg *new_msg(enum proto_op op)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+
+	ck_assert_ptr_nonnull(m);
+	proto_msg_init(m, op);
+	return m;
+}
+
+void fill_params(struct proto_msg *m)
+{
+	static const struct proto_param p[] = {
+	    {"layers", 4}, {"neg", -5}, {"big", INT64_MAX}, {"small", INT64_MIN}};
+
+	memcpy(m->params, p, sizeof(p));
+	m->nparams = 4;
+}
+
+/* Every field of @op's request set to a value other than its default. */
+void fill_request(struct proto_msg *m)
+{
+	switch (m->op) {
+	case PROTO_OP_SUBMIT:
+		strcpy(m->wl, "paged_attention");
+		fill_params(m);
+		m->id = 42;
+		m->chip = 3;
+		m->max_tokens = 128;
+		m->deadline_ms = 1500;
+		break;
+	case PROTO_OP_CANCEL:
+		m->id = INT64_MAX;
+		break;
+	case PROTO_OP_STATS:
+		m->chip = 0;
+		break;
+	case PROTO_OP_DRAIN:
+	case PROTO_OP_STOP:
+	case PROTO_OP_SHUTDOWN:
+		m->grace_ms = 2500;
+		break;
+	case PROTO_OP_TRACE:
+		m->act = PROTO_TRACE_COLLECT;
+		m->chip = 63;
+		strcpy(m->path, "/tmp/chipd trace.json");
+		break;
+	case PROTO_OP_ASSIGN:
+		m->id = 7;
+		strcpy(m->wl, "gemm");
+		fill_params(m);
+		m->max_tokens = 1;
+		m->deadline_ns = 123456789;
+		m->ring = 4095;
+		m->ring_gen = 4294967295ll;
+		m->client = 4194304;
+		break;
+	case PROTO_OP_HEARTBEAT:
+		m->seq = 99;
+		break;
+	case PROTO_OP_REGISTER:
+	case PROTO_OP_LOAD:
+		strcpy(m->path, "/opt/callables/tiny.so");
+		strcpy(m->wl, "tiny_renamed");
+		break;
+	case PROTO_OP_UNREGISTER:
+		strcpy(m->wl, "tiny");
+		m->mode = PROTO_UNREG_CANCEL;
+		break;
+	case PROTO_OP_UNLOAD:
+		strcpy(m->wl, "tiny");
+		break;
+	case PROTO_OP_WORKLOADS:
+		m->from = 8;
+		break;
+	default:
+		break;
+	}
+}

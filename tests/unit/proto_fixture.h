@@ -35,4 +35,14 @@ void proto_add_bad_tcases(Suite *s);
 /* The largest workloads answer in @m (check_proto's round trips and size bound). */
 void proto_fill_workloads(struct proto_msg *m);
 
+/* A message of @op, initialised (proto_msg_init); free() it. */
+struct proto_msg *new_msg(enum proto_op op);
+/* Four parameters in @m, at the int64 bounds among them. */
+void fill_params(struct proto_msg *m);
+/* Every field of @m's request (its op's) set to a value other than its default. */
+void fill_request(struct proto_msg *m);
+
+/* Adds the tcase of the handler table (proto_dispatch_cases.c). */
+void proto_add_dispatch_tcases(Suite *s);
+
 #endif
