@@ -568,40 +568,29 @@ END_TEST
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("ring");
-	struct {
-		const char *name;
-		const TTest *test;
-		int timeout_s;
-	} cases[] = {
-	    {"push_pop_round_trip", push_pop_round_trip, 0},
-	    {"wrap_around_keeps_sequence", wrap_around_keeps_sequence, 0},
-	    {"full_ring_keeps_room_for_terminal", full_ring_keeps_room_for_terminal, 0},
-	    {"terminal_written_exactly_once", terminal_written_exactly_once, 0},
-	    {"terminal_pending_is_not_end_of_stream", terminal_pending_is_not_end_of_stream, 0},
-	    {"error_record_carries_code", error_record_carries_code, 0},
-	    {"end_flags_say_how_the_stream_ended", end_flags_say_how_the_stream_ended, 0},
-	    {"push_stamps_ts", push_stamps_ts, 0},
-	    {"pop_times_out_at_deadline", pop_times_out_at_deadline, 0},
-	    {"attach_validates_layout", attach_validates_layout, 0},
-	    {"init_validates_capacity_and_memory", init_validates_capacity_and_memory, 0},
-	    {"space_counts_non_terminal_room", space_counts_non_terminal_room, 0},
-	    {"reset_starts_a_new_stream", reset_starts_a_new_stream, 0},
-	    {"reader_close_is_seen_by_producer", reader_close_is_seen_by_producer, 0},
-	    {"reset_reopens_a_closed_ring", reset_reopens_a_closed_ring, 0},
+	const struct tu_case cases[] = {
+	    {"push_pop_round_trip", push_pop_round_trip},
+	    {"wrap_around_keeps_sequence", wrap_around_keeps_sequence},
+	    {"full_ring_keeps_room_for_terminal", full_ring_keeps_room_for_terminal},
+	    {"terminal_written_exactly_once", terminal_written_exactly_once},
+	    {"terminal_pending_is_not_end_of_stream", terminal_pending_is_not_end_of_stream},
+	    {"error_record_carries_code", error_record_carries_code},
+	    {"end_flags_say_how_the_stream_ended", end_flags_say_how_the_stream_ended},
+	    {"push_stamps_ts", push_stamps_ts},
+	    {"pop_times_out_at_deadline", pop_times_out_at_deadline},
+	    {"attach_validates_layout", attach_validates_layout},
+	    {"init_validates_capacity_and_memory", init_validates_capacity_and_memory},
+	    {"space_counts_non_terminal_room", space_counts_non_terminal_room},
+	    {"reset_starts_a_new_stream", reset_starts_a_new_stream},
+	    {"reader_close_is_seen_by_producer", reader_close_is_seen_by_producer},
+	    {"reset_reopens_a_closed_ring", reset_reopens_a_closed_ring},
 	    {"stale_close_does_not_close_the_next_stream",
-	     stale_close_does_not_close_the_next_stream, 0},
-	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring, 0},
-	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line, 0},
+	     stale_close_does_not_close_the_next_stream},
+	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring},
+	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_test(tc, cases[i].test);
-		if (cases[i].timeout_s)
-			tcase_set_timeout(tc, cases[i].timeout_s);
-		suite_add_tcase(s, tc);
-	}
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	ring_add_peer_tcases(s);
 	return s;
 }

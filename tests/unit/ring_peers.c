@@ -332,29 +332,20 @@ END_TEST
 
 void ring_add_peer_tcases(Suite *s)
 {
-	struct {
-		const char *name;
-		const TTest *test;
-		int timeout_s;
-	} cases[] = {
-	    {"pop_wakes_on_push_from_other_process", pop_wakes_on_push_from_other_process, 0},
-	    {"pop_reports_dead_producer", pop_reports_dead_producer, 0},
-	    {"take_over_only_after_producer_death", take_over_only_after_producer_death, 0},
+	const struct tu_case cases[] = {
+	    {"pop_wakes_on_push_from_other_process", pop_wakes_on_push_from_other_process},
+	    {"pop_reports_dead_producer", pop_reports_dead_producer},
+	    {"take_over_only_after_producer_death", take_over_only_after_producer_death},
 	    {"take_over_releases_unpublished_terminal_claim",
-	     take_over_releases_unpublished_terminal_claim, 0},
-	    {"take_over_own_ring", take_over_own_ring, 0},
-	    {"two_processes_stream_without_loss", two_processes_stream_without_loss,
-	     STREAM_TIMEOUT_S + 15},
-	    {"two_threads_stream_without_loss", two_threads_stream_without_loss,
-	     STREAM_TIMEOUT_S + 15},
+	     take_over_releases_unpublished_terminal_claim},
+	    {"take_over_own_ring", take_over_own_ring},
+	};
+	const struct tu_case streams[] = {
+	    {"two_processes_stream_without_loss", two_processes_stream_without_loss},
+	    {"two_threads_stream_without_loss", two_threads_stream_without_loss},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_test(tc, cases[i].test);
-		if (cases[i].timeout_s)
-			tcase_set_timeout(tc, cases[i].timeout_s);
-		suite_add_tcase(s, tc);
-	}
+	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
+	tu_add_cases_timeout(s, streams, sizeof(streams) / sizeof(streams[0]),
+			     STREAM_TIMEOUT_S + 15);
 }
