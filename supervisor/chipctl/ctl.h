@@ -210,6 +210,18 @@ void ctl_workloads_json(FILE *f, const char *instance, const struct chipd_worklo
 int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
 			struct chipd_workload **out, uint32_t *n);
 
+/* A command that prints the workloads answer: its name, its --help text, and its two
+ * printers (table, and --json). */
+struct ctl_workloads_view {
+	const char *cmd;
+	const char *usage;
+	void (*table)(FILE *f, const struct chipd_workload *wl, uint32_t n);
+	void (*json)(FILE *f, const char *instance, const struct chipd_workload *wl, uint32_t n);
+};
+
+/* Runs @v's command: its options, a connection, the workloads fetched and printed. */
+int ctl_workloads_cmd(struct ctl *g, int argc, char **argv, const struct ctl_workloads_view *v);
+
 /* ---- ctl_callables.c: `callables` as a table and as JSON (pure) ---- */
 
 /* Writes one row per callable: name, its version, the chips it is loaded on (its

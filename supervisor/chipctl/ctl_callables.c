@@ -140,23 +140,8 @@ static const char callables_usage[] =
 
 int ctl_cmd_callables(struct ctl *g, int argc, char **argv)
 {
-	const struct ctl_args a = {.usage = callables_usage, .json = true};
-	struct chipd_workload *wl = NULL;
-	chipd_conn *c;
-	uint32_t n = 0;
-	int rc = ctl_args(g, argc, argv, &a);
+	static const struct ctl_workloads_view v = {
+	    "callables", callables_usage, ctl_callables_table, ctl_callables_json};
 
-	if (rc)
-		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
-	rc = ctl_connect(g, &c);
-	if (rc)
-		return rc;
-	rc = ctl_workloads_fetch(g, c, "callables", &wl, &n);
-	if (rc == CTL_EXIT_OK && g->json)
-		ctl_callables_json(stdout, chipd_instance(c), wl, n);
-	else if (rc == CTL_EXIT_OK)
-		ctl_callables_table(stdout, wl, n);
-	free(wl);
-	chipd_close(c);
-	return rc;
+	return ctl_workloads_cmd(g, argc, argv, &v);
 }

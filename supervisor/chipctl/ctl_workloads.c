@@ -113,10 +113,10 @@ int ctl_workloads_fetch(struct ctl *g, chipd_conn *c, const char *cmd,
 	return CTL_EXIT_OK;
 }
 
-int ctl_cmd_workloads(struct ctl *g, int argc, char **argv)
+int ctl_workloads_cmd(struct ctl *g, int argc, char **argv, const struct ctl_workloads_view *v)
 {
-	const struct ctl_args a = {.usage = workloads_usage, .json = true};
-	struct chipd_workload *wl;
+	const struct ctl_args a = {.usage = v->usage, .json = true};
+	struct chipd_workload *wl = NULL;
 	chipd_conn *c;
 	uint32_t n = 0;
 	int rc = ctl_args(g, argc, argv, &a);
@@ -126,12 +126,20 @@ int ctl_cmd_workloads(struct ctl *g, int argc, char **argv)
 	rc = ctl_connect(g, &c);
 	if (rc)
 		return rc;
-	rc = ctl_workloads_fetch(g, c, "workloads", &wl, &n);
+	rc = ctl_workloads_fetch(g, c, v->cmd, &wl, &n);
 	if (rc == CTL_EXIT_OK && g->json)
-		ctl_workloads_json(stdout, chipd_instance(c), wl, n);
+		v->json(stdout, chipd_instance(c), wl, n);
 	else if (rc == CTL_EXIT_OK)
-		ctl_workloads_table(stdout, wl, n);
+		v->table(stdout, wl, n);
 	free(wl);
 	chipd_close(c);
 	return rc;
+}
+
+int ctl_cmd_workloads(struct ctl *g, int argc, char **argv)
+{
+	static const struct ctl_workloads_view v = {
+	    "workloads", workloads_usage, ctl_workloads_table, ctl_workloads_json};
+
+	return ctl_workloads_cmd(g, argc, argv, &v);
 }
