@@ -296,6 +296,7 @@ struct sup {
 		struct wrk_reg_entry *entries;
 		struct sup_reg_book *books;
 		uint32_t n;
+		uint32_t used; /* entries not FREE: written under sup.lock by the router */
 		pthread_mutex_t lock;
 		/* quarantines decided (event loop) and not yet carried out (router) */
 		_Atomic uint32_t quarantines;

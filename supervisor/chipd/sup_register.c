@@ -80,13 +80,18 @@ static uint32_t entry_state(const struct wrk_reg_entry *e)
 	return atomic_load_explicit(&e->state, memory_order_acquire);
 }
 
-/* The registered entry named @name (PENDING or LIVE), or -1. */
+/* The registered entry named @name (PENDING or LIVE), or -1. Every submit asks
+ * (sup_register_refuses): the walk ends once it passed every entry in use. Under
+ * sup.lock or on the router thread (the only writer of the entries' states). */
 static int find(const struct sup *s, const char *name)
 {
-	for (uint32_t i = 0; i < s->reg.n; i++)
-		if (entry_state(&s->reg.entries[i]) != WRK_REG_FREE &&
-		    strcmp(s->reg.entries[i].name, name) == 0)
+	for (uint32_t i = 0, seen = 0; i < s->reg.n && seen < s->reg.used; i++) {
+		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
+			continue;
+		if (strcmp(s->reg.entries[i].name, name) == 0)
 			return (int)i;
+		seen++;
+	}
 	return -1;
 }
 
@@ -213,7 +218,9 @@ static void entry_free(struct sup *s, uint32_t i)
 	char msg[WL_MSG_MAX];
 
 	pthread_mutex_lock(&s->lock);
-	atomic_store_explicit(&e->state, WRK_REG_FREE, memory_order_release);
+	if (atomic_exchange_explicit(&e->state, WRK_REG_FREE, memory_order_acq_rel) !=
+	    WRK_REG_FREE)
+		s->reg.used--;
 	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
 	if (s->reg.books[i].quarantined) /* carried out (or unregistered by hand) */
 		atomic_fetch_sub_explicit(&s->reg.quarantines, 1, memory_order_relaxed);
@@ -240,6 +247,7 @@ static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *
 	pthread_mutex_lock(&s->lock);
 	s->reg.books[i] = (struct sup_reg_book){0};
 	atomic_store_explicit(&e->state, WRK_REG_PENDING, memory_order_release);
+	s->reg.used++;
 	pthread_mutex_unlock(&s->lock);
 }
 
