@@ -233,6 +233,7 @@ struct sup {
 	struct sup_req *reqs; /* node.desc->nrings entries */
 	/* the counts of each callable (sup_clstat.c), cfg.max_callables entries */
 	struct sup_clstat *clstats;
+	uint32_t clstats_used; /* entries that hold a name */
 	/* each entry's ring, bound once when the region was made: its capacity and
 	 * record array never come from the header again (the reader can write it) */
 	struct ring *rings;

@@ -34,14 +34,19 @@ void sup_clstat_free(struct sup *s)
 {
 	free(s->clstats);
 	s->clstats = NULL;
+	s->clstats_used = 0;
 }
 
-/* The entry of @name, or -1. */
+/* The entry of @name, or -1: the walk ends once it passed every entry in use. */
 static int find(const struct sup *s, const char *name)
 {
-	for (uint32_t i = 0; i < s->cfg.max_callables; i++)
-		if (s->clstats[i].name[0] && strcmp(s->clstats[i].name, name) == 0)
+	for (uint32_t i = 0, seen = 0; i < s->cfg.max_callables && seen < s->clstats_used; i++) {
+		if (!s->clstats[i].name[0])
+			continue;
+		if (strcmp(s->clstats[i].name, name) == 0)
 			return (int)i;
+		seen++;
+	}
 	return -1;
 }
 
@@ -57,6 +62,7 @@ static int take(struct sup *s, const char *name)
 		if (c->name[0])
 			continue;
 		snprintf(c->name, sizeof(c->name), "%s", name);
+		s->clstats_used++;
 		c->gen = c->gen + 1 ? c->gen + 1 : 1;
 		c->v = (struct sup_clstat_vals){0};
 		i = (int)k;
@@ -99,8 +105,10 @@ void sup_clstat_drop(struct sup *s, const char *name)
 {
 	int i = find(s, name);
 
-	if (i >= 0)
+	if (i >= 0) {
 		s->clstats[i].name[0] = '\0'; /* its generation stays: ends of it count nowhere */
+		s->clstats_used--;
+	}
 }
 
 void sup_clstat_get(const struct sup *s, const char *name, struct sup_clstat_vals *out)
