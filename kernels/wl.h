@@ -159,7 +159,7 @@ struct wl_req;
 /* Loads every "*.so" of @dir, in name order, all or nothing: the directory and each
  * file must be owned by root or by this process's effective user and not writable by
  * group or others, each file regular (not a link); each is dlopen'ed RTLD_NOW |
- * RTLD_LOCAL, its entry chipd_callable_v1 called and its table checked (ABI version,
+ * RTLD_LOCAL, its entry chipd_callable_v2 called and its table checked (ABI version,
  * names, parameters, hooks), then its init hook run. Errors, with a message naming the
  * file: -ENOENT (no such directory, or no callable in it), -EPERM (owner or mode),
  * -EINVAL (not loadable, no entry, a bad table, an ABI mismatch, init failed: its

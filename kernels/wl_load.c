@@ -124,10 +124,13 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 		}
 	}
 	if (cl->token_bytes != sizeof(int32_t))
-		return bad(msg, cap, -EINVAL, path, "token_bytes is not 4 (ABI 1)");
-	if (cl->inputs || cl->outputs || cl->reserved[0] || cl->reserved[1] || cl->reserved[2] ||
-	    cl->reserved[3])
-		return bad(msg, cap, -EINVAL, path, "reserved fields are not zero (ABI 1)");
+		return bad(msg, cap, -EINVAL, path, "token_bytes is not 4");
+	if (cl->reserved[0] || cl->reserved[1] || cl->reserved[2] || cl->reserved[3])
+		return bad(msg, cap, -EINVAL, path, "reserved fields are not zero");
+	/* TEMPORARY on the abi2 branch: data in/out and own kernels land next. */
+	if (cl->payload_bytes || cl->input_max || cl->output_max || cl->output || cl->kernels ||
+	    cl->nkernels || cl->kernels_sim || cl->kernels_amd || cl->kernels_nvidia)
+		return bad(msg, cap, -EINVAL, path, "data in/out and own kernels: not yet");
 	if (!cl->steps || !cl->cost || !cl->reserve || !cl->fill || !cl->build || !cl->release)
 		return bad(msg, cap, -EINVAL, path,
 			   "a required hook (steps, cost, reserve, fill, build, release) is NULL");
@@ -207,7 +210,11 @@ static int load_file(const char *path, const char *name, char *msg, size_t cap)
 	}
 	*(void **)&entry = dlsym(dl, CHIPD_CALLABLE_ENTRY);
 	cl = entry ? entry() : NULL;
-	if (!entry)
+	if (!entry && dlsym(dl, "chipd_callable_v1"))
+		err = bad(msg, cap, -EINVAL, path,
+			  "built for ABI 1 (it exports chipd_callable_v1), this chipd loads 2: "
+			  "rebuild it with the installed chipd_callable.h");
+	else if (!entry)
 		err = bad(msg, cap, -EINVAL, path, "no symbol " CHIPD_CALLABLE_ENTRY);
 	else if (!cl)
 		err = bad(msg, cap, -EINVAL, path, CHIPD_CALLABLE_ENTRY " returned NULL");

@@ -471,7 +471,7 @@ static const struct chipd_callable callable = {
     .ref = pa_ref,
 };
 
-CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v2(void)
 {
 	return &callable;
 }

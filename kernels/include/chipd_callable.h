@@ -1,7 +1,7 @@
 /* chipd_callable.h - the callable ABI: a workload chipd loads from a shared library.
  *
  * A callable is a shared library exporting one function, CHIPD_CALLABLE_ENTRY
- * ("chipd_callable_v1"), that returns a pointer to a constant struct chipd_callable:
+ * ("chipd_callable_v2"), that returns a pointer to a constant struct chipd_callable:
  * its ABI version, name, parameters and hooks. chipd loads it with
  * dlopen(RTLD_NOW | RTLD_LOCAL), calls init once, then drives each request through
  * the hooks, which mirror a chip worker's request life cycle:
@@ -42,14 +42,20 @@
 extern "C" {
 #endif
 
-#define CHIPD_CALLABLE_ABI 1
-/* The symbol chipd looks up, and its type. */
-#define CHIPD_CALLABLE_ENTRY "chipd_callable_v1"
+#define CHIPD_CALLABLE_ABI 2
+/* The symbol chipd looks up, and its type. A library exporting only an older entry
+ * ("chipd_callable_v1") is refused as built for an older ABI. */
+#define CHIPD_CALLABLE_ENTRY "chipd_callable_v2"
 
 /* Limits a callable's table must keep (a longer name, key or doc is refused). */
 #define CHIPD_CL_NAME_MAX   24 /* name and parameter keys, NUL included: [a-z0-9_] */
 #define CHIPD_CL_PARAMS_MAX 16
 #define CHIPD_CL_DOC_MAX    128 /* one line of printable ASCII, NUL included */
+#define CHIPD_CL_KERNELS_MAX 32	     /* a callable's own kernels */
+#define CHIPD_CL_KARGS_MAX   4096    /* bytes of one own kernel's argument struct */
+#define CHIPD_CL_PAYLOAD_MAX 24	     /* bytes a token record carries beside the token */
+#define CHIPD_CL_INPUT_MAX   (1u << 20) /* bytes of input one request may carry */
+#define CHIPD_CL_OUTPUT_MAX  (1u << 20) /* bytes of a request's output blob */
 
 enum chipd_cl_param_type {
 	CHIPD_CL_INT64 = 0, /* the only type of ABI 1 */
@@ -88,9 +94,33 @@ struct chipd_cl_req {
 	const struct chipd_cl_host *host;
 	const int64_t *cfg; /* the parameters, in the order of the callable's table */
 	uint32_t steps;	    /* steps (= tokens) in all (the steps hook's answer) */
+	uint32_t input_len; /* bytes at @input: 0..the table's input_max */
+	const void *input;  /* the request's input bytes: chipd's private copy, host
+			     * memory, unchanged from reserve to release (NULL when none) */
 	void *state;	    /* the callable's, set by reserve */
 	void *chipd;	    /* chipd's; the callable leaves it alone */
 };
+
+/* One of the callable's own kernels (see struct chipd_callable, kernels). */
+struct chipd_cl_kernel {
+	const char *name;   /* [a-z0-9_], shorter than CHIPD_CL_NAME_MAX: its symbol in
+			     * the kernel files (extern "C" in HIP/CUDA source) */
+	uint32_t args_size; /* 1..CHIPD_CL_KARGS_MAX: its one parameter, a struct passed
+			     * by value, as the launch passes it */
+};
+
+/* The launch geometry of an own kernel: blocks in the grid, threads in a block,
+ * dynamic shared memory in bytes. */
+struct chipd_cl_dims {
+	uint32_t grid[3], block[3];
+	uint32_t shared_bytes;
+};
+
+/* An own kernel's sim form, exported by the callable's kernels_sim library under the
+ * kernel's name: chipd calls it once per block of the grid, in order, on the sim
+ * stream the launch was issued on; it runs the block's threads itself. */
+typedef void (*chipd_cl_sim_kernel_fn)(const void *args, const struct chipd_cl_dims *dims,
+				       const uint32_t block[3]);
 
 /* Directions of copies. */
 enum chipd_cl_copy { CHIPD_CL_H2D = 0, CHIPD_CL_D2H = 1, CHIPD_CL_D2D = 2 };
@@ -139,6 +169,14 @@ struct chipd_cl_host {
 	void *(*scratch)(struct chipd_cl_step *st, size_t n);
 	/* Tasks the step still has room for. */
 	uint32_t (*room)(const struct chipd_cl_step *st);
+
+	/* Launches the callable's own kernel @index (in its table's kernels) for request
+	 * @r with @dims; @args holds the kernel's args_size bytes. -EINVAL for an index,
+	 * or dims (a zero, or more than the device allows), out of range; -ENOBUFS as
+	 * launch. */
+	int (*launch_own)(struct chipd_cl_step *st, struct chipd_cl_req *r, uint32_t lane,
+			  uint32_t index, const struct chipd_cl_dims *dims, const void *args,
+			  int dep);
 };
 
 struct chipd_callable {
@@ -148,10 +186,26 @@ struct chipd_callable {
 	const char *doc;  /* one line: what a step computes */
 	const struct chipd_cl_param *params;
 	uint32_t nparams; /* at most CHIPD_CL_PARAMS_MAX */
-	uint32_t token_bytes; /* 4: a step's token is an int32_t (ABI 1) */
+	uint32_t token_bytes; /* 4: a step's token is an int32_t */
 
-	/* reserved for inputs, token payloads and outputs: NULL and 0 in ABI 1 */
-	const void *inputs, *outputs;
+	/* Data in and out (0: none). A request's input bytes (at most input_max) reach
+	 * the hooks as r->input; a step writes payload_bytes right after its token, and
+	 * its token record carries them; the output hook writes at most output_max
+	 * bytes of output once the last token was read. */
+	uint32_t payload_bytes; /* 0..CHIPD_CL_PAYLOAD_MAX */
+	uint32_t input_max;	/* 0..CHIPD_CL_INPUT_MAX */
+	uint32_t output_max;	/* 0..CHIPD_CL_OUTPUT_MAX */
+
+	/* Its own kernels (NULL and 0: none), launched with host->launch_own. Their code
+	 * lies in files beside the callable's library (file names without '/'): for the
+	 * sim device a shared object exporting each kernel as a chipd_cl_sim_kernel_fn,
+	 * for AMD GPUs a code object (hipcc --genco), for NVIDIA GPUs a cubin or fatbin.
+	 * The worker loads the one its device needs on every chip; a file or a kernel
+	 * missing there refuses the callable, naming it. NULL: no code for that device,
+	 * and the callable is refused on it. */
+	const struct chipd_cl_kernel *kernels;
+	uint32_t nkernels; /* 0..CHIPD_CL_KERNELS_MAX */
+	const char *kernels_sim, *kernels_amd, *kernels_nvidia;
 	uint64_t reserved[4];
 
 	/* Once, when loaded: in chipd's supervisor, before it forks the workers (which
@@ -170,6 +224,12 @@ struct chipd_callable {
 		     uint32_t step, void *token);
 	void (*release)(struct chipd_cl_req *r);
 	int (*ref)(const int64_t *cfg, uint64_t *tokens, uint32_t n);
+	/* Once the last step's token was read: writes the request's output blob, at most
+	 * @cap bytes (the smaller of output_max and what the client made room for), to
+	 * @buf and its length to *@len. Host memory only: device results reach host
+	 * memory through a copy task of a step. NULL (or output_max 0): no output. */
+	int (*output)(struct chipd_cl_req *r, void *buf, uint32_t cap, uint32_t *len, char *msg,
+		      size_t msgcap);
 };
 
 typedef const struct chipd_callable *(*chipd_callable_entry_fn)(void);
@@ -178,7 +238,7 @@ typedef const struct chipd_callable *(*chipd_callable_entry_fn)(void);
 #define CHIPD_CALLABLE_EXPORT __attribute__((visibility("default")))
 
 /* The entry a callable defines: its table, the same pointer on every call. */
-CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void);
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v2(void);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
  *
  *   TC_GOOD      "tiny": tokens steps of one spin kernel, token = seed * 7 + step
  *   TC_ABI       declares ABI version 99
- *   TC_NO_ENTRY  exports no chipd_callable_v1
+ *   TC_NO_ENTRY  exports no chipd_callable_v2
  *   TC_INIT      its init fails ("broken on purpose")
  *   TC_TABLE     its name is not [a-z0-9_]
  *   TC_DUP       calls itself "gemm", a built-in's name
@@ -182,7 +182,7 @@ static const struct chipd_callable callable = {
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void);
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void)
 #else
-CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v2(void)
 #endif
 {
 	return &callable;

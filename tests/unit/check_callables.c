@@ -178,8 +178,8 @@ START_TEST(broken_refused)
 		int err;
 		const char *what;
 	} cases[] = {
-	    {"tc_abi", -EINVAL, "ABI version 99, this chipd loads 1"},
-	    {"tc_no_entry", -EINVAL, "no symbol chipd_callable_v1"},
+	    {"tc_abi", -EINVAL, "ABI version 99, this chipd loads 2"},
+	    {"tc_no_entry", -EINVAL, "no symbol chipd_callable_v2"},
 	    {"tc_init", -EINVAL, "init failed: broken on purpose"},
 	    {"tc_table", -EINVAL, "its name is not"},
 	};

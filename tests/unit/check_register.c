@@ -404,8 +404,8 @@ START_TEST(bad_files_refused)
 	static const struct {
 		const char *variant, *mode, *want;
 	} cases[] = {
-	    {"tc_abi", NULL, "ABI version 99, this chipd loads 1"},
-	    {"tc_no_entry", NULL, "no symbol chipd_callable_v1"},
+	    {"tc_abi", NULL, "ABI version 99, this chipd loads 2"},
+	    {"tc_no_entry", NULL, "no symbol chipd_callable_v2"},
 	    {"tc_init", NULL, "init failed: broken on purpose"},
 	    {"tc_table", NULL, "its name is not 1..23 characters"},
 	    {"tc_good", "0666", "writable by group or others (mode 0666)"},
