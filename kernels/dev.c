@@ -362,3 +362,123 @@ int dev_sync(struct dev *d)
 	RETURN_IF_LOST(d, "dev_sync");
 	return err;
 }
+
+int dev_dims_check(const struct dev_dims *dims, char *msg, size_t cap)
+{
+	static const char axis[3] = {'x', 'y', 'z'};
+	const uint32_t grid_max[3] = {DEV_GRID_X_MAX, DEV_GRID_YZ_MAX, DEV_GRID_YZ_MAX};
+	const uint32_t block_max[3] = {DEV_BLOCK_XY_MAX, DEV_BLOCK_XY_MAX, DEV_BLOCK_Z_MAX};
+	uint64_t threads = 1;
+
+	for (int i = 0; i < 3; i++) {
+		if (dims->grid[i] == 0 || dims->grid[i] > grid_max[i]) {
+			snprintf(msg, cap, "grid %c %u is outside 1..%u", axis[i], dims->grid[i],
+				 grid_max[i]);
+			return -EINVAL;
+		}
+		if (dims->block[i] == 0 || dims->block[i] > block_max[i]) {
+			snprintf(msg, cap, "block %c %u is outside 1..%u", axis[i], dims->block[i],
+				 block_max[i]);
+			return -EINVAL;
+		}
+		threads *= dims->block[i];
+	}
+	if (threads > DEV_BLOCK_MAX) {
+		snprintf(msg, cap, "a block of %llu threads exceeds %u", (unsigned long long)threads,
+			 DEV_BLOCK_MAX);
+		return -EINVAL;
+	}
+	if (dims->shared_bytes > DEV_SHARED_MAX) {
+		snprintf(msg, cap, "%u bytes of shared memory exceed %u", dims->shared_bytes,
+			 DEV_SHARED_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int dev_module_load(struct dev *d, const char *path, struct dev_module **out)
+{
+	struct dev_module *m;
+	int err;
+
+	*out = NULL;
+	RETURN_IF_LOST(d, "dev_module_load");
+	if (!path || !path[0])
+		return dev_fail(d, -EINVAL, "dev_module_load: no path");
+	err = d->be->select(d);
+	if (err)
+		return err;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return dev_fail(d, -ENOMEM, "dev_module_load: out of memory");
+	m->dev = d;
+	err = d->be->module_load(m, path);
+	if (err) {
+		free(m);
+		return err;
+	}
+	live_add(d, 1);
+	*out = m;
+	return 0;
+}
+
+void dev_module_unload(struct dev_module *m)
+{
+	struct dev_func *f, *next;
+
+	if (!m)
+		return;
+	m->dev->be->module_unload(m);
+	for (f = m->funcs; f; f = next) {
+		next = f->next;
+		free(f);
+	}
+	live_add(m->dev, -1);
+	free(m);
+}
+
+int dev_module_func(struct dev_module *m, const char *name, struct dev_func **out)
+{
+	struct dev *d = m->dev;
+	struct dev_func *f;
+	int err;
+
+	*out = NULL;
+	RETURN_IF_LOST(d, "dev_module_func");
+	if (!name || !name[0])
+		return dev_fail(d, -EINVAL, "dev_module_func: no name");
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return dev_fail(d, -ENOMEM, "dev_module_func: out of memory");
+	f->mod = m;
+	err = d->be->module_func(m, f, name);
+	if (err) {
+		free(f);
+		return err;
+	}
+	f->next = m->funcs;
+	m->funcs = f;
+	*out = f;
+	return 0;
+}
+
+int dev_launch_func(struct dev_stream *s, const struct dev_func *f, const struct dev_dims *dims,
+		    const void *args, size_t size)
+{
+	char msg[DEV_ERRMSG_MAX];
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	RETURN_IF_LOST(s->dev, "dev_launch_func");
+	if (!f || f->mod->dev != s->dev)
+		return dev_fail(s->dev, -EINVAL, "dev_launch_func: %s",
+				f ? "a function of another device" : "no function");
+	if (!args || size == 0 || size > DEV_FUNC_ARGS_MAX)
+		return dev_fail(s->dev, -EINVAL, "dev_launch_func: arguments of %zu bytes (1..%u)",
+				args ? size : 0, DEV_FUNC_ARGS_MAX);
+	err = dev_dims_check(dims, msg, sizeof(msg));
+	if (err)
+		return dev_fail(s->dev, err, "dev_launch_func: %s", msg);
+	return s->dev->be->launch_func(s, f, dims, args, size);
+}

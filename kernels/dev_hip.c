@@ -435,6 +435,60 @@ static int hip_sync(struct dev *d)
 	return first;
 }
 
+/* Modules: hipModuleLoad on the device made current by dev_module_load. */
+static int hip_module_load(struct dev_module *m, const char *path)
+{
+	hipModule_t mod;
+	hipError_t e = hipModuleLoad(&mod, path);
+
+	if (e != hipSuccess)
+		return dev_fail(m->dev, e == hipErrorFileNotFound ? -ENOENT : -EINVAL,
+				"hip: cannot load %s: %s", path, hipGetErrorString(e));
+	m->priv = mod;
+	return 0;
+}
+
+static void hip_module_unload(struct dev_module *m)
+{
+	if (hip_select(m->dev) == 0)
+		(void)hipModuleUnload((hipModule_t)m->priv);
+}
+
+static int hip_module_func(struct dev_module *m, struct dev_func *f, const char *name)
+{
+	hipFunction_t fn;
+	hipError_t e = hipModuleGetFunction(&fn, (hipModule_t)m->priv, name);
+
+	if (e != hipSuccess)
+		return dev_fail(m->dev, -ENOENT, "hip: no function \"%s\" in the module: %s", name,
+				hipGetErrorString(e));
+	f->priv = fn;
+	return 0;
+}
+
+/* The arguments go as one buffer (HIP_LAUNCH_PARAM_BUFFER_POINTER), copied by the
+ * runtime at the launch. */
+static int hip_launch_func(struct dev_stream *s, const struct dev_func *f,
+			   const struct dev_dims *dims, const void *args, size_t size)
+{
+	struct hip_stream *hs = (struct hip_stream *)s;
+	void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, (void *)args,
+			 HIP_LAUNCH_PARAM_BUFFER_SIZE, &size, HIP_LAUNCH_PARAM_END};
+	hipError_t e;
+	int err = hip_select(s->dev);
+
+	if (err)
+		return err;
+	if (hs->err)
+		return 0; /* a failed stream skips later work; its syncs report the error */
+	e = hipModuleLaunchKernel((hipFunction_t)f->priv, dims->grid[0], dims->grid[1],
+				  dims->grid[2], dims->block[0], dims->block[1], dims->block[2],
+				  dims->shared_bytes, hs->s, NULL, extra);
+	if (e != hipSuccess)
+		return hip_fail(s->dev, e, "hipModuleLaunchKernel");
+	return 0;
+}
+
 const struct dev_backend dev_hip_backend = {
     .open = hip_open,
     .select = hip_select,
@@ -455,4 +509,8 @@ const struct dev_backend dev_hip_backend = {
     .event_sync = hip_event_sync,
     .launch = hip_launch,
     .sync = hip_sync,
+    .module_load = hip_module_load,
+    .module_unload = hip_module_unload,
+    .module_func = hip_module_func,
+    .launch_func = hip_launch_func,
 };

@@ -29,6 +29,12 @@ struct dev_backend {
 	int (*event_sync)(struct dev_event *e);
 	int (*launch)(struct dev_stream *s, const struct dev_kcall *c);
 	int (*sync)(struct dev *d);
+	/* modules: load fills m->priv; func fills f->priv */
+	int (*module_load)(struct dev_module *m, const char *path);
+	void (*module_unload)(struct dev_module *m);
+	int (*module_func)(struct dev_module *m, struct dev_func *f, const char *name);
+	int (*launch_func)(struct dev_stream *s, const struct dev_func *f,
+			   const struct dev_dims *dims, const void *args, size_t size);
 };
 
 struct dev {
@@ -52,6 +58,19 @@ struct dev_stream {
 
 struct dev_event {
 	struct dev *dev;
+};
+
+/* A loaded module and the functions resolved from it (freed with it). */
+struct dev_module {
+	struct dev *dev;
+	void *priv; /* the backend's handle */
+	struct dev_func *funcs;
+};
+
+struct dev_func {
+	struct dev_module *mod;
+	struct dev_func *next; /* in mod->funcs */
+	void *priv;	       /* the backend's handle */
 };
 
 /* Records @err (negative errno) and a printf-style message as @d's last error and

@@ -11,14 +11,17 @@
  * op, and none while no one sleeps. */
 #include "dev_impl.h"
 
+#include "chipd_callable.h"
 #include "wait.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Ops a stream holds before dev_launch waits for room: a GPU's queue is finite too,
  * and a host that runs far ahead only grows latency. */
@@ -46,7 +49,7 @@
 /* Reading the clock costs ~25 ns; the spin loop reads it once per this many checks. */
 #define SIM_SPIN_CLOCK_EVERY 16
 
-enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_FAULT, SIM_SIGNAL, SIM_WAIT, SIM_STOP };
+enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_FUNC, SIM_FAULT, SIM_SIGNAL, SIM_WAIT, SIM_STOP };
 
 struct sim_event;
 
@@ -63,6 +66,11 @@ struct sim_op {
 			struct sim_event *ev;
 			uint64_t gen;
 		} ev;
+		struct {
+			chipd_cl_sim_kernel_fn fn;
+			struct chipd_cl_dims dims;
+			void *args; /* the launch's private copy, freed when the op ran */
+		} func;
 		enum dev_sim_fault fault;
 	} u;
 };
@@ -282,6 +290,18 @@ static void fail_stream(struct sim_stream *ss, int err, const char *msg)
 	atomic_store_explicit(&ss->err, err, memory_order_release);
 }
 
+/* Runs a function once per block of its grid: x fastest, then y, then z. */
+static void run_func(const struct chipd_cl_dims *dims, chipd_cl_sim_kernel_fn fn,
+		     const void *args)
+{
+	uint32_t b[3];
+
+	for (b[2] = 0; b[2] < dims->grid[2]; b[2]++)
+		for (b[1] = 0; b[1] < dims->grid[1]; b[1]++)
+			for (b[0] = 0; b[0] < dims->grid[0]; b[0]++)
+				fn(args, dims, b);
+}
+
 /* Runs one op on the stream's thread; a failed stream, or any stream of a lost
  * device, skips copies and kernels. */
 static void run_op(struct sim_stream *ss, struct sim_op *op)
@@ -303,6 +323,11 @@ static void run_op(struct sim_stream *ss, struct sim_op *op)
 		err = dev_sim_run(&op->u.call, msg, sizeof(msg));
 		if (err)
 			fail_stream(ss, err, msg);
+		break;
+	case SIM_FUNC:
+		if (!failed)
+			run_func(&op->u.func.dims, op->u.func.fn, op->u.func.args);
+		free(op->u.func.args);
 		break;
 	case SIM_FAULT:
 		if (failed)
@@ -621,21 +646,72 @@ static int sim_event_sync(struct dev_event *e)
 	return event_wait(e, true);
 }
 
+/* Turns @op into the injected fault, if one is pending on @sd (dev_sim_inject_fault). */
+static void take_fault(struct sim_dev *sd, struct sim_op *op)
+{
+	pthread_mutex_lock(&sd->lock);
+	if (sd->fault >= 0) {
+		op->kind = SIM_FAULT;
+		op->u.fault = (enum dev_sim_fault)sd->fault;
+		sd->fault = -1;
+	}
+	pthread_mutex_unlock(&sd->lock);
+}
+
 static int sim_launch(struct dev_stream *s, const struct dev_kcall *c)
 {
-	struct sim_dev *sd = sim_of(s->dev);
 	struct sim_op op = {.kind = SIM_KERNEL, .u.call = *c};
 	int err = on_current(s->dev, "dev_launch");
 
 	if (err)
 		return err;
-	pthread_mutex_lock(&sd->lock);
-	if (sd->fault >= 0) {
-		op.kind = SIM_FAULT;
-		op.u.fault = (enum dev_sim_fault)sd->fault;
-		sd->fault = -1;
+	take_fault(sim_of(s->dev), &op);
+	return enqueue(stream_of(s), &op);
+}
+
+/* Modules: a shared object, its functions its symbols. */
+static int sim_module_load(struct dev_module *m, const char *path)
+{
+	m->priv = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!m->priv)
+		return dev_fail(m->dev, access(path, F_OK) == 0 ? -EINVAL : -ENOENT,
+				"sim: cannot load %s: %s", path, dlerror());
+	return 0;
+}
+
+static void sim_module_unload(struct dev_module *m)
+{
+	dlclose(m->priv);
+}
+
+static int sim_module_func(struct dev_module *m, struct dev_func *f, const char *name)
+{
+	f->priv = dlsym(m->priv, name);
+	if (!f->priv)
+		return dev_fail(m->dev, -ENOENT, "sim: no function \"%s\" in the module", name);
+	return 0;
+}
+
+static int sim_launch_func(struct dev_stream *s, const struct dev_func *f,
+			   const struct dev_dims *dims, const void *args, size_t size)
+{
+	struct sim_op op = {.kind = SIM_FUNC};
+	int err = on_current(s->dev, "dev_launch_func");
+
+	if (err)
+		return err;
+	*(void **)&op.u.func.fn = f->priv;
+	memcpy(op.u.func.dims.grid, dims->grid, sizeof(dims->grid));
+	memcpy(op.u.func.dims.block, dims->block, sizeof(dims->block));
+	op.u.func.dims.shared_bytes = dims->shared_bytes;
+	take_fault(sim_of(s->dev), &op);
+	if (op.kind == SIM_FUNC) {
+		op.u.func.args = malloc(size);
+		if (!op.u.func.args)
+			return dev_fail(s->dev, -ENOMEM, "sim: out of memory for %zu bytes of "
+					"arguments", size);
+		memcpy(op.u.func.args, args, size);
 	}
-	pthread_mutex_unlock(&sd->lock);
 	return enqueue(stream_of(s), &op);
 }
 
@@ -704,4 +780,8 @@ const struct dev_backend dev_sim_backend = {
     .event_sync = sim_event_sync,
     .launch = sim_launch,
     .sync = sim_sync,
+    .module_load = sim_module_load,
+    .module_unload = sim_module_unload,
+    .module_func = sim_module_func,
+    .launch_func = sim_launch_func,
 };

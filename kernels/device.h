@@ -152,6 +152,54 @@ int dev_launch(struct dev_stream *s, const struct dev_kcall *c);
 /* Waits for every stream of @d; returns the first error any of them reported. */
 int dev_sync(struct dev *d);
 
+/* ---- code objects loaded at run time (a callable's own kernels) ----
+ *
+ * A module is one file of kernels for @d's kind: for the sim a shared object
+ * (dlopen RTLD_NOW | RTLD_LOCAL) exporting each kernel under its name as a
+ * chipd_cl_sim_kernel_fn (chipd_callable.h), which a launch calls once per block of
+ * the grid (x fastest, then y, then z), in order, on the stream's thread; for HIP a
+ * code object (hipModuleLoad), for CUDA a cubin or fatbin (cuModuleLoad, the driver
+ * API's entry points reached through the runtime). */
+struct dev_module;
+struct dev_func;
+
+/* The launch geometry of a function: blocks in the grid, threads in a block, dynamic
+ * shared memory in bytes (the layout of struct chipd_cl_dims). */
+struct dev_dims {
+	uint32_t grid[3], block[3];
+	uint32_t shared_bytes;
+};
+
+/* The most a launch may ask for (the CUDA and HIP limits every supported GPU has). */
+#define DEV_GRID_X_MAX	 0x7fffffffu
+#define DEV_GRID_YZ_MAX	 65535u
+#define DEV_BLOCK_XY_MAX 1024u
+#define DEV_BLOCK_Z_MAX	 64u
+#define DEV_BLOCK_MAX	 1024u /* threads in a block */
+#define DEV_SHARED_MAX	 (48u * 1024u)
+
+/* 0, or -EINVAL with a message naming the dimension in @msg: a zero, or more than
+ * the limits above. */
+int dev_dims_check(const struct dev_dims *dims, char *msg, size_t cap);
+
+/* Loads the module at @path on @d (made current on the calling thread first) into
+ * *@out. -ENOENT (no such file), -EINVAL (not a module of @d's kind), -ENOMEM, or the
+ * runtime's error; the message, naming @path, is the last error. */
+int dev_module_load(struct dev *d, const char *path, struct dev_module **out);
+/* Unloads @m once the work launched from it completed (the caller waits for it).
+ * NULL is a no-op. */
+void dev_module_unload(struct dev_module *m);
+/* The function @name of @m into *@out (valid until the module is unloaded): -ENOENT
+ * when @m has none, the message naming it as the last error. */
+int dev_module_func(struct dev_module *m, const char *name, struct dev_func **out);
+
+/* Checks @dims (dev_dims_check) and queues @f on @s with @dims; its one parameter is
+ * the @size bytes at @args (1..DEV_FUNC_ARGS_MAX), copied here: the caller may reuse
+ * @args when this returns. @f must come from a module of @s's device. */
+#define DEV_FUNC_ARGS_MAX 4096u
+int dev_launch_func(struct dev_stream *s, const struct dev_func *f, const struct dev_dims *dims,
+		    const void *args, size_t size);
+
 /* Fault injection for tests (sim backend): the next @n dev_stream_create calls on
  * @d fail with -EAGAIN, as a runtime out of stream resources does. -ENOTSUP on any
  * other backend. */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,27 @@ int wl_add_copy(struct wl_step *st, uint32_t lane, void *dst, const void *src, s
 	t->u.copy.src = src;
 	t->u.copy.n = n;
 	t->u.copy.kind = kind;
+	return (int)st->n++;
+}
+
+int wl_add_func(struct wl_step *st, uint32_t lane, const struct dev_func *fn,
+		const struct dev_dims *dims, const void *args, uint32_t size, int dep)
+{
+	struct wl_task *t;
+	void *copy;
+
+	if (st->n == st->cap)
+		return -ENOBUFS;
+	copy = wl_arena_alloc(st->host, size, _Alignof(max_align_t));
+	if (!copy)
+		return -ENOBUFS;
+	memcpy(copy, args, size);
+	t = task_add(st, lane, dep);
+	t->kind = WL_TASK_FUNC;
+	t->u.func.fn = fn;
+	t->u.func.dims = *dims;
+	t->u.func.args = copy;
+	t->u.func.size = size;
 	return (int)st->n++;
 }
 
@@ -391,6 +413,10 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 	err = find_and_configure(workload, p, &wc, cfg, msg, cap);
 	if (err)
 		return err;
+	if (wc->nkernels && !wl_kernels_func(wc, env->dev, 0)) {
+		snprintf(msg, cap, "%s: its kernels are not loaded on this device", wc->name);
+		return -ENODEV;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		snprintf(msg, cap, "%s: no host memory for the request", wc->cl->name);

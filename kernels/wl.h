@@ -87,7 +87,7 @@ void wl_arena_reset(struct wl_arena *a);
 
 /* ---- steps: tasks with dependencies ---- */
 
-enum wl_task_kind { WL_TASK_LAUNCH, WL_TASK_COPY };
+enum wl_task_kind { WL_TASK_LAUNCH, WL_TASK_COPY, WL_TASK_FUNC };
 
 #define WL_TASK_DEPS 4
 
@@ -104,8 +104,17 @@ struct wl_task {
 			size_t n;
 			enum dev_copy_kind kind;
 		} copy;
+		struct { /* a callable's own kernel (dev_launch_func) */
+			const struct dev_func *fn;
+			struct dev_dims dims;
+			const void *args; /* size bytes in the step's host arena */
+			uint32_t size;
+		} func;
 	} u;
 };
+
+/* Queues task @t on stream @s of @d: a launch, a copy or a function. */
+int wl_task_queue(struct dev *d, struct dev_stream *s, const struct wl_task *t);
 
 /* One step under construction: a task array in @host plus the two arenas that the
  * builds allocate from. */
@@ -186,6 +195,21 @@ unsigned wl_count(void);
 /* The built-ins' directory: ${libdir}/chipd/callables relative to the running
  * executable when it is installed, else the build tree's. */
 void wl_default_dir(char *buf, size_t cap);
+
+/* A callable's own kernels on a device (wl_kern.c): a worker loads them on its device
+ * for every callable that has some, once the callable is loaded (at start, at a
+ * registration, at a replay), and unloads them before it unloads the callable or
+ * closes the device. wl_kernels_attach loads the file the table names for @d's kind
+ * from the callable's directory (owner and mode checked as the callable's) and
+ * resolves every kernel: -ENOENT (no file for this device kind, no such file, a kernel
+ * missing), -EPERM (owner or mode), -EINVAL (not loadable), with a message naming the
+ * file and the kernel. 0 at once for a callable without kernels or one attached
+ * already. Thread-safe. */
+int wl_kernels_attach(const char *workload, struct dev *d, char *msg, size_t cap);
+/* Unloads @workload's kernels from @d (its work must have completed); no-op if none. */
+void wl_kernels_detach(const char *workload, struct dev *d);
+/* Unloads every callable's kernels from @d (before dev_close). */
+void wl_kernels_detach_all(struct dev *d);
 
 /* Whether any callable was loaded (wl_load_dir, or the built-ins on first use). */
 bool wl_loaded(void);

@@ -96,6 +96,20 @@ static int event_for(struct wl_exec *x, uint32_t i)
 	return 0;
 }
 
+int wl_task_queue(struct dev *d, struct dev_stream *s, const struct wl_task *t)
+{
+	switch (t->kind) {
+	case WL_TASK_LAUNCH:
+		return dev_launch(s, &t->u.call);
+	case WL_TASK_COPY:
+		return dev_copy(d, s, t->u.copy.dst, t->u.copy.src, t->u.copy.n, t->u.copy.kind);
+	case WL_TASK_FUNC:
+		return dev_launch_func(s, t->u.func.fn, &t->u.func.dims, t->u.func.args,
+				       t->u.func.size);
+	}
+	return -EINVAL;
+}
+
 static int submit(struct wl_exec *x, const struct wl_step *st, uint32_t i)
 {
 	const struct wl_task *t = &st->tasks[i];
@@ -111,11 +125,7 @@ static int submit(struct wl_exec *x, const struct wl_step *st, uint32_t i)
 		if (err)
 			return err;
 	}
-	if (t->kind == WL_TASK_LAUNCH)
-		err = dev_launch(s, &t->u.call);
-	else
-		err =
-		    dev_copy(x->dev, s, t->u.copy.dst, t->u.copy.src, t->u.copy.n, t->u.copy.kind);
+	err = wl_task_queue(x->dev, s, t);
 	if (!err && x->needed[i])
 		err = dev_event_record(x->events[i], s);
 	return err;
@@ -240,12 +250,7 @@ int wl_exec_launch(struct wl_exec *x, const struct wl_step *st, struct wl_lane *
 		if (ln->err)
 			continue; /* the lane's later tasks are not queued */
 		s = x->streams[ln->stream];
-		if (t->kind == WL_TASK_LAUNCH)
-			err = dev_launch(s, &t->u.call);
-		else
-			err = dev_copy(x->dev, s, t->u.copy.dst, t->u.copy.src, t->u.copy.n,
-				       t->u.copy.kind);
-		ln->err = err;
+		ln->err = wl_task_queue(x->dev, s, t);
 	}
 	for (uint32_t l = 0; l < nlanes; l++) {
 		struct wl_lane *ln = &lanes[l];

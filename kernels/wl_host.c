@@ -3,6 +3,7 @@
 #include "wl_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,39 @@ static uint32_t host_room(const struct chipd_cl_step *cst)
 	return st->cap - st->n;
 }
 
+/* The ABI's launch geometry is the device layer's, field for field. */
+_Static_assert(sizeof(struct chipd_cl_dims) == sizeof(struct dev_dims) &&
+		   offsetof(struct chipd_cl_dims, block) == offsetof(struct dev_dims, block) &&
+		   offsetof(struct chipd_cl_dims, shared_bytes) ==
+		       offsetof(struct dev_dims, shared_bytes),
+	       "launch geometry");
+
+static int host_launch_own(struct chipd_cl_step *cst, struct chipd_cl_req *cr, uint32_t lane,
+			   uint32_t index, const struct chipd_cl_dims *cdims, const void *args,
+			   int dep)
+{
+	struct wl_step *st = step_of(cst);
+	const struct wl_req *r;
+	const struct dev_func *fn;
+	struct dev_dims dims;
+	char msg[DEV_ERRMSG_MAX];
+
+	if (!cr || !cdims || !args || dep >= (int)st->n)
+		return -EINVAL;
+	r = req_of(cr);
+	if (index >= r->wc->nkernels)
+		return -EINVAL;
+	memcpy(dims.grid, cdims->grid, sizeof(dims.grid));
+	memcpy(dims.block, cdims->block, sizeof(dims.block));
+	dims.shared_bytes = cdims->shared_bytes;
+	if (dev_dims_check(&dims, msg, sizeof(msg)) != 0)
+		return -EINVAL;
+	fn = wl_kernels_func(r->wc, r->dev, index);
+	if (!fn)
+		return -ENODEV; /* not loaded on this device: refused at reserve already */
+	return wl_add_func(st, lane, fn, &dims, args, r->wc->kargs[index], dep);
+}
+
 const struct chipd_cl_host wl_host = {
     .abi = CHIPD_CALLABLE_ABI,
     .size = sizeof(struct chipd_cl_host),
@@ -185,4 +219,5 @@ const struct chipd_cl_host wl_host = {
     .copy_task = host_copy_task,
     .scratch = host_scratch,
     .room = host_room,
+    .launch_own = host_launch_own,
 };

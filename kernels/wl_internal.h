@@ -11,6 +11,9 @@ _Static_assert(WL_PARAMS_MAX == CHIPD_CL_PARAMS_MAX && WL_KEY_MAX == CHIPD_CL_NA
 		   WL_DOC_MAX == CHIPD_CL_DOC_MAX,
 	       "a callable's table fits the workload interface's limits");
 
+/* A file name of a callable's kernels: shorter than this, without '/'. */
+#define WL_KFILE_MAX 256
+
 /* A loaded callable: its table (checked once at load, wl_load.c) and the parameter
  * rows wl_param_table shows. */
 struct wl_callable {
@@ -20,7 +23,24 @@ struct wl_callable {
 	_Atomic uint32_t users;	       /* requests reserved and not destroyed (wl.c) */
 	char path[WL_PATH_MAX];
 	struct wl_param_info info[CHIPD_CL_PARAMS_MAX];
+	/* its own kernels, copied from the table once checked (wl_load.c) */
+	uint32_t nkernels;
+	char knames[CHIPD_CL_KERNELS_MAX][CHIPD_CL_NAME_MAX];
+	uint32_t kargs[CHIPD_CL_KERNELS_MAX]; /* args_size of each */
+	char kfile[3][WL_KFILE_MAX];	      /* sim, amd, nvidia: "" when none */
 };
+
+/* Owned by root or by us, not writable by group or others: the file @path (a regular
+ * file, not followed if a link) or the directory. 0, or -ENOENT / -EPERM with
+ * "@kind @path: why" in @msg (wl_load.c). */
+int wl_path_ok(const char *kind, const char *path, bool dir, char *msg, size_t cap);
+
+/* The function of kernel @index of @wc on @d, or NULL when its kernels are not loaded
+ * there (wl_kern.c). */
+const struct dev_func *wl_kernels_func(const struct wl_callable *wc, struct dev *d,
+				       uint32_t index);
+/* Frees every kernel binding of @wc (unloading the modules), when it is unloaded. */
+void wl_kernels_free(struct wl_callable *wc);
 
 /* The loaded callable named @name, or NULL. Loads the default directory first when
  * nothing was loaded yet (wl_load.c). */
@@ -54,6 +74,11 @@ int wl_add_copy(struct wl_step *st, uint32_t lane, void *dst, const void *src, s
  * dev_kcall_args_size) copied straight into the task. */
 int wl_add_launch_args(struct wl_step *st, uint32_t lane, enum dev_kernel kernel,
 		       const void *args, size_t size, int dep);
+
+/* A launch of a callable's own kernel @fn with @dims, its @size bytes of arguments
+ * copied into @st's host arena. Returns its index, or -ENOBUFS. */
+int wl_add_func(struct wl_step *st, uint32_t lane, const struct dev_func *fn,
+		const struct dev_dims *dims, const void *args, uint32_t size, int dep);
 
 /* Takes @n blocks from @kp into @ids (-ENOSPC, nothing taken, if fewer are free) and
  * gives them back. */

@@ -59,37 +59,123 @@ static bool doc_ok(const char *s)
 	return n > 0 && n < CHIPD_CL_DOC_MAX;
 }
 
-static int bad(char *msg, size_t cap, int err, const char *path, const char *what)
+static int bad_as(char *msg, size_t cap, int err, const char *kind, const char *path,
+		  const char *what)
 {
-	snprintf(msg, cap, "callable %s: %s", path, what);
+	snprintf(msg, cap, "%s %s: %s", kind, path, what);
 	return err;
 }
 
-/* Owned by root or by us, not writable by group or others: the file (a regular file,
- * not followed if a link) or the directory. */
+static int bad(char *msg, size_t cap, int err, const char *path, const char *what)
+{
+	return bad_as(msg, cap, err, "callable", path, what);
+}
+
 static int path_ok(const char *path, bool dir, char *msg, size_t cap)
+{
+	return wl_path_ok("callable", path, dir, msg, cap);
+}
+
+int wl_path_ok(const char *kind, const char *path, bool dir, char *msg, size_t cap)
 {
 	struct stat sb;
 	char what[160];
 
 	if ((dir ? stat(path, &sb) : lstat(path, &sb)) != 0) {
 		snprintf(what, sizeof(what), "%s", strerror(errno));
-		return bad(msg, cap, -ENOENT, path, what);
+		return bad_as(msg, cap, -ENOENT, kind, path, what);
 	}
 	if (dir ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode))
-		return bad(msg, cap, -EPERM, path,
+		return bad_as(msg, cap, -EPERM, kind, path,
 			   dir ? "not a directory" : "not a regular file");
 	if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
 		snprintf(what, sizeof(what), "owned by uid %u, neither root nor chipd's uid %u",
 			 (unsigned)sb.st_uid, (unsigned)geteuid());
-		return bad(msg, cap, -EPERM, path, what);
+		return bad_as(msg, cap, -EPERM, kind, path, what);
 	}
 	if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
 		snprintf(what, sizeof(what), "writable by group or others (mode %04o)",
 			 (unsigned)(sb.st_mode & 07777));
-		return bad(msg, cap, -EPERM, path, what);
+		return bad_as(msg, cap, -EPERM, kind, path, what);
 	}
 	return 0;
+}
+
+/* A kernel file's name: 1..WL_KFILE_MAX-1 bytes, no '/' (it lies beside the library).
+ * NULL is allowed (no code for that device). */
+static const char *kfile_bad(const char *f)
+{
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = strnlen(f, WL_KFILE_MAX);
+	if (n == 0)
+		return "is empty";
+	if (n >= WL_KFILE_MAX)
+		return "is 256 bytes or longer";
+	if (strchr(f, '/') || strcmp(f, ".") == 0 || strcmp(f, "..") == 0)
+		return "is not a file name beside the callable (it has a '/')";
+	return NULL;
+}
+
+/* The own kernels' fields (chipd_callable.h, kernels): 0, or -EINVAL with @what. */
+static int kernels_ok(const struct chipd_callable *cl, char *what, size_t cap)
+{
+	const char *files[3] = {cl->kernels_sim, cl->kernels_amd, cl->kernels_nvidia};
+	static const char *const fields[3] = {"kernels_sim", "kernels_amd", "kernels_nvidia"};
+
+	if (cl->nkernels > CHIPD_CL_KERNELS_MAX) {
+		snprintf(what, cap, "nkernels %" PRIu32 " is more than %d", cl->nkernels,
+			 CHIPD_CL_KERNELS_MAX);
+		return -EINVAL;
+	}
+	if (!cl->kernels != !cl->nkernels) {
+		snprintf(what, cap, "kernels is %s but nkernels is %" PRIu32,
+			 cl->kernels ? "set" : "NULL", cl->nkernels);
+		return -EINVAL;
+	}
+	for (int i = 0; i < 3; i++) {
+		const char *why = kfile_bad(files[i]);
+
+		if (why || (files[i] && !cl->nkernels)) {
+			snprintf(what, cap, "%s %s", fields[i],
+				 why ? why : "names a file but there are no kernels");
+			return -EINVAL;
+		}
+	}
+	for (uint32_t i = 0; i < cl->nkernels; i++) {
+		const struct chipd_cl_kernel *k = &cl->kernels[i];
+		const char *why = NULL;
+
+		if (!ident_ok(k->name))
+			why = "its name is not 1..23 characters of [a-z0-9_]";
+		else if (k->args_size == 0 || k->args_size > CHIPD_CL_KARGS_MAX)
+			why = "its args_size is not 1..4096";
+		for (uint32_t j = 0; !why && j < i; j++)
+			if (strcmp(cl->kernels[j].name, k->name) == 0)
+				why = "listed twice";
+		if (why) {
+			snprintf(what, cap, "kernel %" PRIu32 " (%.23s): %s", i,
+				 ident_ok(k->name) ? k->name : "?", why);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Keeps chipd's copy of the checked kernel fields of @cl in @wc. */
+static void kernels_copy(struct wl_callable *wc, const struct chipd_callable *cl)
+{
+	const char *files[3] = {cl->kernels_sim, cl->kernels_amd, cl->kernels_nvidia};
+
+	wc->nkernels = cl->nkernels;
+	for (uint32_t i = 0; i < cl->nkernels; i++) {
+		snprintf(wc->knames[i], sizeof(wc->knames[i]), "%s", cl->kernels[i].name);
+		wc->kargs[i] = cl->kernels[i].args_size;
+	}
+	for (int i = 0; i < 3; i++)
+		snprintf(wc->kfile[i], sizeof(wc->kfile[i]), "%s", files[i] ? files[i] : "");
 }
 
 static int table_ok(const struct chipd_callable *cl, const char *path, char *msg, size_t cap)
@@ -127,10 +213,11 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 		return bad(msg, cap, -EINVAL, path, "token_bytes is not 4");
 	if (cl->reserved[0] || cl->reserved[1] || cl->reserved[2] || cl->reserved[3])
 		return bad(msg, cap, -EINVAL, path, "reserved fields are not zero");
-	/* TEMPORARY on the abi2 branch: data in/out and own kernels land next. */
-	if (cl->payload_bytes || cl->input_max || cl->output_max || cl->output || cl->kernels ||
-	    cl->nkernels || cl->kernels_sim || cl->kernels_amd || cl->kernels_nvidia)
-		return bad(msg, cap, -EINVAL, path, "data in/out and own kernels: not yet");
+	/* TEMPORARY on the abi2 branch: data in/out lands next. */
+	if (cl->payload_bytes || cl->input_max || cl->output_max || cl->output)
+		return bad(msg, cap, -EINVAL, path, "data in/out: not yet");
+	if (kernels_ok(cl, what, sizeof(what)) != 0)
+		return bad(msg, cap, -EINVAL, path, what);
 	if (!cl->steps || !cl->cost || !cl->reserve || !cl->fill || !cl->build || !cl->release)
 		return bad(msg, cap, -EINVAL, path,
 			   "a required hook (steps, cost, reserve, fill, build, release) is NULL");
@@ -183,6 +270,7 @@ static void drop_entry(unsigned i)
 	memmove(&reg[i], &reg[i + 1], (nreg - i - 1) * sizeof(*reg));
 	nreg--;
 	names_update();
+	wl_kernels_free(wc);
 	dlclose(wc->dl);
 	free(wc);
 }
@@ -261,6 +349,7 @@ static int load_file(const char *path, const char *name, char *msg, size_t cap)
 		wc->info[i] = (struct wl_param_info){cl->params[i].key, cl->params[i].def,
 						     cl->params[i].lo, cl->params[i].hi,
 						     cl->params[i].doc};
+	kernels_copy(wc, cl);
 	reg[nreg++] = wc;
 	names_update();
 	return 0;

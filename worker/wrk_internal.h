@@ -348,6 +348,10 @@ extern const struct proto_server wrk_server;
 /* Loads every LIVE entry of the registry (before the mailbox is served); a callable
  * that does not load any more is logged and left out (its chip bit stays clear). */
 void wrk_register_replay(struct wrk *w);
+/* Loads the own kernels of every callable loaded at start on the chip's device (at
+ * setup); a callable whose kernels fail is unloaded on this chip, the reason on
+ * stderr. */
+void wrk_kernels_attach_all(struct wrk *w);
 /* The supervisor's "load" {path, wl} and "unload" {wl} ops (M thread). */
 int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		 struct proto_error *err);

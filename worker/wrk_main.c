@@ -136,6 +136,7 @@ static int setup(struct wrk *w)
 	}
 	if (c->dev_opened)
 		c->dev_opened(c->fault_arg, w->dev);
+	wrk_kernels_attach_all(w);
 	err = wl_kvpool_create(&w->kv, w->dev, c->kv_blocks, c->kv_block_floats);
 	if (err)
 		return err;
@@ -188,8 +189,10 @@ static void teardown(struct wrk *w)
 	if (w->exec)
 		wl_exec_destroy(w->exec);
 	wl_kvpool_destroy(w->kv);
-	if (w->dev)
+	if (w->dev) {
+		wl_kernels_detach_all(w->dev);
 		dev_close(w->dev);
+	}
 	pthread_mutex_destroy(&w->lock);
 	pthread_mutex_destroy(&w->kv_lock);
 }

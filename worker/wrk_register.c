@@ -35,6 +35,37 @@ static void set_loaded(struct wrk *w, const char *name, bool on)
 	}
 }
 
+/* Loads @name's own kernels on the chip's device; on a failure unloads the callable
+ * here too (the chip refuses it) and says why in @msg. */
+static int attach(struct wrk *w, const char *name, char *msg, size_t cap)
+{
+	char umsg[WL_MSG_MAX];
+	int rc = wl_kernels_attach(name, w->dev, msg, cap);
+
+	if (rc)
+		(void)wl_unload(name, umsg, sizeof(umsg));
+	return rc;
+}
+
+void wrk_kernels_attach_all(struct wrk *w)
+{
+	char msg[WL_MSG_MAX + WL_PATH_MAX], name[WL_KEY_MAX];
+	const char *const *names;
+
+	if (!wl_loaded())
+		return; /* nothing yet: not even the built-ins (first use loads them) */
+	names = wl_names();
+	for (uint32_t i = 0; names[i];) {
+		snprintf(name, sizeof(name), "%s", names[i]);
+		if (attach(w, name, msg, sizeof(msg)) == 0) {
+			i++;
+			continue;
+		}
+		fprintf(stderr, "chipd: chip %u: %s\n", w->cfg.chip, msg);
+		names = wl_names(); /* without it now: the same index is the next name */
+	}
+}
+
 void wrk_register_replay(struct wrk *w)
 {
 	char msg[WL_MSG_MAX + WL_PATH_MAX];
@@ -54,7 +85,8 @@ void wrk_register_replay(struct wrk *w)
 		/* release: the copies above stay before this read of seq (no fence) */
 		if (atomic_fetch_add_explicit(&e->seq, 0, memory_order_acq_rel) != seq)
 			continue; /* rewritten meanwhile: the supervisor's own call brings it */
-		if (wl_load_file(path, name, msg, sizeof(msg)) == 0)
+		if (wl_load_file(path, name, msg, sizeof(msg)) == 0 &&
+		    attach(w, name, msg, sizeof(msg)) == 0)
 			set_loaded(w, name, true);
 		else
 			fprintf(stderr, "chipd: chip %u: replaying callable %s: %s\n", w->cfg.chip,
@@ -74,13 +106,14 @@ int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 	(void)ans;
 	/* the replay (a registration racing this start) or a repeated load: the same
 	 * file under the same name is loaded already */
-	if (wl_callable_info(req->wl, &version, &path) == 0 && strcmp(path, req->path) == 0) {
-		set_loaded(w, req->wl, true);
-		return CHIPD_OK;
-	}
-	rc = wl_load_file(req->path, req->wl, msg, sizeof(msg));
+	if (wl_callable_info(req->wl, &version, &path) == 0 && strcmp(path, req->path) == 0)
+		rc = 0;
+	else
+		rc = wl_load_file(req->path, req->wl, msg, sizeof(msg));
 	if (rc == -ENOSPC)
 		return proto_fail(err, CHIPD_E_NO_CAPACITY, "chip %u: %s", w->cfg.chip, msg);
+	if (!rc) /* its own kernels, on this chip's device */
+		rc = attach(w, req->wl, msg, sizeof(msg));
 	if (rc)
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "chip %u: %s", w->cfg.chip, msg);
 	set_loaded(w, req->wl, true);

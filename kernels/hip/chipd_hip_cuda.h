@@ -60,6 +60,104 @@ typedef struct cudaDeviceProp hipDeviceProp_t;
 #define hipEventSynchronize	cudaEventSynchronize
 #define hipEventDestroy		cudaEventDestroy
 
+/* Modules (a callable's own kernels): CUDA's driver API, whose entry points are
+ * reached through the runtime (cudaGetDriverEntryPointByVersion), so that nothing
+ * links libcuda and a program still starts where no driver is installed. A driver
+ * error maps to the runtime's nearest code. */
+#include <cuda.h>
+
+typedef CUmodule hipModule_t;
+typedef CUfunction hipFunction_t;
+
+#define hipErrorFileNotFound		cudaErrorFileNotFound
+#define HIP_LAUNCH_PARAM_BUFFER_POINTER CU_LAUNCH_PARAM_BUFFER_POINTER
+#define HIP_LAUNCH_PARAM_BUFFER_SIZE	CU_LAUNCH_PARAM_BUFFER_SIZE
+#define HIP_LAUNCH_PARAM_END		CU_LAUNCH_PARAM_END
+
+#define hipModuleLoad	      chipd_cu_module_load
+#define hipModuleUnload	      chipd_cu_module_unload
+#define hipModuleGetFunction  chipd_cu_module_get_function
+#define hipModuleLaunchKernel chipd_cu_launch_kernel
+
+static inline cudaError_t chipd_cu_error(CUresult r)
+{
+	switch (r) {
+	case CUDA_SUCCESS:
+		return cudaSuccess;
+	case CUDA_ERROR_FILE_NOT_FOUND:
+		return cudaErrorFileNotFound;
+	case CUDA_ERROR_NOT_FOUND:
+		return cudaErrorSymbolNotFound;
+	case CUDA_ERROR_INVALID_IMAGE:
+		return cudaErrorInvalidKernelImage;
+	case CUDA_ERROR_NO_BINARY_FOR_GPU:
+		return cudaErrorNoKernelImageForDevice;
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+		return cudaErrorIllegalAddress;
+	case CUDA_ERROR_LAUNCH_FAILED:
+		return cudaErrorLaunchFailure;
+	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+		return cudaErrorLaunchOutOfResources;
+	case CUDA_ERROR_INVALID_VALUE:
+		return cudaErrorInvalidValue;
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		return cudaErrorMemoryAllocation;
+	default:
+		return cudaErrorUnknown;
+	}
+}
+
+/* The driver's @sym, or NULL. */
+static inline void *chipd_cu_entry(const char *sym)
+{
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	void *fp = NULL;
+#if CUDART_VERSION >= 12050
+	cudaError_t e = cudaGetDriverEntryPointByVersion(sym, &fp, 12000, cudaEnableDefault, &q);
+#else
+	cudaError_t e = cudaGetDriverEntryPoint(sym, &fp, cudaEnableDefault, &q);
+#endif
+	return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? fp : NULL;
+}
+
+static inline cudaError_t chipd_cu_module_load(CUmodule *m, const char *path)
+{
+	CUresult (*fn)(CUmodule *, const char *);
+
+	*(void **)&fn = chipd_cu_entry("cuModuleLoad");
+	return fn ? chipd_cu_error(fn(m, path)) : cudaErrorInsufficientDriver;
+}
+
+static inline cudaError_t chipd_cu_module_unload(CUmodule m)
+{
+	CUresult (*fn)(CUmodule);
+
+	*(void **)&fn = chipd_cu_entry("cuModuleUnload");
+	return fn ? chipd_cu_error(fn(m)) : cudaErrorInsufficientDriver;
+}
+
+static inline cudaError_t chipd_cu_module_get_function(CUfunction *f, CUmodule m,
+							  const char *name)
+{
+	CUresult (*fn)(CUfunction *, CUmodule, const char *);
+
+	*(void **)&fn = chipd_cu_entry("cuModuleGetFunction");
+	return fn ? chipd_cu_error(fn(f, m, name)) : cudaErrorInsufficientDriver;
+}
+
+static inline cudaError_t chipd_cu_launch_kernel(CUfunction f, unsigned gx, unsigned gy,
+						    unsigned gz, unsigned bx, unsigned by,
+						    unsigned bz, unsigned shared, cudaStream_t s,
+						    void **params, void **extra)
+{
+	CUresult (*fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+		       unsigned, CUstream, void **, void **);
+
+	*(void **)&fn = chipd_cu_entry("cuLaunchKernel");
+	return fn ? chipd_cu_error(fn(f, gx, gy, gz, bx, by, bz, shared, (CUstream)s, params, extra))
+		  : cudaErrorInsufficientDriver;
+}
+
 #ifdef __CUDACC__
 /* HIP's wall clock; on NVIDIA the global timer, which counts nanoseconds. */
 static __device__ __forceinline__ unsigned long long wall_clock64(void)
