@@ -1,6 +1,6 @@
 # Suites of kernels/: the device layer, the kernels against their CPU references, the
 # workloads. Included from tests/CMakeLists.txt.
-chipd_check(check_device device_model.c device_cases.c)
+chipd_check(check_device device_model.c device_cases.c device_module.c)
 chipd_check(check_kernels kernel_cases.c)
 chipd_check(check_workloads kernel_cases.c)
 foreach(suite check_device check_kernels check_workloads)
@@ -58,7 +58,7 @@ set_tests_properties(gpu_run_sources PROPERTIES TIMEOUT 60)
 # ABI alone, and chipd refusing to start on them.
 set(CHIPD_TEST_CALLABLES_DIR ${CMAKE_CURRENT_BINARY_DIR}/test_callables)
 set(variant 0)
-foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kill)
+foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kill tc_own tc_v1)
   add_library(${name} MODULE callables/test_callable.c)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
   target_compile_definitions(${name} PRIVATE TEST_CALLABLE=${variant})
@@ -67,12 +67,29 @@ foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kil
   list(APPEND CHIPD_TEST_CALLABLES ${name})
   math(EXPR variant "${variant} + 1")
 endforeach()
+# tc_own's kernels, the sim form: a shared object beside it
+add_library(tc_kernels_sim MODULE callables/tc_kernels_sim.c)
+target_include_directories(tc_kernels_sim PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
+set_target_properties(tc_kernels_sim PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
+                      ${CHIPD_TEST_CALLABLES_DIR} C_VISIBILITY_PRESET hidden)
+list(APPEND CHIPD_TEST_CALLABLES tc_kernels_sim)
+# the device layer's module tests load it too
+target_include_directories(check_device PRIVATE callables)
+add_dependencies(check_device tc_kernels_sim)
+target_compile_definitions(check_device PRIVATE
+                           TC_KERNELS_SIM="${CHIPD_TEST_CALLABLES_DIR}/tc_kernels_sim.so")
 chipd_check(check_callables)
 target_link_libraries(check_callables PRIVATE chipd_kernels)
 add_dependencies(check_callables ${CHIPD_TEST_CALLABLES} chipd)
 target_compile_definitions(check_callables PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
                            CL_BUILTIN_DIR="${CMAKE_BINARY_DIR}/callables"
                            CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+
+# A callable's own kernels: tc_own and its sim kernel file, each refusal.
+chipd_check(check_own_kernels)
+target_link_libraries(check_own_kernels PRIVATE chipd_kernels)
+add_dependencies(check_own_kernels ${CHIPD_TEST_CALLABLES})
+target_compile_definitions(check_own_kernels PRIVATE CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
 
 # Registering callables while the node runs: a real chipd, the tests' callables
 # registered, refused by one chip, killing a worker mid-registration, replayed to a

@@ -13,17 +13,26 @@
  *                first, then chip 0's, chip 1's, ...): one chip refuses a registration
  *   TC_KILL      likewise, but that init kills its process (SIGKILL): a worker that
  *                dies during a registration
+ *   TC_OWN       "tiny_own": the same tokens from its own kernel, tc_fill, in the file
+ *                tc_kernels_sim.so beside it (launch_own, 2 blocks of 2 threads); with
+ *                seed 500 it first probes launch_own with a bad index and bad dims and
+ *                adds 1000 to each token per probe refused -EINVAL. $TC_OWN_FAULT
+ *                breaks its table: missing_kernel, missing_file, args_size, dup,
+ *                no_sim, slash (see own_table)
+ *   TC_V1        exports only chipd_callable_v1, as a library built for ABI 1
  *
  * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
  * a callable that keeps killing its workers (the quarantine).
  */
 #include "chipd_callable.h"
+#include "tc_kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +45,8 @@
 #define TC_DUP	    5
 #define TC_REFUSE   6
 #define TC_KILL	    7
+#define TC_OWN	    8
+#define TC_V1	    9
 
 #ifndef TEST_CALLABLE
 #error "TEST_CALLABLE names the variant"
@@ -70,6 +81,9 @@ static int nth_init(void)
 
 static int spin = -1; /* the spin kernel's handle, found at init */
 
+/* Device ints of a request: TC_OWN's kernel writes 2 blocks of 2 threads. */
+#define TOK_INTS (TEST_CALLABLE == TC_OWN ? 4 : 1)
+
 struct tiny {
 	int32_t *tok; /* device */
 };
@@ -103,7 +117,7 @@ static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 {
 	(void)cfg;
 	out->host_bytes = sizeof(struct tiny);
-	out->dev_bytes = sizeof(int32_t);
+	out->dev_bytes = TOK_INTS * sizeof(int32_t);
 }
 
 static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
@@ -119,7 +133,7 @@ static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 {
 	struct tiny *t = r->state;
-	int err = r->host->dev_alloc(r, sizeof(int32_t), (void **)&t->tok);
+	int err = r->host->dev_alloc(r, TOK_INTS * sizeof(int32_t), (void **)&t->tok);
 
 	if (err)
 		snprintf(msg, cap, "tiny: no device memory");
@@ -134,6 +148,44 @@ static void tiny_release(struct chipd_cl_req *r)
 	r->host->host_free(r, t, sizeof(*t));
 }
 
+/* TC_OWN: launch_own's refusals, counted (each must be -EINVAL, adding no task). */
+static int own_probes(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
+		      const struct tc_fill_args *a)
+{
+	static const struct chipd_cl_dims bad[] = {
+	    {{0, 1, 1}, {1, 1, 1}, 0},		{{1, 1, 1}, {1, 1, 0}, 0},
+	    {{0x80000000u, 1, 1}, {1, 1, 1}, 0}, {{1, 65536, 1}, {1, 1, 1}, 0},
+	    {{1, 1, 65536}, {1, 1, 1}, 0},	{{1, 1, 1}, {1025, 1, 1}, 0},
+	    {{1, 1, 1}, {1, 1, 65}, 0},		{{1, 1, 1}, {64, 32, 1}, 0},
+	    {{1, 1, 1}, {1, 1, 1}, 48 * 1024 + 1},
+	};
+	static const struct chipd_cl_dims good = {{1, 1, 1}, {1, 1, 1}, 0};
+	uint32_t room = r->host->room(st);
+	int n = r->host->launch_own(st, r, lane, 1, &good, a, -1) == -EINVAL; /* index */
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		n += r->host->launch_own(st, r, lane, 0, &bad[i], a, -1) == -EINVAL;
+	return r->host->room(st) == room ? n : 0;
+}
+
+/* TC_OWN: a step is tc_fill over 2 blocks of 2 threads, its token the last element. */
+static int own_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
+		     uint32_t step, void *token)
+{
+	const struct tiny *t = r->state;
+	static const struct chipd_cl_dims dims = {{2, 1, 1}, {2, 1, 1}, 0};
+	struct tc_fill_args a = {t->tok, (int32_t)(r->cfg[P_SEED] * 7 + step) - 3, 0};
+	int task;
+
+	if (r->cfg[P_SEED] == 500)
+		a.base += 1000 * own_probes(r, st, lane, &a);
+	task = r->host->launch_own(st, r, lane, 0, &dims, &a, -1);
+	if (task >= 0)
+		task = r->host->copy_task(st, lane, token, t->tok + 3, sizeof(int32_t),
+					  CHIPD_CL_D2H, task);
+	return task < 0 ? task : 0;
+}
+
 static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
 		      uint32_t step, void *token)
 {
@@ -144,6 +196,8 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 
 	if (r->cfg[P_SEED] == 999)
 		raise(SIGKILL); /* a callable that kills its worker */
+	if (TEST_CALLABLE == TC_OWN)
+		return own_build(r, st, lane, step, token);
 	task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
 
 	if (task >= 0)
@@ -159,10 +213,21 @@ static int tiny_ref(const int64_t *cfg, uint64_t *tokens, uint32_t n)
 	return 0;
 }
 
+static const struct chipd_cl_kernel own_kernels[] = {
+    {"tc_fill", sizeof(struct tc_fill_args)},
+    {"tc_nope", 8},
+};
+
 static const struct chipd_callable callable = {
     .abi = TEST_CALLABLE == TC_ABI ? 99 : CHIPD_CALLABLE_ABI,
     .version = 3,
-    .name = TEST_CALLABLE == TC_TABLE ? "Tiny!" : TEST_CALLABLE == TC_DUP ? "gemm" : "tiny",
+    .name = TEST_CALLABLE == TC_TABLE ? "Tiny!"
+	    : TEST_CALLABLE == TC_DUP ? "gemm"
+	    : TEST_CALLABLE == TC_OWN ? "tiny_own"
+				      : "tiny",
+    .kernels = TEST_CALLABLE == TC_OWN ? own_kernels : NULL,
+    .nkernels = TEST_CALLABLE == TC_OWN ? 1 : 0,
+    .kernels_sim = TEST_CALLABLE == TC_OWN ? "tc_kernels_sim.so" : NULL,
     .doc = "a spin kernel per step; tokens are seed * 7 + step",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
@@ -177,13 +242,44 @@ static const struct chipd_callable callable = {
     .ref = tiny_ref,
 };
 
+/* TC_OWN: the table, broken as $TC_OWN_FAULT says (read at each load). */
+static const struct chipd_callable *own_table(void)
+{
+	static struct chipd_callable t;
+	static struct chipd_cl_kernel k[2];
+	const char *f = getenv("TC_OWN_FAULT");
+
+	t = callable;
+	memcpy(k, own_kernels, sizeof(k));
+	t.kernels = k;
+	if (!f)
+		return &t;
+	if (strcmp(f, "missing_kernel") == 0)
+		t.nkernels = 2; /* tc_nope is not in the file */
+	else if (strcmp(f, "missing_file") == 0)
+		t.kernels_sim = "tc_absent_sim.so";
+	else if (strcmp(f, "args_size") == 0)
+		k[0].args_size = 0;
+	else if (strcmp(f, "dup") == 0)
+		k[1].name = k[0].name, t.nkernels = 2;
+	else if (strcmp(f, "no_sim") == 0)
+		t.kernels_sim = NULL, t.kernels_amd = "tc_kernels.hsaco";
+	else if (strcmp(f, "slash") == 0)
+		t.kernels_sim = "../tc_kernels_sim.so";
+	return &t;
+}
+
 #if TEST_CALLABLE == TC_NO_ENTRY
 /* the table under another name: found by nobody */
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void);
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void)
+#elif TEST_CALLABLE == TC_V1
+/* the entry of ABI 1 alone, as a library built against the older header exports */
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void);
+CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
 #else
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v2(void)
 #endif
 {
-	return &callable;
+	return TEST_CALLABLE == TC_OWN ? own_table() : &callable;
 }

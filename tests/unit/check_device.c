@@ -252,6 +252,7 @@ END_TEST
 
 Suite *device_suite(void);
 void device_add_model_tcases(Suite *s);
+void device_add_module_tcases(Suite *s);
 
 Suite *device_suite(void)
 {
@@ -269,6 +270,7 @@ Suite *device_suite(void)
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
 	device_add_model_tcases(s);
+	device_add_module_tcases(s);
 	return s;
 }
 

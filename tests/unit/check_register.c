@@ -6,7 +6,8 @@
  * worker_lost, rolled back, and the chip serves it once restarted); the replay to a
  * restarted worker; unregister refused, drained and cancelled; its counts, from 0 at
  * each registration; the --max-callables limit; the quarantine of a callable that
- * keeps killing its workers; and bad files refused through the run-time path. */
+ * keeps killing its workers; bad files refused through the run-time path; and a
+ * callable with its own kernel, loaded on each chip or refused by them. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -440,6 +441,32 @@ START_TEST(bad_files_refused)
 }
 END_TEST
 
+/* A callable with its own kernel (tc_own, its sim kernel file beside it): each chip
+ * loads the kernel at the registration and streams its reference's tokens; a kernel
+ * missing from the file refuses the registration, naming the chip, kernel and file. */
+START_TEST(own_kernels_registered)
+{
+	const char *env[] = {"TC_OWN_FAULT=missing_kernel", NULL};
+	struct chipd_error err;
+	struct cd d;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_own"), "tiny_own", &err) == 0, "%s", err.message);
+	run_on_both(&d, "tiny_own", 40);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+
+	cd_start(&d, NULL, env);
+	ck_assert_int_eq(reg(&d, cl("tc_own"), "tiny_own", &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert(err.has_chip);
+	ck_assert_msg(strstr(err.message, "chip ") &&
+			  strstr(err.message, "kernel \"tc_nope\" not found in tc_kernels_sim.so"),
+		      "%s", err.message);
+	ck_assert(!cd_listed(&d, "tiny_own", NULL));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("register");
@@ -453,6 +480,7 @@ int main(void)
 	    {"limit_reached", limit_reached},
 	    {"quarantined", quarantined},
 	    {"bad_files_refused", bad_files_refused},
+	    {"own_kernels_registered", own_kernels_registered},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
