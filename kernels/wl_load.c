@@ -276,7 +276,7 @@ static void drop_entry(unsigned i)
 }
 
 /* Loads @path under @name (NULL: the table's). Under reg_lock. */
-static int load_file(const char *path, const char *name, char *msg, size_t cap)
+static int load_file(const char *path, const char *name, bool *no_entry, char *msg, size_t cap)
 {
 	const struct chipd_callable *cl;
 	chipd_callable_entry_fn entry;
@@ -302,8 +302,10 @@ static int load_file(const char *path, const char *name, char *msg, size_t cap)
 		err = bad(msg, cap, -EINVAL, path,
 			  "built for ABI 1 (it exports chipd_callable_v1), this chipd loads 2: "
 			  "rebuild it with the installed chipd_callable.h");
-	else if (!entry)
+	else if (!entry) {
 		err = bad(msg, cap, -EINVAL, path, "no symbol " CHIPD_CALLABLE_ENTRY);
+		*no_entry = true;
+	}
 	else if (!cl)
 		err = bad(msg, cap, -EINVAL, path, CHIPD_CALLABLE_ENTRY " returned NULL");
 	else if (cl->abi != CHIPD_CALLABLE_ABI) {
@@ -394,9 +396,21 @@ static int list_dir(const char *dir, char ***out, size_t *n, char *msg, size_t c
 	return 0;
 }
 
+/* Whether a callable loaded since entry @first names @file as one of its kernel files
+ * (a sim kernel file is a "*.so" beside its callable, but no callable). Under reg_lock. */
+static bool is_kernel_file(const char *file, unsigned first)
+{
+	for (unsigned i = first; i < nreg; i++)
+		for (int k = 0; k < 3; k++)
+			if (strcmp(reg[i]->kfile[k], file) == 0)
+				return true;
+	return false;
+}
+
 int wl_load_dir(const char *dir, char *msg, size_t cap)
 {
 	char **files = NULL, path[WL_PATH_MAX];
+	bool *deferred = NULL; /* files without an entry: kernel files, or refused */
 	unsigned first;
 	size_t n = 0;
 	int err = path_ok(dir, true, msg, cap);
@@ -408,12 +422,27 @@ int wl_load_dir(const char *dir, char *msg, size_t cap)
 		err = list_dir(dir, &files, &n, msg, cap);
 	if (!err && n == 0)
 		err = bad(msg, cap, -ENOENT, dir, "no callable (*.so) in the directory");
+	if (!err && !(deferred = calloc(n, sizeof(*deferred))))
+		err = bad(msg, cap, -ENOMEM, dir, "out of memory");
 	for (size_t i = 0; !err && i < n; i++) {
+		bool no_entry = false;
+
 		if (snprintf(path, sizeof(path), "%s/%s", dir, files[i]) >= (int)sizeof(path))
 			err = bad(msg, cap, -ENAMETOOLONG, dir, "a path is too long");
 		else
-			err = load_file(path, NULL, msg, cap);
+			err = load_file(path, NULL, &no_entry, msg, cap);
+		if (err && no_entry) { /* a callable's sim kernels? decided once all loaded */
+			err = 0;
+			deferred[i] = true;
+		}
 	}
+	for (size_t i = 0; !err && i < n; i++) {
+		if (!deferred[i] || is_kernel_file(files[i], first))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]); /* fitted above */
+		err = bad(msg, cap, -EINVAL, path, "no symbol " CHIPD_CALLABLE_ENTRY);
+	}
+	free(deferred);
 	for (size_t i = 0; i < n; i++)
 		free(files[i]);
 	free(files);
@@ -425,6 +454,7 @@ int wl_load_dir(const char *dir, char *msg, size_t cap)
 
 int wl_load_file(const char *path, const char *name, char *msg, size_t cap)
 {
+	bool no_entry = false;
 	int err;
 
 	if (!path || path[0] != '/')
@@ -432,7 +462,7 @@ int wl_load_file(const char *path, const char *name, char *msg, size_t cap)
 	if (strlen(path) >= WL_PATH_MAX)
 		return bad(msg, cap, -ENAMETOOLONG, "(path)", "the path is too long");
 	pthread_mutex_lock(&reg_lock);
-	err = load_file(path, name, msg, cap);
+	err = load_file(path, name, &no_entry, msg, cap);
 	pthread_mutex_unlock(&reg_lock);
 	return err;
 }
