@@ -2,11 +2,12 @@
 # callable_example.sh BUILDDIR - the out-of-tree callable example (docs/examples/markov)
 # as a user builds and runs it: BUILDDIR installed under a scratch prefix
 # (`cmake --install`), the example copied out of the source tree and built with only
-# that prefix's pkg-config file (chipd-callable.pc), loaded with the built-ins by the
-# installed chipd (`--callables DIR`, two sim chips), then requests on each chip whose
-# tokens must equal the CPU walk (`markov-ref`), beside a built-in's request; then the
-# example registered again, from another file, while the node runs (`chipctl
-# register`), its tokens checked on both chips, and unregistered.
+# that prefix's pkg-config file (chipd-callable.pc): the callable and its own sim
+# kernel file (markov_kernels_sim.so: every step runs its kernel), loaded with the
+# built-ins by the installed chipd (`--callables DIR`, two sim chips), then requests on
+# each chip whose tokens must equal the CPU walk (`markov-ref`), beside a built-in's
+# request; then the example registered again, from another file, while the node runs
+# (`chipctl register`), its tokens checked on both chips, and unregistered.
 set -eu
 [ $# -eq 1 ] || {
 	echo "usage: callable_example.sh BUILDDIR" >&2
@@ -46,13 +47,13 @@ chipctl=$prefix/bin/chipctl
 
 echo "== the example, out of the tree, against chipd-callable.pc only"
 cp -r "$root/docs/examples/markov" "$dir/markov"
-rm -f "$dir/markov/markov.so" "$dir/markov/markov-ref" # a stale in-tree build
+make -s -C "$dir/markov" clean # a stale in-tree build
 make -C "$dir/markov" >"$dir/make.out" 2>&1 || fail "make"
 grep -q -- "-I$prefix/" "$dir/make.out" || fail "the build did not use the prefix's headers"
 
 echo "== chipd --callables (the example and the built-ins)"
 mkdir -m 0755 "$dir/callables"
-install -m 0755 "$dir/markov/markov.so" \
+install -m 0755 "$dir/markov/markov.so" "$dir/markov/markov_kernels_sim.so" \
 	"$(pkg-config --variable=callablesdir chipd-callable)"/*.so "$dir/callables/"
 timeout 30 "$prefix/bin/chipd" --chips 2 --log-level warn --callables "$dir/callables" \
 	>"$dir/chipd.out" 2>&1 || fail "chipd did not start"
@@ -85,7 +86,8 @@ grep -q "vocab 1 outside \[2, 1024\]" "$dir/refused.out" || fail "no range messa
 
 echo "== chipctl register while the node runs, then unregister"
 mkdir -m 0755 "$dir/live"
-install -m 0755 "$dir/markov/markov.so" "$dir/live/markov.so" # another file: loaded afresh
+# another file: loaded afresh, its kernel file beside it
+install -m 0755 "$dir/markov/markov.so" "$dir/markov/markov_kernels_sim.so" "$dir/live/"
 timeout 30 "$chipctl" register --name markov_live "$dir/live/markov.so" >"$dir/register.out" ||
 	fail "chipctl register"
 grep -q "^callable markov_live (version 1) registered from $dir/live/markov.so" \

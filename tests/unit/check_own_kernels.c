@@ -3,7 +3,8 @@
  * callable tc_own runs its kernel on the sim device token for token its reference;
  * launch_own refuses a bad index and bad dims; every refusal names what is wrong: a
  * kernel missing from the file, the file missing or unsafe, no file for the device,
- * a bad table (args_size, a name twice, a path), a library built for ABI 1. */
+ * a bad table (args_size, a name twice, a path), a library built for ABI 1; a
+ * directory of callables holding a sim kernel file. */
 #include "device.h"
 #include "testutil.h"
 #include "wl.h"
@@ -200,6 +201,27 @@ START_TEST(abi1_library_refused)
 }
 END_TEST
 
+/* A directory of callables (chipd --callables) holds the sim kernel file beside its
+ * callable: not a callable, and not refused as one; a stray library still is. */
+START_TEST(directory_with_kernel_file)
+{
+	char msg[MSG_CAP], path[320], cmd[1024];
+
+	snprintf(path, sizeof(path), "%s/tc_v1.so", dir);
+	ck_assert_int_eq(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/stray.so", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", kfile, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(wl_load_dir(dir, msg, sizeof(msg)), -EINVAL);
+	ck_assert_msg(strstr(msg, path) && strstr(msg, "no symbol chipd_callable_v2"), "%s", msg);
+	ck_assert_uint_eq(wl_count(), 0);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_msg(wl_load_dir(dir, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_uint_eq(wl_count(), 1);
+	ck_assert_str_eq(wl_names()[0], "tiny_own");
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -208,6 +230,7 @@ int main(void)
 	    {"kernel_file_not_loadable", kernel_file_not_loadable},
 	    {"table_refused", table_refused},
 	    {"abi1_library_refused", abi1_library_refused},
+	    {"directory_with_kernel_file", directory_with_kernel_file},
 	};
 	Suite *s = suite_create("own_kernels");
 

@@ -1,19 +1,24 @@
 /* markov.c - an example chipd callable, built out of tree against an installed chipd
- * (pkg-config chipd-callable): a greedy walk on a seeded transition table.
+ * (pkg-config chipd-callable): a greedy walk on a seeded transition table, computed by
+ * a kernel of its own.
  *
  * A request makes `tokens` steps over a vocabulary of `vocab` tokens. The table T
  * ([vocab][vocab] floats, generated from `seed`) goes to the device once (fill); the
  * walk starts at token seed % vocab, and step i, on the device:
  *
- *   row   = T[t]            the built-in "embed" kernel: one row, picked by the token
- *                           the previous step left in device memory
- *   t     = argmax(row)     the built-in "argmax" kernel, back into that token
+ *   t     = argmax(T[t])    markov_step, the callable's own kernel (host->launch_own),
+ *                           on the token the previous step left in device memory
  *   token = t               a copy to the step's token (host memory)
  *
  * so no step waits for the host: the next step may be built while this one runs.
- * markov_walk() is the same walk on the CPU: the ref hook, and markov-ref's answer.
+ * The kernel's code lies beside markov.so, one file per device kind (the table's
+ * kernels_sim, kernels_amd, kernels_nvidia): markov_kernels_sim.so (markov_kernels_sim.c)
+ * for the sim device, markov_kernels.hsaco and markov_kernels.cubin
+ * (markov_kernels.hip) for AMD and NVIDIA GPUs. markov_walk() is the same walk on the
+ * CPU: the ref hook, and markov-ref's answer.
  */
 #include "markov.h"
+#include "markov_kernels.h"
 
 #include <chipd_callable.h>
 
@@ -29,8 +34,10 @@ static const struct chipd_cl_param params[] = {
 		"the table's seed; the walk starts at seed % vocab"},
 };
 
-/* Kernel handles, resolved once by init. */
-static int k_embed = -1, k_argmax = -1;
+/* Its own kernels: index 0 is markov_step (host->launch_own's index). */
+static const struct chipd_cl_kernel kernels[] = {
+    {"markov_step", sizeof(struct markov_step_args)},
+};
 
 /* One request's state (host memory counted as the request's). */
 struct walk {
@@ -61,7 +68,7 @@ void markov_walk(uint32_t vocab, uint32_t seed, uint32_t n, int32_t *out)
 		for (uint32_t j = 1; j < vocab; j++) {
 			float w = markov_weight(seed, t, j);
 
-			if (w > top) { /* the first of equal maxima, as the argmax kernel */
+			if (w > top) { /* the first of equal maxima, as markov_step */
 				top = w;
 				best = j;
 			}
@@ -69,17 +76,6 @@ void markov_walk(uint32_t vocab, uint32_t seed, uint32_t n, int32_t *out)
 		t = best;
 		out[i] = (int32_t)t;
 	}
-}
-
-static int walk_init(const struct chipd_cl_host *host, char *msg, size_t cap)
-{
-	k_embed = host->kernel("embed");
-	k_argmax = host->kernel("argmax");
-	if (k_embed < 0 || k_argmax < 0) {
-		snprintf(msg, cap, "markov: this chipd has no embed or argmax kernel");
-		return -ENOENT;
-	}
-	return 0;
 }
 
 static uint32_t walk_steps(const int64_t *cfg)
@@ -143,19 +139,13 @@ static int walk_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 static int walk_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
 		      uint32_t step, void *token)
 {
+	static const struct chipd_cl_dims dims = {{1, 1, 1}, {MARKOV_BLOCK, 1, 1}, 0};
 	const struct walk *w = r->state;
-	float *row = r->host->scratch(st, (size_t)w->vocab * sizeof(float));
+	struct markov_step_args a = {w->table, w->tok, w->vocab, 0};
 	int task;
 
 	(void)step;
-	if (!row)
-		return -ENOBUFS; /* the step's scratch is used up: in a later step */
-	struct dev_k_embed e = {w->table, w->tok, row, w->vocab, w->vocab};
-	struct dev_k_argmax a = {row, w->tok, w->vocab};
-
-	task = r->host->launch(st, lane, k_embed, &e, sizeof(e), -1);
-	if (task >= 0)
-		task = r->host->launch(st, lane, k_argmax, &a, sizeof(a), task);
+	task = r->host->launch_own(st, r, lane, 0, &dims, &a, -1);
 	if (task >= 0)
 		task = r->host->copy_task(st, lane, token, w->tok, sizeof(int32_t), CHIPD_CL_D2H,
 					  task);
@@ -189,11 +179,15 @@ static const struct chipd_callable table = {
     .abi = CHIPD_CALLABLE_ABI,
     .version = 1,
     .name = "markov",
-    .doc = "a greedy walk on a seeded transition table: embed, argmax per step",
+    .doc = "a greedy walk on a seeded transition table: its own argmax kernel per step",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .token_bytes = sizeof(int32_t),
-    .init = walk_init,
+    .kernels = kernels,
+    .nkernels = sizeof(kernels) / sizeof(kernels[0]),
+    .kernels_sim = "markov_kernels_sim.so",
+    .kernels_amd = "markov_kernels.hsaco",
+    .kernels_nvidia = "markov_kernels.cubin",
     .steps = walk_steps,
     .cost = walk_cost,
     .reserve = walk_reserve,
