@@ -54,7 +54,7 @@ static struct wl_kmod *find_locked(const struct wl_callable *wc, struct dev *d)
 static int load(const struct wl_callable *wc, struct dev *d, struct wl_kmod *k, char *msg,
 		size_t cap)
 {
-	char path[WL_PATH_MAX], dir[WL_PATH_MAX], dmsg[DEV_ERRMSG_MAX];
+	char path[WL_PATH_MAX], dir[WL_PATH_MAX], dmsg[DEV_ERRMSG_MAX], why[WL_PATH_MAX + 128];
 	const char *kind, *file;
 	int err;
 
@@ -69,9 +69,11 @@ static int load(const struct wl_callable *wc, struct dev *d, struct wl_kmod *k, 
 		snprintf(msg, cap, "callable %s: the path of %s is too long", wc->name, file);
 		return -ENAMETOOLONG;
 	}
-	err = wl_path_ok("kernel file", path, false, msg, cap);
-	if (err)
+	err = wl_path_ok("kernel file", path, false, why, sizeof(why));
+	if (err) {
+		snprintf(msg, cap, "callable %s: %s", wc->name, why);
 		return err;
+	}
 	err = dev_module_load(d, path, &k->mod);
 	if (err) {
 		dev_last_error(d, dmsg, sizeof(dmsg));

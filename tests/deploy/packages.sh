@@ -216,7 +216,7 @@ for cl in gemm paged_attention synthetic; do
 done
 # The out-of-tree example (docs/examples/markov), built with make and pkg-config alone.
 cp -r "$root/docs/examples/markov" "$tmp/markov"
-rm -f "$tmp/markov/markov.so" "$tmp/markov/markov-ref" # a stale in-tree build
+make -s -C "$tmp/markov" clean # a stale in-tree build
 make -C "$tmp/markov" >"$tmp/markov.out" 2>&1 || fail "the callable example did not build"
 
 # stop_chipd PID: chipctl stop, then PID gone (or a zombie nobody reaps: chipd
@@ -236,7 +236,8 @@ stop_chipd "$pid"
 
 echo "== /usr/bin/chipd --callables: the example beside the built-ins"
 mkdir -m 0755 "$tmp/callables"
-install -m 0755 "$tmp/markov/markov.so" "$callables"/*.so "$tmp/callables/"
+install -m 0755 "$tmp/markov/markov.so" "$tmp/markov/markov_kernels_sim.so" "$callables"/*.so \
+	"$tmp/callables/"
 as_chipd /usr/bin/chipd --chips 1 --log-level warn --callables "$tmp/callables" ||
 	fail "chipd --callables did not start"
 pid=$(as_chipd /usr/bin/chipctl ping --json | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')

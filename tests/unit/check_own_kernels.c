@@ -141,12 +141,12 @@ START_TEST(kernels_refused)
 {
 	attach_refused("missing_kernel", -ENOENT,
 		       "callable tiny_own: kernel \"tc_nope\" not found in tc_kernels_sim.so");
-	attach_refused("missing_file", -ENOENT, "kernel file");
+	attach_refused("missing_file", -ENOENT, "callable tiny_own: kernel file /");
 	attach_refused("missing_file", -ENOENT, "/tc_absent_sim.so: No such file or directory");
 	attach_refused("no_sim", -ENOENT,
 		       "callable tiny_own: no kernels for the sim device (kernels_sim is NULL)");
 	ck_assert_int_eq(chmod(kfile, 0775), 0);
-	attach_refused(NULL, -EPERM, "writable by group or others (mode 0775)");
+	attach_refused(NULL, -EPERM, "tc_kernels_sim.so: writable by group or others (mode 0775)");
 	ck_assert_int_eq(chmod(kfile, 0755), 0);
 	ck_assert_int_eq(unlink(kfile), 0);
 	ck_assert_int_eq(symlink(CL_TEST_DIR "/tc_kernels_sim.so", kfile), 0);
