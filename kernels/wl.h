@@ -210,6 +210,11 @@ int wl_kernels_attach(const char *workload, struct dev *d, char *msg, size_t cap
 void wl_kernels_detach(const char *workload, struct dev *d);
 /* Unloads every callable's kernels from @d (before dev_close). */
 void wl_kernels_detach_all(struct dev *d);
+/* What a node of @kind's devices can check of every loaded callable's kernels before
+ * any device is open (chipd at start): the file for @kind named, present and safe;
+ * for the sim, also loaded (on a sim device of its own, closed again) with every
+ * kernel found. wl_kernels_attach's errors and messages, for the first refusal. */
+int wl_kernels_check(enum dev_kind kind, char *msg, size_t cap);
 
 /* Whether any callable was loaded (wl_load_dir, or the built-ins on first use). */
 bool wl_loaded(void);

@@ -23,13 +23,10 @@ struct wl_kmod {
 static pthread_mutex_t kern_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wl_kmod *kmods; /* under kern_lock */
 
-/* The kernel file's slot in wl_callable.kfile for @d, and the device's name. */
-static int kfile_slot(struct dev *d, const char **what)
+/* The kernel file's slot in wl_callable.kfile for @kind, and the device's name. */
+static int kfile_slot(enum dev_kind kind, const char **what)
 {
-	struct dev_info info;
-
-	dev_get_info(d, &info);
-	if (info.kind == DEV_SIM) {
+	if (kind == DEV_SIM) {
 		*what = "sim";
 		return 0;
 	}
@@ -50,30 +47,53 @@ static struct wl_kmod *find_locked(const struct wl_callable *wc, struct dev *d)
 	return NULL;
 }
 
+/* The path of @wc's kernel file for @kind into @path, checked as the callable's own
+ * file is (wl_path_ok); its name in *@file. */
+static int file_path(const struct wl_callable *wc, enum dev_kind kind, char *path,
+		     const char **file, char *msg, size_t cap)
+{
+	char dir[WL_PATH_MAX], why[WL_PATH_MAX + 128];
+	const char *what;
+	int err;
+
+	*file = wc->kfile[kfile_slot(kind, &what)];
+	if (!(*file)[0]) {
+		snprintf(msg, cap, "callable %s: no kernels for the %s device (kernels_%s is NULL)",
+			 wc->name, what, what);
+		return -ENOENT;
+	}
+	snprintf(dir, sizeof(dir), "%s", wc->path);
+	if (snprintf(path, WL_PATH_MAX, "%s/%s", dirname(dir), *file) >= WL_PATH_MAX) {
+		snprintf(msg, cap, "callable %s: the path of %s is too long", wc->name, *file);
+		return -ENAMETOOLONG;
+	}
+	err = wl_path_ok("kernel file", path, false, why, sizeof(why));
+	if (err)
+		snprintf(msg, cap, "callable %s: %s", wc->name, why);
+	return err;
+}
+
+static int file_check(const struct wl_callable *wc, enum dev_kind kind, char *msg, size_t cap)
+{
+	char path[WL_PATH_MAX];
+	const char *file;
+
+	return file_path(wc, kind, path, &file, msg, cap);
+}
+
 /* Loads @wc's file on @d and resolves its kernels into @k. */
 static int load(const struct wl_callable *wc, struct dev *d, struct wl_kmod *k, char *msg,
 		size_t cap)
 {
-	char path[WL_PATH_MAX], dir[WL_PATH_MAX], dmsg[DEV_ERRMSG_MAX], why[WL_PATH_MAX + 128];
-	const char *kind, *file;
+	char path[WL_PATH_MAX], dmsg[DEV_ERRMSG_MAX];
+	struct dev_info info;
+	const char *file;
 	int err;
 
-	file = wc->kfile[kfile_slot(d, &kind)];
-	if (!file[0]) {
-		snprintf(msg, cap, "callable %s: no kernels for the %s device (kernels_%s is NULL)",
-			 wc->name, kind, kind);
-		return -ENOENT;
-	}
-	snprintf(dir, sizeof(dir), "%s", wc->path);
-	if (snprintf(path, sizeof(path), "%s/%s", dirname(dir), file) >= (int)sizeof(path)) {
-		snprintf(msg, cap, "callable %s: the path of %s is too long", wc->name, file);
-		return -ENAMETOOLONG;
-	}
-	err = wl_path_ok("kernel file", path, false, why, sizeof(why));
-	if (err) {
-		snprintf(msg, cap, "callable %s: %s", wc->name, why);
+	dev_get_info(d, &info);
+	err = file_path(wc, info.kind, path, &file, msg, cap);
+	if (err)
 		return err;
-	}
 	err = dev_module_load(d, path, &k->mod);
 	if (err) {
 		dev_last_error(d, dmsg, sizeof(dmsg));
@@ -177,4 +197,30 @@ const struct dev_func *wl_kernels_func(const struct wl_callable *wc, struct dev 
 		f = k->fn[index];
 	pthread_mutex_unlock(&kern_lock);
 	return f;
+}
+
+int wl_kernels_check(enum dev_kind kind, char *msg, size_t cap)
+{
+	const char *const *names = wl_names();
+	struct dev *d = NULL;
+	int err = 0;
+
+	for (unsigned i = 0; !err && names[i]; i++) {
+		const struct wl_callable *wc = wl_find(names[i]);
+		struct wl_kmod k = {0};
+
+		if (!wc || !wc->nkernels)
+			continue;
+		if (kind != DEV_SIM) {
+			err = file_check(wc, kind, msg, cap);
+			continue;
+		}
+		if (!d && (err = dev_open(&d, DEV_SIM, 0, msg, cap)) != 0)
+			break;
+		err = load(wc, d, &k, msg, cap);
+		if (!err)
+			dev_module_unload(k.mod);
+	}
+	dev_close(d);
+	return err;
 }

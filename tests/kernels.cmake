@@ -88,8 +88,9 @@ target_compile_definitions(check_callables PRIVATE CHIPD_BIN="$<TARGET_FILE:chip
 # A callable's own kernels: tc_own and its sim kernel file, each refusal.
 chipd_check(check_own_kernels)
 target_link_libraries(check_own_kernels PRIVATE chipd_kernels)
-add_dependencies(check_own_kernels ${CHIPD_TEST_CALLABLES})
-target_compile_definitions(check_own_kernels PRIVATE CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+add_dependencies(check_own_kernels ${CHIPD_TEST_CALLABLES} chipd)
+target_compile_definitions(check_own_kernels PRIVATE CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}"
+                           CHIPD_BIN="$<TARGET_FILE:chipd>")
 
 # Registering callables while the node runs: a real chipd, the tests' callables
 # registered, refused by one chip, killing a worker mid-registration, replayed to a

@@ -238,8 +238,9 @@ static void cleanup(struct sup *s)
 }
 
 /* Loads the workloads before anything else: the workers, forked later, inherit them.
- * A callable refused (docs/callables.md, "Loading") stops the start with a message
- * naming its file. */
+ * A callable refused (docs/callables.md, "Loading"), or its own kernels (as far as
+ * they can be checked without the chips' devices: "Own kernels"), stops the start
+ * with a message naming its file. */
 static int load_callables(const struct sup_config *cfg)
 {
 	char dir[WL_PATH_MAX], msg[WL_MSG_MAX + WL_PATH_MAX];
@@ -248,7 +249,9 @@ static int load_callables(const struct sup_config *cfg)
 		snprintf(dir, sizeof(dir), "%s", cfg->callables);
 	else
 		wl_default_dir(dir, sizeof(dir));
-	if (wl_load_dir(dir, msg, sizeof(msg)) != 0) {
+	if (wl_load_dir(dir, msg, sizeof(msg)) != 0 ||
+	    wl_kernels_check(cfg->backend == SUP_BACKEND_HIP ? DEV_HIP : DEV_SIM, msg,
+			     sizeof(msg)) != 0) {
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}

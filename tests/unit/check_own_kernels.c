@@ -4,7 +4,8 @@
  * launch_own refuses a bad index and bad dims; every refusal names what is wrong: a
  * kernel missing from the file, the file missing or unsafe, no file for the device,
  * a bad table (args_size, a name twice, a path), a library built for ABI 1; a
- * directory of callables holding a sim kernel file. */
+ * directory of callables holding a sim kernel file; chipd refusing to start on one
+ * whose kernels fail. */
 #include "device.h"
 #include "testutil.h"
 #include "wl.h"
@@ -15,10 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef CL_TEST_DIR
 #error "CL_TEST_DIR: where the tests' callables are built"
+#endif
+#ifndef CHIPD_BIN
+#error "CHIPD_BIN: the chipd under test"
 #endif
 
 #define MSG_CAP (WL_MSG_MAX + 2 * WL_PATH_MAX)
@@ -222,6 +227,44 @@ START_TEST(directory_with_kernel_file)
 }
 END_TEST
 
+/* chipd --callables DIR with tc_own in DIR (and $TC_OWN_FAULT = @fault): exits 1
+ * before it is ready, its stderr holding @what. */
+static void start_refused(const char *fault, const char *what)
+{
+	char cmd[2048], err[2048] = "", path[320];
+	FILE *f;
+	int status;
+
+	snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "%s%s CHIPD_INSTANCE=own-kernels-test '%s' --foreground --chips 1 "
+		 "--callables '%s' 2>'%s'",
+		 fault ? "TC_OWN_FAULT=" : "", fault ? fault : "", CHIPD_BIN, dir, path);
+	status = system(cmd);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	err[fread(err, 1, sizeof(err) - 1, f)] = '\0';
+	fclose(f);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_msg(strstr(err, what), "'%s' does not say '%s'", err, what);
+}
+
+/* chipd refuses to start on a callable whose sim kernels it cannot load. */
+START_TEST(chipd_start_checks_kernels)
+{
+	char path[320];
+
+	snprintf(path, sizeof(path), "%s/tc_v1.so", dir);
+	ck_assert_int_eq(unlink(path), 0);
+	start_refused("missing_kernel", "kernel \"tc_nope\" not found in tc_kernels_sim.so");
+	ck_assert_int_eq(chmod(kfile, 0775), 0);
+	start_refused(NULL, "tc_kernels_sim.so: writable by group or others (mode 0775)");
+	ck_assert_int_eq(unlink(kfile), 0);
+	start_refused(NULL, "tc_kernels_sim.so: No such file or directory");
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -231,6 +274,7 @@ int main(void)
 	    {"table_refused", table_refused},
 	    {"abi1_library_refused", abi1_library_refused},
 	    {"directory_with_kernel_file", directory_with_kernel_file},
+	    {"chipd_start_checks_kernels", chipd_start_checks_kernels},
 	};
 	Suite *s = suite_create("own_kernels");
 
