@@ -65,6 +65,9 @@ typedef struct cudaDeviceProp hipDeviceProp_t;
  * links libcuda and a program still starts where no driver is installed. A driver
  * error maps to the runtime's nearest code. */
 #include <cuda.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 typedef CUmodule hipModule_t;
 typedef CUfunction hipFunction_t;
@@ -152,8 +155,20 @@ static inline cudaError_t chipd_cu_launch_kernel(CUfunction f, unsigned gx, unsi
 {
 	CUresult (*fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
 		       unsigned, CUstream, void **, void **);
+#ifndef __cplusplus
+	/* once per program (a launch is hot): acquire/release publish the pointer, and two
+	 * threads that both look it up store the same one */
+	static _Atomic(void *) cached;
+	void *p = atomic_load_explicit(&cached, memory_order_acquire);
 
+	if (!p) {
+		p = chipd_cu_entry("cuLaunchKernel");
+		atomic_store_explicit(&cached, p, memory_order_release);
+	}
+	*(void **)&fn = p;
+#else
 	*(void **)&fn = chipd_cu_entry("cuLaunchKernel");
+#endif
 	return fn ? chipd_cu_error(fn(f, gx, gy, gz, bx, by, bz, shared, (CUstream)s, params, extra))
 		  : cudaErrorInsufficientDriver;
 }
