@@ -210,7 +210,8 @@ enum dev_sim_fault {
 	DEV_SIM_FAULT_STICKY, /* the kernel faults as an illegal address does: lost */
 };
 /* Fault injection for tests (sim backend): the next kernel launched on @d (from any
- * thread, on any stream) faults with @f when it runs. -ENOTSUP on other backends. */
+ * thread, on any stream; a catalogue kernel or a module's function) faults with @f
+ * when it runs. -ENOTSUP on other backends. */
 int dev_sim_inject_fault(struct dev *d, enum dev_sim_fault f);
 
 /* Test mode (sim backend, set before the first stream is created): a stream runs
