@@ -442,17 +442,34 @@ START_TEST(bad_files_refused)
 END_TEST
 
 /* A callable with its own kernel (tc_own, its sim kernel file beside it): each chip
- * loads the kernel at the registration and streams its reference's tokens; a kernel
- * missing from the file refuses the registration, naming the chip, kernel and file. */
+ * loads the kernel at the registration and streams its reference's tokens, again
+ * after a worker's restart (the replay) and after an unregister and a new
+ * registration; a kernel missing from the file refuses the registration, naming the
+ * chip, kernel and file. */
 START_TEST(own_kernels_registered)
 {
 	const char *env[] = {"TC_OWN_FAULT=missing_kernel", NULL};
+	struct chipd_workload w;
 	struct chipd_error err;
 	struct cd d;
+	pid_t old;
 
 	cd_start(&d, NULL, NULL);
 	ck_assert_msg(reg(&d, cl("tc_own"), "tiny_own", &err) == 0, "%s", err.message);
 	run_on_both(&d, "tiny_own", 40);
+	/* a restarted worker loads it again, its kernels with it */
+	old = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert(cd_listed(&d, "tiny_own", &w));
+	ck_assert_uint_eq(w.chips, 0x3);
+	run_on_both(&d, "tiny_own", 50);
+	/* unregistered (its kernels unloaded on each chip) and registered again */
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "tiny_own", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
+	ck_assert(!cd_listed(&d, "tiny_own", NULL));
+	ck_assert_msg(reg(&d, cl("tc_own"), "tiny_own", &err) == 0, "%s", err.message);
+	run_on_both(&d, "tiny_own", 60);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 
 	cd_start(&d, NULL, env);
