@@ -9,10 +9,34 @@ endforeach()
 
 # With a GPU variant built, the GPU check runs in CTest too: it exits 77 (skipped)
 # where the runtime finds no device, as on a build machine.
+# Its module case loads the tests' own kernel, tc_fill, as a code object of this GPU
+# build, compiled from gpu/tc_kernels.hip (tests/gpu/run.sh reads the source's name
+# here).
+set(CHIPD_TC_HIP_SRC ${CMAKE_CURRENT_SOURCE_DIR}/gpu/tc_kernels.hip)
 if(CHIPD_HIP OR CHIPD_CUDA)
+  if(CHIPD_HIP)
+    set(tc_obj ${CMAKE_CURRENT_BINARY_DIR}/tc_kernels.hsaco)
+    set(tc_arch "")
+    foreach(arch ${CHIPD_HIP_ARCHS})
+      list(APPEND tc_arch --offload-arch=${arch})
+    endforeach()
+    set(tc_cmd ${CHIPD_HIPCC} --genco ${tc_arch} -O3 -Wall)
+  else()
+    set(tc_obj ${CMAKE_CURRENT_BINARY_DIR}/tc_kernels.cubin)
+    set(tc_cmd ${CHIPD_NVCC} -x cu -cubin -arch=${CHIPD_CUDA_ARCH} -O3 -DCHIPD_HIP_CUDA)
+  endif()
+  add_custom_command(
+    OUTPUT ${tc_obj}
+    COMMAND ${tc_cmd} -I${PROJECT_SOURCE_DIR}/kernels -I${CMAKE_CURRENT_SOURCE_DIR}/callables
+            -o ${tc_obj} ${CHIPD_TC_HIP_SRC}
+    DEPENDS ${CHIPD_TC_HIP_SRC} ${CMAKE_CURRENT_SOURCE_DIR}/callables/tc_kernels.h
+    COMMENT "the tests' code object: tc_kernels.hip")
+  add_custom_target(tc_kernels_gpu DEPENDS ${tc_obj})
   add_executable(gpu_check gpu/gpu_check.c unit/kernel_cases.c unit/device_cases.c)
-  target_include_directories(gpu_check PRIVATE unit)
+  target_include_directories(gpu_check PRIVATE unit callables)
   target_link_libraries(gpu_check PRIVATE chipd_kernels)
+  add_dependencies(gpu_check tc_kernels_gpu)
+  target_compile_definitions(gpu_check PRIVATE TC_KERNELS_GPU="${tc_obj}")
   add_test(NAME gpu_check COMMAND gpu_check)
   set_tests_properties(gpu_check PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
   add_executable(gpu_bench gpu/gpu_bench.c)
@@ -47,6 +71,8 @@ endforeach()
 get_directory_property(src DIRECTORY ${PROJECT_SOURCE_DIR}/kernels DEFINITION CHIPD_HIP_SRC)
 cmake_path(RELATIVE_PATH src BASE_DIRECTORY ${PROJECT_SOURCE_DIR})
 string(APPEND chipd_run_sources "nvcc ${src}\n")
+cmake_path(RELATIVE_PATH CHIPD_TC_HIP_SRC BASE_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE src)
+string(APPEND chipd_run_sources "nvcc_module ${src}\n")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/gpu_run_sources.txt "${chipd_run_sources}")
 add_test(NAME gpu_run_sources
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/sources.sh

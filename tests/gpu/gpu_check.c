@@ -52,7 +52,8 @@ static int check_kernels(struct dev *d)
 }
 
 /* The device contract on the GPU: a second thread, several streams, error paths
- * (a token outside the vocabulary, a block id outside the pool), argmax with NaN. */
+ * (a token outside the vocabulary, a block id outside the pool), argmax with NaN, a
+ * module's function (tc_kernels.hip's code object). */
 static int check_contract(struct dev *d)
 {
 	int bad = 0;
@@ -93,12 +94,18 @@ static int check_tokens(struct dev *gpu, struct dev *sim)
 	return bad;
 }
 
+#ifndef TC_KERNELS_GPU
+#error "TC_KERNELS_GPU: the tests' code object for this GPU build (tc_kernels.hip)"
+#endif
+
 int main(int argc, char **argv)
 {
 	int index = argc > 1 ? atoi(argv[1]) : 0, bad, err;
 	struct dev *gpu, *sim;
 	struct dev_info info;
 	char msg[DEV_ERRMSG_MAX] = "";
+
+	dc_module_path = TC_KERNELS_GPU;
 
 	err = dev_open(&gpu, DEV_HIP, index, msg, sizeof(msg));
 	if (err == -ENODEV || err == -ENOTSUP) {

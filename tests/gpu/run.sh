@@ -67,7 +67,7 @@ cmake_sources() {
 
 # sources: what the direct build compiles, one "TARGET PATH" a line, in the order of
 # the CMake files: CMake's target names, chipd_kernels_gpu for what the GPU variants add
-# to chipd_kernels, nvcc for the HIP source. Fails, saying what it could not read, when
+# to chipd_kernels, nvcc for the HIP source, nvcc_module for the tests' code object. Fails, saying what it could not read, when
 # a list is missing or names a file that does not exist.
 sources() {
 	local k=kernels/CMakeLists.txt t=tests/kernels.cmake s f cl
@@ -84,11 +84,14 @@ sources() {
 		cmake_sources "$k" target_sources chipd_kernels | sed 's|^|chipd_kernels_gpu kernels/|'
 		# shellcheck disable=SC2016 # the CMake variable, literally
 		cmake_args "$k" set CHIPD_HIP_SRC | sed -n 's|^\${CMAKE_CURRENT_SOURCE_DIR}/|nvcc kernels/|p'
+		# shellcheck disable=SC2016 # the CMake variable, literally
+		cmake_args "$t" set CHIPD_TC_HIP_SRC |
+			sed -n 's|^\${CMAKE_CURRENT_SOURCE_DIR}/|nvcc_module tests/|p'
 		cmake_sources "$t" add_executable gpu_check | sed 's|^|gpu_check tests/|'
 		cmake_sources "$t" add_executable gpu_bench | sed 's|^|gpu_bench tests/|'
 	)
 	for f in 'chipd_shm ' 'chipd_cl_support ' callable_ 'chipd_kernels ' chipd_kernels_gpu \
-		nvcc gpu_check gpu_bench; do
+		'nvcc ' nvcc_module gpu_check gpu_bench; do
 		grep -q "^$f" <<<"$s" || {
 			echo "run.sh: no sources of ${f% } found in the CMake files" >&2
 			return 1
@@ -145,7 +148,7 @@ v() {
 # (CHIPD_CALLABLES_BUILD_DIR; there is no ../lib/chipd/callables beside the programs),
 # not writable by group or others, as the loader requires.
 build_direct() {
-	local d=$bld/direct srcs target src o f
+	local d=$bld/direct srcs target src o f tc=$bld/direct/tests/tc_kernels.cubin
 	local base=(-std=c11 -O3 -DNDEBUG -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes
 		-Wmissing-prototypes -Wno-missing-field-initializers)
 	local hip=(-DCHIPD_HAVE_HIP -DCHIPD_HIP_CUDA)
@@ -160,6 +163,11 @@ build_direct() {
 	while read -r target src; do
 		o=$d/obj/$(tr / _ <<<"${src%.*}").o
 		case $target in
+		nvcc_module) # the tests' code object, loaded by gpu_check's module case
+			v timeout 120 "$nvcc" -x cu -cubin -arch="$arch" -O3 -DCHIPD_HIP_CUDA -Ikernels \
+				-Itests/callables -o "$tc" "$src" || return 1
+			continue
+			;;
 		nvcc)
 			v timeout 240 "$nvcc" -x cu -arch="$arch" -O3 -std=c++17 -Xcompiler=-fPIC \
 				-DCHIPD_HIP_CUDA -Ikernels -Ikernels/include -c "$src" -o "$o" || return 1
@@ -174,7 +182,10 @@ build_direct() {
 			f=("${base[@]}" -fPIC "${hip[@]}" "${inc[@]}" -I"$cuda/include" "${loader[@]}")
 			target=chipd_kernels
 			;;
-		gpu_check) f=("${base[@]}" "${hip[@]}" -Itests/unit "${inc[@]}") ;;
+		gpu_check)
+			f=("${base[@]}" "${hip[@]}" -Itests/unit -Itests/callables "${inc[@]}"
+				-DTC_KERNELS_GPU="\"$tc\"")
+			;;
 		gpu_bench) f=("${base[@]}" "${hip[@]}" "${inc[@]}") ;;
 		*) echo "run.sh: no flags for target $target" && return 1 ;;
 		esac

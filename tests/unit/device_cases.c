@@ -1,6 +1,8 @@
 /* device_cases.c - the device contract on any backend (device_cases.h). */
 #include "device_cases.h"
 
+#include "tc_kernels.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -287,10 +289,52 @@ int dc_argmax_nan(struct dev *d, char *msg, size_t cap)
 	return err;
 }
 
+const char *dc_module_path;
+
+int dc_module(struct dev *d, char *msg, size_t cap)
+{
+	const struct dev_dims dims = {{3, 2, 2}, {4, 2, 1}, 0};
+	enum { N = 3 * 2 * 2 * 4 * 2 };
+	struct dev_module *m = NULL;
+	struct dev_func *f = NULL;
+	struct dev_stream *s = NULL;
+	struct tc_fill_args a = {NULL, 100, 0};
+	int32_t got[N];
+	int err;
+
+	if (!dc_module_path)
+		return fail(msg, cap, -ENOENT, "no module file for this device (dc_module_path)");
+	err = dev_module_load(d, dc_module_path, &m);
+	if (!err)
+		err = dev_module_func(m, "tc_fill", &f);
+	if (!err)
+		err = dev_alloc(d, sizeof(got), (void **)&a.out);
+	if (!err)
+		err = dev_stream_create(d, &s);
+	if (!err)
+		err = dev_launch_func(s, f, &dims, &a, sizeof(a));
+	a.base = -1; /* the launch has its own copy */
+	if (!err)
+		err = dev_copy(d, s, got, a.out, sizeof(got), DEV_D2H);
+	if (!err)
+		err = dev_stream_sync(s);
+	for (int i = 0; i < N && !err; i++)
+		if (got[i] != 100 + i)
+			err = fail(msg, cap, -EDOM, "tc_fill element %d: %d, want %d", i, got[i],
+				   100 + i);
+	if (err && !msg[0])
+		dev_last_error(d, msg, cap);
+	dev_stream_destroy(s);
+	dev_free(d, a.out);
+	dev_module_unload(m);
+	return err;
+}
+
 const struct dc_case dc_cases[] = {
     {"threads", dc_threads},
     {"streams", dc_streams},
     {"error_paths", dc_error_paths},
     {"argmax_nan", dc_argmax_nan},
+    {"module", dc_module},
 };
 const size_t dc_ncases = sizeof(dc_cases) / sizeof(dc_cases[0]);

@@ -25,6 +25,12 @@ int dc_streams(struct dev *d, char *msg, size_t cap);
 int dc_error_paths(struct dev *d, char *msg, size_t cap);
 /* argmax with NaN logits answers as the CPU reference. */
 int dc_argmax_nan(struct dev *d, char *msg, size_t cap);
+/* The module at dc_module_path (the tests' tc_fill for the device's kind: a sim shared
+ * object, a GPU code object), loaded, its function launched over a 3-D grid of 2-D
+ * blocks with its arguments changed right after the launch: every element of every
+ * block written from the launch's copy. */
+extern const char *dc_module_path;
+int dc_module(struct dev *d, char *msg, size_t cap);
 
 struct dc_case {
 	const char *name;

@@ -316,9 +316,10 @@ START_TEST(lazy_copies_land_only_when_waited_for)
 END_TEST
 
 /* The backend-independent cases gpu_check runs on a GPU (threads, streams, error
- * paths, argmax with NaN), here on sim devices 0 and 1. */
+ * paths, argmax with NaN, a module's function), here on sim devices 0 and 1. */
 START_TEST(contract_cases_on_two_devices)
 {
+	dc_module_path = TC_KERNELS_SIM;
 	for (int index = 0; index < 2; index++) {
 		struct dev *d = open_index(index);
 
