@@ -225,22 +225,29 @@ START_TEST(worker_killed_during_registration)
 }
 END_TEST
 
+/* Kills chip 1's worker and waits for its restart: @name is listed on both chips
+ * again, and its tokens (seed @seed) stream on both. */
+static void restart_chip1_and_run(struct cd *d, const char *name, int64_t seed)
+{
+	struct chipd_workload w;
+	pid_t old = cd_worker_pid(d, 1);
+
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert(cd_listed(d, name, &w));
+	ck_assert_uint_eq(w.chips, 0x3);
+	run_on_both(d, name, seed);
+}
+
 /* A worker restarted after a crash loads the registry before it is READY. */
 START_TEST(replayed_after_restart)
 {
 	struct cd d;
-	struct chipd_workload w;
 	struct chipd_error err;
-	pid_t old;
 
 	cd_start(&d, NULL, NULL);
 	ck_assert_msg(reg(&d, cl("tc_good"), "replayed", &err) == 0, "%s", err.message);
-	old = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(old, SIGKILL), 0);
-	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
-	ck_assert(cd_listed(&d, "replayed", &w));
-	ck_assert_uint_eq(w.chips, 0x3);
-	run_on_both(&d, "replayed", 5);
+	restart_chip1_and_run(&d, "replayed", 5);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
@@ -449,21 +456,14 @@ END_TEST
 START_TEST(own_kernels_registered)
 {
 	const char *env[] = {"TC_OWN_FAULT=missing_kernel", NULL};
-	struct chipd_workload w;
 	struct chipd_error err;
 	struct cd d;
-	pid_t old;
 
 	cd_start(&d, NULL, NULL);
 	ck_assert_msg(reg(&d, cl("tc_own"), "tiny_own", &err) == 0, "%s", err.message);
 	run_on_both(&d, "tiny_own", 40);
 	/* a restarted worker loads it again, its kernels with it */
-	old = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(old, SIGKILL), 0);
-	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
-	ck_assert(cd_listed(&d, "tiny_own", &w));
-	ck_assert_uint_eq(w.chips, 0x3);
-	run_on_both(&d, "tiny_own", 50);
+	restart_chip1_and_run(&d, "tiny_own", 50);
 	/* unregistered (its kernels unloaded on each chip) and registered again */
 	ck_assert_int_eq(
 	    chipd_unregister(d.conn, "tiny_own", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
