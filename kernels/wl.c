@@ -479,7 +479,13 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 		return -EPROTO;
 	if (built == r->pub.steps)
 		return -ENODATA;
-	tok = wl_arena_alloc(st->host, sizeof(int32_t), sizeof(int32_t));
+	/* the token, then the payload the build writes right after it (zeroed: a
+	 * callable that writes fewer bytes leaves nothing of an earlier step there) */
+	size_t tok_size = sizeof(int32_t) + r->wc->cl->payload_bytes;
+
+	tok = wl_arena_alloc(st->host, tok_size, sizeof(int32_t));
+	if (tok)
+		memset(tok, 0, tok_size);
 	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
 		  : -ENOBUFS;
 	if (err) {
@@ -489,6 +495,8 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 		return err;
 	}
 	out->token = tok;
+	out->payload = (const uint8_t *)tok + sizeof(int32_t);
+	out->payload_len = r->wc->cl->payload_bytes;
 	out->step = built;
 	atomic_store_explicit(&r->built, built + 1, memory_order_release);
 	return 0;

@@ -141,9 +141,12 @@ struct wl_env {
 	struct wl_kvpool *kv; /* NULL: the request reserves a private pool */
 };
 
-/* Where a built step leaves its token (host memory in the step's host arena). */
+/* Where a built step leaves its token and, right after it, its payload (host memory
+ * in the step's host arena): payload_len bytes, the callable's payload_bytes. */
 struct wl_out {
 	const int32_t *token;
+	const uint8_t *payload;
+	uint32_t payload_len;
 	uint32_t step;
 };
 

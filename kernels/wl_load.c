@@ -127,8 +127,13 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 		return bad(msg, cap, -EINVAL, path, "token_bytes is not 4");
 	if (cl->reserved[0] || cl->reserved[1] || cl->reserved[2] || cl->reserved[3])
 		return bad(msg, cap, -EINVAL, path, "reserved fields are not zero");
+	if (cl->payload_bytes > CHIPD_CL_PAYLOAD_MAX) {
+		snprintf(what, sizeof(what), "payload_bytes %u is over %u", cl->payload_bytes,
+			 CHIPD_CL_PAYLOAD_MAX);
+		return bad(msg, cap, -EINVAL, path, what);
+	}
 	/* TEMPORARY on the abi2 branch: data in/out and own kernels land next. */
-	if (cl->payload_bytes || cl->input_max || cl->output_max || cl->output || cl->kernels ||
+	if (cl->input_max || cl->output_max || cl->output || cl->kernels ||
 	    cl->nkernels || cl->kernels_sim || cl->kernels_amd || cl->kernels_nvidia)
 		return bad(msg, cap, -EINVAL, path, "data in/out and own kernels: not yet");
 	if (!cl->steps || !cl->cost || !cl->reserve || !cl->fill || !cl->build || !cl->release)

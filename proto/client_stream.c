@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(CHIPD_PAYLOAD_MAX == RING_PAYLOAD_MAX, "a token carries a record's payload");
+
 int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
 		       struct chipd_error *err)
 {
@@ -199,12 +201,22 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 	} else if (rec.flags & RING_F_ERROR) {
 		s->ended = true;
 		rc = stream_error(s, rec.flags, err);
+	} else if (rec.payload_len > RING_PAYLOAD_MAX) {
+		s->ended = true; /* a record no worker writes: read nothing past it */
+		rc = client_fail(err, -EBADMSG, CHIPD_E_INTERNAL,
+				 "request %" PRIu64 ": token %" PRIu32 ": payload_len %" PRIu32
+				 " is over %u",
+				 s->id, rec.seq, rec.payload_len, RING_PAYLOAD_MAX);
 	} else {
 		tok->request = rec.request_id;
 		tok->seq = rec.seq;
 		tok->final = rec.flags & RING_F_FINAL;
 		tok->value = rec.value;
 		tok->ts_ns = rec.ts_ns;
+		tok->payload_len = rec.payload_len;
+		memset(tok->payload, 0, sizeof(tok->payload));
+		memcpy(tok->payload, rec.payload, rec.payload_len);
+		tok->out_len = tok->final ? rec.out_len : 0;
 		s->ended = tok->final;
 	}
 	if (rc == -EPIPE && err) { /* the request is lost: say which */

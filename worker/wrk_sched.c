@@ -4,11 +4,14 @@
  * returns a bank once every lane in it finished. A slow lane holds up only its own
  * request: the others' tokens are published, and their next steps built and
  * launched, while it runs. */
+#include "chipd_callable.h"
 #include "wrk_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+_Static_assert(RING_PAYLOAD_MAX == CHIPD_CL_PAYLOAD_MAX, "a record carries a step's payload");
 
 /* Bound of one wait for an epoch while no lane is in flight. O's publish and O's exit
  * both wake S (the wait's ready test sees them), so this only bounds a lost wake;
@@ -43,6 +46,11 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 		return CHIPD_E_INTERNAL;
 	tok = (uint64_t)(uint32_t)*e->out.token;
 	rec.value = tok;
+	/* the payload the build wrote after the token (payload_bytes, checked at load) */
+	if (e->out.payload_len > RING_PAYLOAD_MAX)
+		return CHIPD_E_INTERNAL;
+	rec.payload_len = e->out.payload_len;
+	memcpy(rec.payload, e->out.payload, e->out.payload_len);
 	rec.flags = last ? RING_F_FINAL : 0;
 	/* the id is free before FINAL is visible: a client that read it may resubmit */
 	if (last)

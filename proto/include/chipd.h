@@ -60,6 +60,7 @@ enum chipd_code {
 #define CHIPD_MAX_CHIPS	   64
 #define CHIPD_TIMEOUT_MS   5000u /* a reasonable default for calls */
 #define CHIPD_INSTANCE_MAX 48
+#define CHIPD_PAYLOAD_MAX  24 /* bytes of a token's payload (a callable's payload_bytes) */
 
 /* What chipd_workloads returns at most. */
 #define CHIPD_MAX_WORKLOADS 8	/* workloads a supervisor lists */
@@ -162,6 +163,12 @@ struct chipd_token {
 	bool final;   /* the last token of a completed request */
 	uint64_t value;
 	uint64_t ts_ns; /* CLOCK_MONOTONIC when the worker published it */
+	/* The callable's bytes beside the token: payload_len (its payload_bytes,
+	 * 0..CHIPD_PAYLOAD_MAX) of payload. */
+	uint32_t payload_len;
+	uint8_t payload[CHIPD_PAYLOAD_MAX];
+	/* With final: the bytes of output the request wrote (0 when it asked for none). */
+	uint32_t out_len;
 };
 
 /* The next token of @s, in order, waiting up to @timeout_ms. Returns 0 with *@tok

@@ -42,6 +42,9 @@ int main(void)
 	FIELD(chipd_token, final);
 	FIELD(chipd_token, value);
 	FIELD(chipd_token, ts_ns);
+	FIELD(chipd_token, payload_len);
+	FIELD(chipd_token, payload);
+	FIELD(chipd_token, out_len);
 
 	STRUCT(chipd_chip_status);
 	FIELD(chipd_chip_status, chip);
@@ -92,5 +95,6 @@ int main(void)
 	printf("const MAX_CHIPS %d\nconst NCODES %d\nconst enum_size %zu\n", CHIPD_MAX_CHIPS,
 	       CHIPD_NCODES, sizeof(enum chipd_code));
 	printf("const MAX_WORKLOADS %d\nconst DOC_MAX %d\n", CHIPD_MAX_WORKLOADS, CHIPD_DOC_MAX);
+	printf("const PAYLOAD_MAX %d\n", CHIPD_PAYLOAD_MAX);
 	return 0;
 }

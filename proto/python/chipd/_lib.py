@@ -28,6 +28,7 @@ from ctypes import (
     c_int64,
     c_uint32,
     c_uint64,
+    c_uint8,
     c_void_p,
 )
 from typing import Dict, List, Optional, Tuple
@@ -35,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 # Sizes from chipd.h; a mismatch shows up in the layout self-check.
 MSG_MAX = 160
 NAME_MAX = 32
+PAYLOAD_MAX = 24  # CHIPD_PAYLOAD_MAX
 KEY_MAX = 24
 MAX_PARAMS = 16
 MAX_CHIPS = 64
@@ -114,6 +116,9 @@ class TokenStruct(Structure):
         ("final", c_bool),
         ("value", c_uint64),
         ("ts_ns", c_uint64),
+        ("payload_len", c_uint32),
+        ("payload", c_uint8 * PAYLOAD_MAX),
+        ("out_len", c_uint32),
     ]
 
 

@@ -72,13 +72,18 @@ def _grace_ms(grace: Optional[float]) -> int:
 @dataclass(frozen=True)
 class Token:
     """One token of a stream: request id, sequence number (0, 1, ...), value, whether
-    it is the last one of a completed request, and CLOCK_MONOTONIC when published."""
+    it is the last one of a completed request, CLOCK_MONOTONIC when published, the
+    callable's payload bytes beside the token (its payload_bytes, at most 24; b""
+    when it has none) and, on the final token, the bytes of output the request
+    wrote (0 when it asked for none)."""
 
     request: int
     seq: int
     value: int
     final: bool
     timestamp_ns: int
+    payload: bytes = b""
+    out_len: int = 0
 
 
 @dataclass(frozen=True)
@@ -266,7 +271,16 @@ class Stream(_Closable):
                 )
             if rc == 0:
                 self._ended = bool(tok.final)
-                return Token(tok.request, tok.seq, tok.value, bool(tok.final), tok.ts_ns)
+                n = min(tok.payload_len, _lib.PAYLOAD_MAX)
+                return Token(
+                    tok.request,
+                    tok.seq,
+                    tok.value,
+                    bool(tok.final),
+                    tok.ts_ns,
+                    bytes(tok.payload[:n]),
+                    tok.out_len,
+                )
             if rc == -errno.ENODATA:
                 self._ended = True
                 return None

@@ -1,0 +1,42 @@
+"""Data in and out of a callable through the Python client (docs/callables.md, "Data in
+and out"), with the tests' "echo" callable (tests/callables/data_callable.c)
+registered: every token carries its 24 payload bytes as ``Token.payload``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from conftest import CALL_TIMEOUT_S
+
+
+@pytest.fixture
+def echo(conn, tmp_path):
+    """Registers echo (copied into a private directory, mode 0755) and unregisters it."""
+    src = os.path.join(os.environ["CHIPD_TEST_CALLABLES_DIR"], "dc_echo.so")
+    dst = tmp_path / "dc_echo.so"
+    shutil.copyfile(src, dst)
+    os.chmod(tmp_path, 0o700)
+    os.chmod(dst, 0o755)
+    name, _ = conn.register(str(dst), name="echo_py", timeout=CALL_TIMEOUT_S)
+    yield name
+    conn.unregister(name, timeout=CALL_TIMEOUT_S)
+
+
+def _payload(data: bytes, step: int) -> bytes:
+    """echo's payload of @step for input @data."""
+    return bytes(((data[(step + i) % len(data)] if data else 0) + step + i) % 256 for i in range(24))
+
+
+def test_payload(conn, echo):
+    with conn.submit(echo, tokens=5, timeout=CALL_TIMEOUT_S) as s:
+        tokens = s.wait(timeout=CALL_TIMEOUT_S)
+    assert [t.seq for t in tokens] == list(range(5))
+    assert [t.value for t in tokens] == list(range(5))
+    assert [t.payload for t in tokens] == [_payload(b"", k) for k in range(5)]
+    assert all(t.out_len == 0 for t in tokens)
+    # a built-in declares no payload
+    with conn.submit("synthetic", tokens=2, timeout=CALL_TIMEOUT_S) as s:
+        assert [t.payload for t in s.wait(timeout=CALL_TIMEOUT_S)] == [b"", b""]
