@@ -16,6 +16,12 @@ void wl_params_init(struct wl_params *p)
 	memset(p, 0, sizeof(*p));
 }
 
+void wl_params_set_input(struct wl_params *p, const void *data, uint32_t len)
+{
+	p->input = len ? data : NULL;
+	p->input_len = data ? len : 0;
+}
+
 static struct wl_param *param_find(const struct wl_params *p, const char *key)
 {
 	for (unsigned i = 0; i < p->n; i++)
@@ -330,6 +336,15 @@ static int configure(const struct wl_callable *wc, const struct wl_params *p, in
 			return -EINVAL;
 		}
 	}
+	if (p->input_len > ops->input_max) {
+		if (ops->input_max == 0)
+			snprintf(msg, cap, "%s: takes no input (input_max 0), got %" PRIu32 " bytes",
+				 ops->name, p->input_len);
+		else
+			snprintf(msg, cap, "%s: input of %" PRIu32 " bytes is over its input_max %" PRIu32,
+				 ops->name, p->input_len, ops->input_max);
+		return -EINVAL;
+	}
 	return ops->check ? ops->check(cfg, msg, cap) : 0;
 }
 
@@ -353,7 +368,8 @@ int wl_validate(const char *workload, const struct wl_params *p, char *msg, size
 }
 
 /* The callable's declared cost of @cfg, in wl.h's terms. */
-static void cost_of(const struct wl_callable *wc, const int64_t *cfg, struct wl_cost *out)
+static void cost_of(const struct wl_callable *wc, const int64_t *cfg, uint32_t input_len,
+		    struct wl_cost *out)
 {
 	struct chipd_cl_cost c = {0};
 
@@ -363,7 +379,7 @@ static void cost_of(const struct wl_callable *wc, const int64_t *cfg, struct wl_
 				.kv_blocks = c.kv_blocks,
 				.kv_block_floats = c.kv_block_floats,
 				.steps = wc->cl->steps(cfg)};
-	out->host_bytes += sizeof(struct wl_req); /* the request's own record */
+	out->host_bytes += sizeof(struct wl_req) + input_len; /* its record, its input's copy */
 }
 
 int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,
@@ -375,7 +391,7 @@ int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out
 
 	if (err)
 		return err;
-	cost_of(wc, cfg, out);
+	cost_of(wc, cfg, p->input_len, out);
 	return 0;
 }
 
@@ -396,15 +412,28 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 		snprintf(msg, cap, "%s: no host memory for the request", wc->cl->name);
 		return -ENOMEM;
 	}
-	r->host_now = r->host_peak = sizeof(*r);
+	r->host_now = r->host_peak = sizeof(*r) + p->input_len;
 	r->wc = wc;
 	r->dev = env->dev;
 	r->kv = env->kv;
 	memcpy(r->cfg, cfg, sizeof(cfg));
 	r->pub = (struct chipd_cl_req){
 	    .host = &wl_host, .cfg = r->cfg, .steps = wc->cl->steps(cfg), .chipd = r};
+	if (p->input_len) { /* the callable's copy: nobody else writes it */
+		r->input = malloc(p->input_len);
+		if (!r->input) {
+			free(r);
+			snprintf(msg, cap, "%s: no host memory for %" PRIu32 " input bytes",
+				 wc->cl->name, p->input_len);
+			return -ENOMEM;
+		}
+		memcpy(r->input, p->input, p->input_len);
+		r->pub.input = r->input;
+		r->pub.input_len = p->input_len;
+	}
 	err = wc->cl->reserve(&r->pub, msg, cap);
 	if (err) {
+		free(r->input);
 		free(r);
 		return err;
 	}
@@ -442,7 +471,7 @@ int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *wor
 
 void wl_req_usage(const struct wl_req *r, struct wl_cost *out)
 {
-	cost_of(r->wc, r->cfg, out);
+	cost_of(r->wc, r->cfg, r->pub.input_len, out);
 	out->host_bytes = r->host_peak;
 	out->dev_bytes = r->dev_bytes;
 }
@@ -453,6 +482,7 @@ void wl_req_destroy(struct wl_req *r)
 		return;
 	r->wc->cl->release(&r->pub);
 	atomic_fetch_sub_explicit(&((struct wl_callable *)r->wc)->users, 1, memory_order_acq_rel);
+	free(r->input);
 	free(r);
 }
 

@@ -52,10 +52,18 @@ struct wl_param {
 struct wl_params {
 	unsigned n;
 	struct wl_param v[WL_PARAMS_MAX];
+	/* the request's input bytes (NULL, 0: none), wl_params_set_input */
+	const void *input;
+	uint32_t input_len;
 };
 
 /* Empties @p. */
 void wl_params_init(struct wl_params *p);
+
+/* Gives the request @len input bytes at @data (NULL, 0: none). The bytes must stay
+ * put until wl_req_reserve returned, which keeps a copy of its own for the request's
+ * life; the validation refuses more than the callable's input_max. */
+void wl_params_set_input(struct wl_params *p, const void *data, uint32_t len);
 
 /* Sets @key to @value, replacing an earlier value. -EINVAL for an empty key or one
  * of WL_KEY_MAX bytes or more, -ENOSPC when WL_PARAMS_MAX keys are set. */

@@ -132,8 +132,13 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 			 CHIPD_CL_PAYLOAD_MAX);
 		return bad(msg, cap, -EINVAL, path, what);
 	}
+	if (cl->input_max > CHIPD_CL_INPUT_MAX) {
+		snprintf(what, sizeof(what), "input_max %u is over %u", cl->input_max,
+			 CHIPD_CL_INPUT_MAX);
+		return bad(msg, cap, -EINVAL, path, what);
+	}
 	/* TEMPORARY on the abi2 branch: data in/out and own kernels land next. */
-	if (cl->input_max || cl->output_max || cl->output || cl->kernels ||
+	if (cl->output_max || cl->output || cl->kernels ||
 	    cl->nkernels || cl->kernels_sim || cl->kernels_amd || cl->kernels_nvidia)
 		return bad(msg, cap, -EINVAL, path, "data in/out and own kernels: not yet");
 	if (!cl->steps || !cl->cost || !cl->reserve || !cl->fill || !cl->build || !cl->release)

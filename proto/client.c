@@ -359,6 +359,8 @@ static int copy_name(char *out, size_t cap, const char *s, const char *what,
 	return 0;
 }
 
+_Static_assert(CHIPD_INPUT_INLINE_MAX == PROTO_INPUT_INLINE_MAX, "inline input, both sides");
+
 static int build_submit(struct proto_msg *m, const struct chipd_request *req,
 			struct chipd_error *err)
 {
@@ -379,6 +381,16 @@ static int build_submit(struct proto_msg *m, const struct chipd_request *req,
 	m->chip = req->chip < 0 ? -1 : req->chip;
 	m->max_tokens = req->max_tokens;
 	m->deadline_ms = req->deadline_ms;
+	if (req->input_len && !req->input)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "\"input\": %" PRIu32 " bytes at NULL", req->input_len);
+	if (req->input_len > CHIPD_INPUT_INLINE_MAX)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "\"input\": %" PRIu32 " bytes, at most %d", req->input_len,
+				   CHIPD_INPUT_INLINE_MAX);
+	if (req->input_len)
+		memcpy(m->input_inline, req->input, req->input_len);
+	m->input_inline_len = req->input_len;
 	return 0;
 }
 

@@ -82,6 +82,12 @@ const char *const proto_code_names[CHIPD_NCODES + 1] = {
 #define RGEN_REQ     F_INT("ring_gen", true, 0, U32_MAX, 0, MSG(ring_gen))
 #define UPTIME_REQ   F_INT("uptime_ms", true, 0, INT64_MAX, 0, MSG(uptime_ms))
 #define COUNT_REQ(k) F_INT(#k, true, 0, U32_MAX, 0, MSG(k))
+/* input bytes given inline: msgpack bin of 1..PROTO_INPUT_INLINE_MAX bytes */
+#define INPUT_OPT                                                                                  \
+	{                                                                                          \
+		.key = "input", .type = FT_BIN, .min = 1, .max = PROTO_INPUT_INLINE_MAX,           \
+		.off = MSG(input_inline), .count_off = MSG(input_inline_len)                       \
+	}
 
 EMPTY_SCHEMA(no_fields_req, "request");
 EMPTY_SCHEMA(no_fields_ans, "answer");
@@ -96,6 +102,7 @@ SCHEMA(ping_ans, "ping answer", NULL);
 static const struct field submit_req_f[] = {
     WL_REQ,   PARAMS_OPT, ID_OPT,
     CHIP_OPT, TOKENS_OPT, F_INT("deadline_ms", false, 1, DAY_MS, 0, MSG(deadline_ms)),
+    INPUT_OPT,
 };
 SCHEMA(submit_req, "submit request", NULL);
 
@@ -343,6 +350,7 @@ static const struct field assign_req_f[] = {
     RGEN_REQ,
     F_INT("client", true, 1, PID_MAX, 0, MSG(client)),
     F_INT("region", true, 0, REGION_MAX, 0, MSG(region)),
+    INPUT_OPT,
 };
 SCHEMA(assign_req, "assign request", NULL);
 

@@ -199,6 +199,8 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 		if (wl_params_set(&p, req->params[i].key, req->params[i].value))
 			return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"params\": bad key \"%s\"",
 					  req->params[i].key);
+	/* the decoded message's bytes: they stay put until wl_req_reserve copied them */
+	wl_params_set_input(&p, req->input_inline, req->input_inline_len);
 	/* refused before anything is reserved, with the parameter named */
 	if (wl_cost(req->wl, &p, &cost, msg, sizeof(msg)))
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);

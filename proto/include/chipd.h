@@ -61,6 +61,7 @@ enum chipd_code {
 #define CHIPD_TIMEOUT_MS   5000u /* a reasonable default for calls */
 #define CHIPD_INSTANCE_MAX 48
 #define CHIPD_PAYLOAD_MAX  24 /* bytes of a token's payload (a callable's payload_bytes) */
+#define CHIPD_INPUT_INLINE_MAX 1024 /* input bytes a submit carries inline */
 
 /* What chipd_workloads returns at most. */
 #define CHIPD_MAX_WORKLOADS 8	/* workloads a supervisor lists */
@@ -146,6 +147,11 @@ struct chipd_request {
 	int32_t chip;	      /* -1: any chip */
 	uint32_t max_tokens;  /* 0: the workload's default */
 	uint32_t deadline_ms; /* 0: none; else the request fails with timeout after this */
+	/* The request's input bytes (NULL and 0: none), at most the callable's input_max
+	 * (docs/callables.md, "Data in and out"): up to CHIPD_INPUT_INLINE_MAX bytes go
+	 * inside the submit; chipd_submit is done with them when it returns. */
+	const void *input;
+	uint32_t input_len;
 };
 
 /* Submits @req. Returns 0 with the request id in *@id and an open stream in

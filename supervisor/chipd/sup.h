@@ -160,6 +160,8 @@ struct sup_req {
 	struct chipd_param params[CHIPD_MAX_PARAMS];
 	char keys[CHIPD_MAX_PARAMS][CHIPD_KEY_MAX];
 	int64_t max_tokens, deadline_ns;
+	uint32_t input_len; /* its inline input (0: none), kept for a re-queue */
+	uint8_t input[PROTO_INPUT_INLINE_MAX];
 	/* a dead worker's unstarted request, held by the supervisor (ring_take_over) until
 	 * another worker admitted it: the event loop posts its assign on one tick and
 	 * completes it on a later one (sup_workers.c); forwarding stays set meanwhile, so

@@ -152,6 +152,8 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 					    : 0,
 	};
 	memcpy(e->wl, req->wl, sizeof(e->wl));
+	e->input_len = req->input_inline_len; /* 0..PROTO_INPUT_INLINE_MAX: decoded */
+	memcpy(e->input, req->input_inline, e->input_len);
 	for (uint32_t i = 0; i < req->nparams; i++) {
 		memcpy(e->keys[i], req->params[i].key, CHIPD_KEY_MAX);
 		e->params[i].key = e->keys[i];

@@ -417,4 +417,6 @@ void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *
 	m->ring_gen = e->ring_gen;
 	m->client = e->client;
 	m->region = e->region;
+	m->input_inline_len = e->input_len;
+	memcpy(m->input_inline, e->input, e->input_len);
 }

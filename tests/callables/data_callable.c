@@ -1,13 +1,15 @@
 /* data_callable.c - "echo", a callable for tests/unit/check_data.c that uses the data
- * paths of the ABI (docs/callables.md, "Data in and out"): its token payloads.
+ * paths of the ABI (docs/callables.md, "Data in and out"): the request's input bytes
+ * and its token payloads.
  *
  *   tokens   steps of one spin kernel each, token = sum(input bytes) + step (the
  *            input's bytes as unsigned; step alone without input)
  *   payload  24 bytes per step: byte i = input[(step + i) % input_len] + step + i
  *            (mod 256), or step + i without input
  *
- * Built twice (tests/kernels.cmake): dc_echo, and dc_big_payload, whose table
- * declares 25 payload bytes (one over CHIPD_CL_PAYLOAD_MAX) and is refused.
+ * Built three times (tests/kernels.cmake): dc_echo (input_max 65536), dc_small
+ * (input_max 16), and dc_big_payload, whose table declares 25 payload bytes (one over
+ * CHIPD_CL_PAYLOAD_MAX) and is refused.
  */
 #include "chipd_callable.h"
 
@@ -20,6 +22,10 @@
  * (dc_big_payload, tests/kernels.cmake) */
 #ifndef DC_PAYLOAD_BYTES
 #define DC_PAYLOAD_BYTES ECHO_PAYLOAD
+#endif
+/* the input_max its table declares: 16 in dc_small */
+#ifndef DC_INPUT_MAX
+#define DC_INPUT_MAX 65536
 #endif
 
 enum { P_TOKENS, P_STEP_US };
@@ -119,6 +125,7 @@ static const struct chipd_callable callable = {
     .nparams = sizeof(params) / sizeof(params[0]),
     .token_bytes = sizeof(int32_t),
     .payload_bytes = DC_PAYLOAD_BYTES,
+    .input_max = DC_INPUT_MAX,
     .init = echo_init,
     .steps = echo_steps,
     .cost = echo_cost,

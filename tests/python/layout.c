@@ -35,6 +35,8 @@ int main(void)
 	FIELD(chipd_request, chip);
 	FIELD(chipd_request, max_tokens);
 	FIELD(chipd_request, deadline_ms);
+	FIELD(chipd_request, input);
+	FIELD(chipd_request, input_len);
 
 	STRUCT(chipd_token);
 	FIELD(chipd_token, request);
@@ -95,6 +97,7 @@ int main(void)
 	printf("const MAX_CHIPS %d\nconst NCODES %d\nconst enum_size %zu\n", CHIPD_MAX_CHIPS,
 	       CHIPD_NCODES, sizeof(enum chipd_code));
 	printf("const MAX_WORKLOADS %d\nconst DOC_MAX %d\n", CHIPD_MAX_WORKLOADS, CHIPD_DOC_MAX);
-	printf("const PAYLOAD_MAX %d\n", CHIPD_PAYLOAD_MAX);
+	printf("const PAYLOAD_MAX %d\nconst INPUT_INLINE_MAX %d\n", CHIPD_PAYLOAD_MAX,
+	       CHIPD_INPUT_INLINE_MAX);
 	return 0;
 }

@@ -1,6 +1,7 @@
 """Data in and out of a callable through the Python client (docs/callables.md, "Data in
 and out"), with the tests' "echo" callable (tests/callables/data_callable.c)
-registered: every token carries its 24 payload bytes as ``Token.payload``."""
+registered: every token carries its 24 payload bytes as ``Token.payload``, and
+``submit(..., input=bytes)`` gives the request its input."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 
 import pytest
 
+import chipd
 from conftest import CALL_TIMEOUT_S
 
 
@@ -40,3 +42,15 @@ def test_payload(conn, echo):
     # a built-in declares no payload
     with conn.submit("synthetic", tokens=2, timeout=CALL_TIMEOUT_S) as s:
         assert [t.payload for t in s.wait(timeout=CALL_TIMEOUT_S)] == [b"", b""]
+
+
+def test_inline_input(conn, echo):
+    data = bytes(range(200))
+    with conn.submit(echo, tokens=3, input=data, timeout=CALL_TIMEOUT_S) as s:
+        tokens = s.wait(timeout=CALL_TIMEOUT_S)
+    assert [t.value for t in tokens] == [sum(data) + k for k in range(3)]
+    assert [t.payload for t in tokens] == [_payload(data, k) for k in range(3)]
+    # a built-in takes none: refused naming both numbers
+    with pytest.raises(chipd.BadRequest) as ei:
+        conn.submit("synthetic", tokens=1, input=b"abc", timeout=CALL_TIMEOUT_S)
+    assert "takes no input (input_max 0), got 3 bytes" in ei.value.message

@@ -57,6 +57,7 @@ def test_constants(c_layout):
         "MAX_WORKLOADS": _lib.MAX_WORKLOADS,
         "DOC_MAX": _lib.DOC_MAX,
         "PAYLOAD_MAX": _lib.PAYLOAD_MAX,
+        "INPUT_INLINE_MAX": _lib.INPUT_INLINE_MAX,
         "NCODES": len(_lib.CODE_NAMES),
         "enum_size": ctypes.sizeof(_lib.c_enum),
     }

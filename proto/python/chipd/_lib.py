@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Tuple
 MSG_MAX = 160
 NAME_MAX = 32
 PAYLOAD_MAX = 24  # CHIPD_PAYLOAD_MAX
+INPUT_INLINE_MAX = 1024  # CHIPD_INPUT_INLINE_MAX
 KEY_MAX = 24
 MAX_PARAMS = 16
 MAX_CHIPS = 64
@@ -104,6 +105,8 @@ class RequestStruct(Structure):
         ("chip", c_int32),
         ("max_tokens", c_uint32),
         ("deadline_ms", c_uint32),
+        ("input", c_void_p),
+        ("input_len", c_uint32),
     ]
 
 

@@ -372,6 +372,7 @@ class Connection(_Closable):
         chip: Optional[int] = None,
         max_tokens: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        input: Optional[bytes] = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         **params: int,
     ) -> Stream:
@@ -381,8 +382,10 @@ class Connection(_Closable):
         @id: the request id (1..2^63-1, unique while live; None: the supervisor picks);
         @chip: the chip to run on (None: any); @max_tokens (None: the workload's
         default); @deadline_ms: the request fails with ``Timeout`` after this (None:
-        no deadline); @timeout: seconds to wait for the supervisor's answer. The
-        stream's per-token ``timeout`` starts as None (no limit).
+        no deadline); @input: the request's input bytes (None or b"": none; at most
+        the callable's input_max and 1024 bytes); @timeout: seconds to wait for the
+        supervisor's answer. The stream's per-token ``timeout`` starts as None (no
+        limit).
         """
         keys = [k.encode() for k in params]  # kept alive for the call
         arr = (_lib.ParamStruct * max(1, len(params)))()
@@ -400,6 +403,14 @@ class Connection(_Closable):
             max_tokens=_opt_u32("max_tokens", max_tokens),
             deadline_ms=_opt_u32("deadline_ms", deadline_ms),
         )
+        data = b"" if input is None else bytes(input)
+        if len(data) > _lib.INPUT_INLINE_MAX:
+            raise BadRequest(
+                f'"input": {len(data)} bytes, at most {_lib.INPUT_INLINE_MAX}', code="bad_request"
+            )
+        buf = ctypes.create_string_buffer(data, len(data)) if data else None  # kept alive
+        req.input = ctypes.cast(buf, ctypes.c_void_p) if buf is not None else None
+        req.input_len = len(data)
         rid = ctypes.c_uint64()
         handle = ctypes.c_void_p()
         with self._guard.use():
