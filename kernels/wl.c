@@ -22,6 +22,11 @@ void wl_params_set_input(struct wl_params *p, const void *data, uint32_t len)
 	p->input_len = data ? len : 0;
 }
 
+void wl_params_set_output(struct wl_params *p, uint32_t cap)
+{
+	p->output_cap = cap;
+}
+
 static struct wl_param *param_find(const struct wl_params *p, const char *key)
 {
 	for (unsigned i = 0; i < p->n; i++)
@@ -345,6 +350,11 @@ static int configure(const struct wl_callable *wc, const struct wl_params *p, in
 				 ops->name, p->input_len, ops->input_max);
 		return -EINVAL;
 	}
+	if (p->output_cap && (!ops->output_max || !ops->output)) {
+		snprintf(msg, cap, "%s: writes no output (output_max %" PRIu32 "%s)", ops->name,
+			 ops->output_max, ops->output ? "" : ", no output hook");
+		return -EINVAL;
+	}
 	return ops->check ? ops->check(cfg, msg, cap) : 0;
 }
 
@@ -431,6 +441,7 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 		r->pub.input = r->input;
 		r->pub.input_len = p->input_len;
 	}
+	r->out_cap = p->output_cap < wc->cl->output_max ? p->output_cap : wc->cl->output_max;
 	err = wc->cl->reserve(&r->pub, msg, cap);
 	if (err) {
 		free(r->input);
@@ -539,6 +550,39 @@ int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token)
 	*token = (uint64_t)(uint32_t)*out->token;
 	r->read++;
 	return 0;
+}
+
+int wl_req_output(struct wl_req *r, void *dst, uint32_t *len, char *msg, size_t cap)
+{
+	const struct chipd_callable *cl = r->wc->cl;
+	uint32_t n = 0;
+	void *buf;
+	int err;
+
+	*len = 0;
+	if (!r->out_cap)
+		return 0;
+	buf = malloc(r->out_cap); /* the hook's private memory, never the client's */
+	if (!buf) {
+		snprintf(msg, cap, "%s: no host memory for %" PRIu32 " output bytes", cl->name,
+			 r->out_cap);
+		return -ENOMEM;
+	}
+	msg[0] = '\0';
+	err = cl->output(&r->pub, buf, r->out_cap, &n, msg, cap);
+	if (err == 0 && n > r->out_cap) {
+		snprintf(msg, cap, "%s: output hook wrote %" PRIu32 " bytes, at most %" PRIu32,
+			 cl->name, n, r->out_cap);
+		err = -EPROTO;
+	} else if (err && !msg[0]) {
+		snprintf(msg, cap, "%s: output hook failed (%d)", cl->name, err);
+	}
+	if (err == 0) {
+		memcpy(dst, buf, n);
+		*len = n;
+	}
+	free(buf);
+	return err;
 }
 
 int wl_ref_tokens(const char *workload, const struct wl_params *p, uint64_t *tokens, uint32_t n,

@@ -137,10 +137,15 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 			 CHIPD_CL_INPUT_MAX);
 		return bad(msg, cap, -EINVAL, path, what);
 	}
-	/* TEMPORARY on the abi2 branch: data in/out and own kernels land next. */
-	if (cl->output_max || cl->output || cl->kernels ||
+	if (cl->output_max > CHIPD_CL_OUTPUT_MAX) {
+		snprintf(what, sizeof(what), "output_max %u is over %u", cl->output_max,
+			 CHIPD_CL_OUTPUT_MAX);
+		return bad(msg, cap, -EINVAL, path, what);
+	}
+	/* TEMPORARY on the abi2 branch: own kernels land next. */
+	if (cl->kernels ||
 	    cl->nkernels || cl->kernels_sim || cl->kernels_amd || cl->kernels_nvidia)
-		return bad(msg, cap, -EINVAL, path, "data in/out and own kernels: not yet");
+		return bad(msg, cap, -EINVAL, path, "own kernels: not yet");
 	if (!cl->steps || !cl->cost || !cl->reserve || !cl->fill || !cl->build || !cl->release)
 		return bad(msg, cap, -EINVAL, path,
 			   "a required hook (steps, cost, reserve, fill, build, release) is NULL");

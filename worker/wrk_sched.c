@@ -28,6 +28,21 @@ static void ctr_s(struct wrk *w, enum proto_wrk_ctr c, uint64_t d)
 	ctr_add(w->ctr, wrk_ctr_index(c), d);
 }
 
+/* Runs @rq's output hook (wl_req_output) into the client's data area; *@len the bytes
+ * written. Returns CHIPD_OK, or the code its stream ends with: too_large when the
+ * output does not fit (-EMSGSIZE, -ENOSPC), device_error for any other failure. */
+static enum chipd_code write_output(struct wrk *w, struct wrk_req *rq, uint32_t *len)
+{
+	char msg[WL_MSG_MAX];
+	int rc = wl_req_output(rq->wl, rq->out_dst, len, msg, sizeof(msg));
+
+	if (rc == 0)
+		return CHIPD_OK;
+	fprintf(stderr, "chipd worker %u: request %llu: output: %s\n", w->cfg.chip,
+		(unsigned long long)rq->id, msg);
+	return rc == -EMSGSIZE || rc == -ENOSPC ? CHIPD_E_TOO_LARGE : CHIPD_E_DEVICE_ERROR;
+}
+
 /* Publishes one request's token of a completed step. FINAL goes with the last
  * token: by now its step and every earlier one have completed. Returns a code to
  * fail the request with, or CHIPD_OK. */
@@ -52,6 +67,14 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	rec.payload_len = e->out.payload_len;
 	memcpy(rec.payload, e->out.payload, e->out.payload_len);
 	rec.flags = last ? RING_F_FINAL : 0;
+	/* the output goes into the client's data area before FINAL: the push's release
+	 * (ring_push's seq_cst store of head) orders its bytes before the record */
+	if (last && rq->out_dst) {
+		enum chipd_code code = write_output(w, rq, &rec.out_len);
+
+		if (code != CHIPD_OK)
+			return code;
+	}
 	/* the id is free before FINAL is visible: a client that read it may resubmit */
 	if (last)
 		wrk_req_end_final(w, rq);

@@ -15,6 +15,7 @@
 #include "wl.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,40 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 	return best;
 }
 
+/* Whether @req's data-area ranges lie in a client region's data area, by the
+ * supervisor's own geometry (nothing read from the client's memory). */
+static bool data_ranges_ok(const struct sup *s, const struct proto_msg *req,
+			   struct proto_error *err)
+{
+	uint32_t size = s->node.geom.xchg.data_size;
+
+	if (!req->input_len && !req->output_cap)
+		return true;
+	if (size == 0) {
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"%s\": the node has no data area (chipd --client-data-kib 0)",
+			   req->input_len ? "input_off" : "output_off");
+		return false;
+	}
+	if (req->input_len &&
+	    !proto_xchg_range_ok(size, (uint64_t)req->input_off, (uint64_t)req->input_len)) {
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"input_off\": %" PRId64 " + %" PRId64
+			   " bytes lie outside the data area of %" PRIu32 " bytes",
+			   req->input_off, req->input_len, size);
+		return false;
+	}
+	if (req->output_cap &&
+	    !proto_xchg_range_ok(size, (uint64_t)req->output_off, (uint64_t)req->output_cap)) {
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"output_off\": %" PRId64 " + %" PRId64
+			   " bytes lie outside the data area of %" PRIu32 " bytes",
+			   req->output_off, req->output_cap, size);
+		return false;
+	}
+	return true;
+}
+
 /* Reserves the id and a ring for @req on a chosen worker. Under sup.lock. */
 static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct proto_error *err,
 			     struct sup_worker **wout)
@@ -95,6 +130,8 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 
 	uint32_t pending, rings;
 
+	if (!data_ranges_ok(s, req, err))
+		return NULL;
 	if (id && sup_table_find(s, id)) {
 		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
 			   (unsigned long long)id);
@@ -154,6 +191,10 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	memcpy(e->wl, req->wl, sizeof(e->wl));
 	e->input_len = req->input_inline_len; /* 0..PROTO_INPUT_INLINE_MAX: decoded */
 	memcpy(e->input, req->input_inline, e->input_len);
+	e->data_in_off = req->input_off; /* checked above: inside the data area */
+	e->data_in_len = req->input_len;
+	e->data_out_off = req->output_off;
+	e->data_out_cap = req->output_cap;
 	for (uint32_t i = 0; i < req->nparams; i++) {
 		memcpy(e->keys[i], req->params[i].key, CHIPD_KEY_MAX);
 		e->params[i].key = e->keys[i];

@@ -1,11 +1,12 @@
 /* data_callable.c - "echo", a callable for tests/unit/check_data.c that uses the data
- * paths of the ABI (docs/callables.md, "Data in and out"): the request's input bytes
- * and its token payloads.
+ * paths of the ABI (docs/callables.md, "Data in and out"): the request's input bytes,
+ * its token payloads and its output.
  *
  *   tokens   steps of one spin kernel each, token = sum(input bytes) + step (the
  *            input's bytes as unsigned; step alone without input)
  *   payload  24 bytes per step: byte i = input[(step + i) % input_len] + step + i
  *            (mod 256), or step + i without input
+ *   output   the input reversed (output_max 65536): -EMSGSIZE when it does not fit
  *
  * Built three times (tests/kernels.cmake): dc_echo (input_max 65536), dc_small
  * (input_max 16), and dc_big_payload, whose table declares 25 payload bytes (one over
@@ -116,6 +117,24 @@ static int echo_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 	return task < 0 ? task : 0;
 }
 
+/* The output: the input reversed, all of it or nothing. */
+static int echo_output(struct chipd_cl_req *r, void *buf, uint32_t cap, uint32_t *len, char *msg,
+		       size_t msgcap)
+{
+	const uint8_t *in = r->input;
+	uint8_t *out = buf;
+
+	if (r->input_len > cap) {
+		snprintf(msg, msgcap, "echo: output of %u bytes does not fit in %u", r->input_len,
+			 cap);
+		return -EMSGSIZE;
+	}
+	for (uint32_t i = 0; i < r->input_len; i++)
+		out[i] = in[r->input_len - 1 - i];
+	*len = r->input_len;
+	return 0;
+}
+
 static const struct chipd_callable callable = {
     .abi = CHIPD_CALLABLE_ABI,
     .version = 1,
@@ -126,6 +145,7 @@ static const struct chipd_callable callable = {
     .token_bytes = sizeof(int32_t),
     .payload_bytes = DC_PAYLOAD_BYTES,
     .input_max = DC_INPUT_MAX,
+    .output_max = 65536,
     .init = echo_init,
     .steps = echo_steps,
     .cost = echo_cost,
@@ -133,6 +153,7 @@ static const struct chipd_callable callable = {
     .fill = echo_fill,
     .build = echo_build,
     .release = echo_release,
+    .output = echo_output,
 };
 
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v2(void)

@@ -142,6 +142,8 @@ void fill_request(struct proto_msg *m)
 		m->max_tokens = 128;
 		m->deadline_ms = 1500;
 		fill_input(m);
+		m->output_off = 4294967295ll;
+		m->output_cap = 1 << 20;
 		break;
 	case PROTO_OP_CANCEL:
 		m->id = INT64_MAX;
@@ -168,7 +170,10 @@ void fill_request(struct proto_msg *m)
 		m->ring = 4095;
 		m->ring_gen = 4294967295ll;
 		m->client = 4194304;
-		fill_input(m);
+		m->input_off = 0;
+		m->input_len = 1 << 20;
+		m->output_off = 4096;
+		m->output_cap = 1;
 		break;
 	case PROTO_OP_HEARTBEAT:
 		m->seq = 99;

@@ -442,6 +442,53 @@ START_TEST(input_bin_checked)
 }
 END_TEST
 
+/* The data-area ranges: in range, in pairs, and input one way only. */
+START_TEST(data_ranges_checked)
+{
+	struct raw r;
+
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input_off");
+	msgpack_pack_int(&r.pk, 10);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input_len\": required with \"input_off\"");
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "output_off");
+	msgpack_pack_int(&r.pk, 8);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"output_cap\": required with \"output_off\"");
+	raw_request(&r, "submit", 5);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input_off");
+	msgpack_pack_int(&r.pk, 0);
+	raw_str(&r, "input_len");
+	msgpack_pack_int(&r.pk, (1 << 20) + 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input_len\": 1048577 out of range 1..1048576");
+	raw_request(&r, "submit", 5);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "output_off");
+	msgpack_pack_int(&r.pk, -1);
+	raw_str(&r, "output_cap");
+	msgpack_pack_int(&r.pk, 8);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"output_off\": -1 out of range 0..4294967295");
+	raw_request(&r, "submit", 6);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input_off");
+	msgpack_pack_int(&r.pk, 0);
+	raw_str(&r, "input_len");
+	msgpack_pack_int(&r.pk, 4);
+	raw_str(&r, "input");
+	msgpack_pack_bin(&r.pk, 1);
+	msgpack_pack_bin_body(&r.pk, "x", 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": not with \"input_off\"");
+}
+END_TEST
+
 void proto_add_bad_tcases(Suite *s)
 {
 	TCase *tc = tcase_create("malformed");
@@ -460,5 +507,6 @@ void proto_add_bad_tcases(Suite *s)
 	tcase_add_test(tc, huge_declared_counts_fail_fast);
 	tcase_add_test(tc, bad_answers_refused);
 	tcase_add_test(tc, input_bin_checked);
+	tcase_add_test(tc, data_ranges_checked);
 	suite_add_tcase(s, tc);
 }
