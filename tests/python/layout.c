@@ -37,6 +37,7 @@ int main(void)
 	FIELD(chipd_request, deadline_ms);
 	FIELD(chipd_request, input);
 	FIELD(chipd_request, input_len);
+	FIELD(chipd_request, output_cap);
 
 	STRUCT(chipd_token);
 	FIELD(chipd_token, request);
@@ -99,5 +100,6 @@ int main(void)
 	printf("const MAX_WORKLOADS %d\nconst DOC_MAX %d\n", CHIPD_MAX_WORKLOADS, CHIPD_DOC_MAX);
 	printf("const PAYLOAD_MAX %d\nconst INPUT_INLINE_MAX %d\n", CHIPD_PAYLOAD_MAX,
 	       CHIPD_INPUT_INLINE_MAX);
+	printf("const INPUT_MAX %u\nconst OUTPUT_MAX %u\n", CHIPD_INPUT_MAX, CHIPD_OUTPUT_MAX);
 	return 0;
 }

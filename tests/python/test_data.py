@@ -1,7 +1,8 @@
 """Data in and out of a callable through the Python client (docs/callables.md, "Data in
 and out"), with the tests' "echo" callable (tests/callables/data_callable.c)
 registered: every token carries its 24 payload bytes as ``Token.payload``, and
-``submit(..., input=bytes)`` gives the request its input."""
+``submit(..., input=bytes)`` gives the request its input (inline or through the
+data area), and ``submit(..., output=N)`` its output as ``stream.output``."""
 
 from __future__ import annotations
 
@@ -54,3 +55,26 @@ def test_inline_input(conn, echo):
     with pytest.raises(chipd.BadRequest) as ei:
         conn.submit("synthetic", tokens=1, input=b"abc", timeout=CALL_TIMEOUT_S)
     assert "takes no input (input_max 0), got 3 bytes" in ei.value.message
+
+
+def test_data_area_input_and_output(conn, echo):
+    """Input over 1024 bytes goes through the data area; the output (the input
+    reversed) is ``stream.output`` once the final token was read."""
+    data = bytes((i * 7) % 256 for i in range(5000))
+    with conn.submit(echo, tokens=2, input=data, output=8192, timeout=CALL_TIMEOUT_S) as s:
+        assert s.output is None
+        tokens = s.wait(timeout=CALL_TIMEOUT_S)
+        assert [t.value for t in tokens] == [sum(data) + k for k in range(2)]
+        assert tokens[-1].out_len == len(data)
+        assert s.output == data[::-1]
+    # no room asked for: no output
+    with conn.submit(echo, tokens=1, input=data[:10], timeout=CALL_TIMEOUT_S) as s:
+        s.wait(timeout=CALL_TIMEOUT_S)
+        assert s.output is None
+    # an output larger than its room ends the stream too_large
+    with conn.submit(echo, tokens=1, input=data, output=100, timeout=CALL_TIMEOUT_S) as s:
+        with pytest.raises(chipd.ChipdError) as ei:
+            s.wait(timeout=CALL_TIMEOUT_S)
+        assert ei.value.code == "too_large" and s.output is None
+    with pytest.raises(chipd.BadRequest):
+        conn.submit(echo, input=data, output=(1 << 20) + 1, timeout=CALL_TIMEOUT_S)

@@ -58,6 +58,8 @@ def test_constants(c_layout):
         "DOC_MAX": _lib.DOC_MAX,
         "PAYLOAD_MAX": _lib.PAYLOAD_MAX,
         "INPUT_INLINE_MAX": _lib.INPUT_INLINE_MAX,
+        "INPUT_MAX": _lib.INPUT_MAX,
+        "OUTPUT_MAX": _lib.OUTPUT_MAX,
         "NCODES": len(_lib.CODE_NAMES),
         "enum_size": ctypes.sizeof(_lib.c_enum),
     }

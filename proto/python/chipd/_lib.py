@@ -38,6 +38,8 @@ MSG_MAX = 160
 NAME_MAX = 32
 PAYLOAD_MAX = 24  # CHIPD_PAYLOAD_MAX
 INPUT_INLINE_MAX = 1024  # CHIPD_INPUT_INLINE_MAX
+INPUT_MAX = 1 << 20  # CHIPD_INPUT_MAX
+OUTPUT_MAX = 1 << 20  # CHIPD_OUTPUT_MAX
 KEY_MAX = 24
 MAX_PARAMS = 16
 MAX_CHIPS = 64
@@ -107,6 +109,7 @@ class RequestStruct(Structure):
         ("deadline_ms", c_uint32),
         ("input", c_void_p),
         ("input_len", c_uint32),
+        ("output_cap", c_uint32),
     ]
 
 
@@ -233,6 +236,7 @@ _PROTOTYPES = {
         [_CONN, POINTER(RequestStruct), c_uint32, POINTER(c_uint64), POINTER(_STREAM), _ERR],
     ),
     "chipd_stream_next": (c_int, [_STREAM, POINTER(TokenStruct), c_uint32, _ERR]),
+    "chipd_stream_output": (c_int, [_STREAM, c_void_p, c_uint32, POINTER(c_uint32), _ERR]),
     "chipd_stream_id": (c_uint64, [_STREAM]),
     "chipd_stream_set_spin": (None, [_STREAM, c_uint32]),
     "chipd_stream_close": (None, [_STREAM, c_uint32]),
