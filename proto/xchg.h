@@ -74,7 +74,7 @@ struct proto_xchg_geom {
 };
 
 /* The largest data area a client region may have (chipd --client-data-kib). */
-#define PROTO_XCHG_DATA_MAX (1024u * 1024u * 1024u)
+#define PROTO_XCHG_DATA_MAX (512u * 1024u * 1024u)
 
 /* One process's mapping of the exchange region. */
 struct proto_xchg {
