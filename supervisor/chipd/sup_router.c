@@ -86,6 +86,26 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 	return best;
 }
 
+/* Whether the range @off + @len of field @what lies in a data area of @size bytes
+ * (@len 0: no range, fine). */
+static bool range_ok(uint32_t size, const char *what, int64_t off, int64_t len,
+		     struct proto_error *err)
+{
+	if (!len)
+		return true;
+	if (size == 0)
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"%s\": the node has no data area (chipd --client-data-kib 0)", what);
+	else if (!proto_xchg_range_ok(size, (uint64_t)off, (uint64_t)len))
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"%s\": %" PRId64 " + %" PRId64
+			   " bytes lie outside the data area of %" PRIu32 " bytes",
+			   what, off, len, size);
+	else
+		return true;
+	return false;
+}
+
 /* Whether @req's data-area ranges lie in a client region's data area, by the
  * supervisor's own geometry (nothing read from the client's memory). */
 static bool data_ranges_ok(const struct sup *s, const struct proto_msg *req,
@@ -93,31 +113,8 @@ static bool data_ranges_ok(const struct sup *s, const struct proto_msg *req,
 {
 	uint32_t size = s->node.geom.xchg.data_size;
 
-	if (!req->input_len && !req->output_cap)
-		return true;
-	if (size == 0) {
-		proto_fail(err, CHIPD_E_BAD_REQUEST,
-			   "\"%s\": the node has no data area (chipd --client-data-kib 0)",
-			   req->input_len ? "input_off" : "output_off");
-		return false;
-	}
-	if (req->input_len &&
-	    !proto_xchg_range_ok(size, (uint64_t)req->input_off, (uint64_t)req->input_len)) {
-		proto_fail(err, CHIPD_E_BAD_REQUEST,
-			   "\"input_off\": %" PRId64 " + %" PRId64
-			   " bytes lie outside the data area of %" PRIu32 " bytes",
-			   req->input_off, req->input_len, size);
-		return false;
-	}
-	if (req->output_cap &&
-	    !proto_xchg_range_ok(size, (uint64_t)req->output_off, (uint64_t)req->output_cap)) {
-		proto_fail(err, CHIPD_E_BAD_REQUEST,
-			   "\"output_off\": %" PRId64 " + %" PRId64
-			   " bytes lie outside the data area of %" PRIu32 " bytes",
-			   req->output_off, req->output_cap, size);
-		return false;
-	}
-	return true;
+	return range_ok(size, "input_off", req->input_off, req->input_len, err) &&
+	       range_ok(size, "output_off", req->output_off, req->output_cap, err);
 }
 
 /* Reserves the id and a ring for @req on a chosen worker. Under sup.lock. */

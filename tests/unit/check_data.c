@@ -29,25 +29,15 @@
 
 static char dir[128];
 
-/* A private directory with the data callables copied in (mode 0755). */
+/* A private directory with the tests' callables copied in (mode 0755). */
 static void setup(void)
 {
-	const char *t = getenv("TMPDIR");
-	char cmd[512];
-
-	snprintf(dir, sizeof(dir), "%s/chipd-data.XXXXXX", t && *t ? t : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd), "cp %s/dc_*.so '%s'/ && chmod 0755 '%s'/*.so", CL_TEST_DIR, dir,
-		 dir);
-	ck_assert_int_eq(system(cmd), 0);
+	cd_callables_dir(dir, sizeof(dir), "data", CL_TEST_DIR, "dc_*.so");
 }
 
 static void teardown(void)
 {
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	cd_remove_dir(dir);
 }
 
 /* Registers the variant @variant ("dc_echo"); returns chipd_register's result. */
@@ -544,13 +534,7 @@ int main(void)
 	    {"client_killed_with_output_range", client_killed_with_output_range},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		tcase_add_checked_fixture(tc, setup, teardown);
-		tcase_set_timeout(tc, 120);
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
+	/* each its own directory of callables; a real chipd on a loaded machine */
+	tu_add_cases_fixture(s, cases, sizeof(cases) / sizeof(cases[0]), 120, setup, teardown);
 	return tu_run(s);
 }
