@@ -17,6 +17,17 @@ void wl_params_init(struct wl_params *p)
 	memset(p, 0, sizeof(*p));
 }
 
+void wl_params_set_input(struct wl_params *p, const void *data, uint32_t len)
+{
+	p->input = len ? data : NULL;
+	p->input_len = data ? len : 0;
+}
+
+void wl_params_set_output(struct wl_params *p, uint32_t cap)
+{
+	p->output_cap = cap;
+}
+
 static struct wl_param *param_find(const struct wl_params *p, const char *key)
 {
 	for (unsigned i = 0; i < p->n; i++)
@@ -352,6 +363,20 @@ static int configure(const struct wl_callable *wc, const struct wl_params *p, in
 			return -EINVAL;
 		}
 	}
+	if (p->input_len > ops->input_max) {
+		if (ops->input_max == 0)
+			snprintf(msg, cap, "%s: takes no input (input_max 0), got %" PRIu32 " bytes",
+				 ops->name, p->input_len);
+		else
+			snprintf(msg, cap, "%s: input of %" PRIu32 " bytes is over its input_max %" PRIu32,
+				 ops->name, p->input_len, ops->input_max);
+		return -EINVAL;
+	}
+	if (p->output_cap && (!ops->output_max || !ops->output)) {
+		snprintf(msg, cap, "%s: writes no output (output_max %" PRIu32 "%s)", ops->name,
+			 ops->output_max, ops->output ? "" : ", no output hook");
+		return -EINVAL;
+	}
 	return ops->check ? ops->check(cfg, msg, cap) : 0;
 }
 
@@ -375,7 +400,8 @@ int wl_validate(const char *workload, const struct wl_params *p, char *msg, size
 }
 
 /* The callable's declared cost of @cfg, in wl.h's terms. */
-static void cost_of(const struct wl_callable *wc, const int64_t *cfg, struct wl_cost *out)
+static void cost_of(const struct wl_callable *wc, const int64_t *cfg, uint32_t input_len,
+		    struct wl_cost *out)
 {
 	struct chipd_cl_cost c = {0};
 
@@ -385,7 +411,7 @@ static void cost_of(const struct wl_callable *wc, const int64_t *cfg, struct wl_
 				.kv_blocks = c.kv_blocks,
 				.kv_block_floats = c.kv_block_floats,
 				.steps = wc->cl->steps(cfg)};
-	out->host_bytes += sizeof(struct wl_req); /* the request's own record */
+	out->host_bytes += sizeof(struct wl_req) + input_len; /* its record, its input's copy */
 }
 
 int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,
@@ -397,7 +423,7 @@ int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out
 
 	if (err)
 		return err;
-	cost_of(wc, cfg, out);
+	cost_of(wc, cfg, p->input_len, out);
 	return 0;
 }
 
@@ -422,15 +448,29 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 		snprintf(msg, cap, "%s: no host memory for the request", wc->cl->name);
 		return -ENOMEM;
 	}
-	r->host_now = r->host_peak = sizeof(*r);
+	r->host_now = r->host_peak = sizeof(*r) + p->input_len;
 	r->wc = wc;
 	r->dev = env->dev;
 	r->kv = env->kv;
 	memcpy(r->cfg, cfg, sizeof(cfg));
 	r->pub = (struct chipd_cl_req){
 	    .host = &wl_host, .cfg = r->cfg, .steps = wc->cl->steps(cfg), .chipd = r};
+	if (p->input_len) { /* the callable's copy: nobody else writes it */
+		r->input = malloc(p->input_len);
+		if (!r->input) {
+			free(r);
+			snprintf(msg, cap, "%s: no host memory for %" PRIu32 " input bytes",
+				 wc->cl->name, p->input_len);
+			return -ENOMEM;
+		}
+		memcpy(r->input, p->input, p->input_len);
+		r->pub.input = r->input;
+		r->pub.input_len = p->input_len;
+	}
+	r->out_cap = p->output_cap < wc->cl->output_max ? p->output_cap : wc->cl->output_max;
 	err = wc->cl->reserve(&r->pub, msg, cap);
 	if (err) {
+		free(r->input);
 		free(r);
 		return err;
 	}
@@ -468,7 +508,7 @@ int wl_req_create(struct wl_req **out, const struct wl_env *env, const char *wor
 
 void wl_req_usage(const struct wl_req *r, struct wl_cost *out)
 {
-	cost_of(r->wc, r->cfg, out);
+	cost_of(r->wc, r->cfg, r->pub.input_len, out);
 	out->host_bytes = r->host_peak;
 	out->dev_bytes = r->dev_bytes;
 }
@@ -479,6 +519,7 @@ void wl_req_destroy(struct wl_req *r)
 		return;
 	r->wc->cl->release(&r->pub);
 	atomic_fetch_sub_explicit(&((struct wl_callable *)r->wc)->users, 1, memory_order_acq_rel);
+	free(r->input);
 	free(r);
 }
 
@@ -505,7 +546,13 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 		return -EPROTO;
 	if (built == r->pub.steps)
 		return -ENODATA;
-	tok = wl_arena_alloc(st->host, sizeof(int32_t), sizeof(int32_t));
+	/* the token, then the payload the build writes right after it (zeroed: a
+	 * callable that writes fewer bytes leaves nothing of an earlier step there) */
+	size_t tok_size = sizeof(int32_t) + r->wc->cl->payload_bytes;
+
+	tok = wl_arena_alloc(st->host, tok_size, sizeof(int32_t));
+	if (tok)
+		memset(tok, 0, tok_size);
 	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
 		  : -ENOBUFS;
 	if (err) {
@@ -515,6 +562,8 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 		return err;
 	}
 	out->token = tok;
+	out->payload = (const uint8_t *)tok + sizeof(int32_t);
+	out->payload_len = r->wc->cl->payload_bytes;
 	out->step = built;
 	atomic_store_explicit(&r->built, built + 1, memory_order_release);
 	return 0;
@@ -527,6 +576,39 @@ int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token)
 	*token = (uint64_t)(uint32_t)*out->token;
 	r->read++;
 	return 0;
+}
+
+int wl_req_output(struct wl_req *r, void *dst, uint32_t *len, char *msg, size_t cap)
+{
+	const struct chipd_callable *cl = r->wc->cl;
+	uint32_t n = 0;
+	void *buf;
+	int err;
+
+	*len = 0;
+	if (!r->out_cap)
+		return 0;
+	buf = malloc(r->out_cap); /* the hook's private memory, never the client's */
+	if (!buf) {
+		snprintf(msg, cap, "%s: no host memory for %" PRIu32 " output bytes", cl->name,
+			 r->out_cap);
+		return -ENOMEM;
+	}
+	msg[0] = '\0';
+	err = cl->output(&r->pub, buf, r->out_cap, &n, msg, cap);
+	if (err == 0 && n > r->out_cap) {
+		snprintf(msg, cap, "%s: output hook wrote %" PRIu32 " bytes, at most %" PRIu32,
+			 cl->name, n, r->out_cap);
+		err = -EPROTO;
+	} else if (err && !msg[0]) {
+		snprintf(msg, cap, "%s: output hook failed (%d)", cl->name, err);
+	}
+	if (err == 0) {
+		memcpy(dst, buf, n);
+		*len = n;
+	}
+	free(buf);
+	return err;
 }
 
 int wl_ref_tokens(const char *workload, const struct wl_params *p, uint64_t *tokens, uint32_t n,

@@ -52,10 +52,23 @@ struct wl_param {
 struct wl_params {
 	unsigned n;
 	struct wl_param v[WL_PARAMS_MAX];
+	/* the request's input bytes (NULL, 0: none), wl_params_set_input */
+	const void *input;
+	uint32_t input_len;
+	uint32_t output_cap; /* room the client made for the output (0: none) */
 };
 
 /* Empties @p. */
 void wl_params_init(struct wl_params *p);
+
+/* Gives the request @len input bytes at @data (NULL, 0: none). The bytes must stay
+ * put until wl_req_reserve returned, which keeps a copy of its own for the request's
+ * life; the validation refuses more than the callable's input_max. */
+void wl_params_set_input(struct wl_params *p, const void *data, uint32_t len);
+
+/* Asks for the request's output, at most @cap bytes (0: none): the validation
+ * refuses it for a callable that writes none (output_max 0 or no output hook). */
+void wl_params_set_output(struct wl_params *p, uint32_t cap);
 
 /* Sets @key to @value, replacing an earlier value. -EINVAL for an empty key or one
  * of WL_KEY_MAX bytes or more, -ENOSPC when WL_PARAMS_MAX keys are set. */
@@ -150,9 +163,12 @@ struct wl_env {
 	struct wl_kvpool *kv; /* NULL: the request reserves a private pool */
 };
 
-/* Where a built step leaves its token (host memory in the step's host arena). */
+/* Where a built step leaves its token and, right after it, its payload (host memory
+ * in the step's host arena): payload_len bytes, the callable's payload_bytes. */
 struct wl_out {
 	const int32_t *token;
+	const uint8_t *payload;
+	uint32_t payload_len;
 	uint32_t step;
 };
 
@@ -325,6 +341,13 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 /* After the step of @out completed: its token. Steps' tokens must be read in order
  * (-EPROTO otherwise). One thread may build while another reads tokens. */
 int wl_req_token(struct wl_req *r, const struct wl_out *out, uint64_t *token);
+
+/* Once the request's last token was read: runs the callable's output hook into
+ * private memory, at most min(output_max, the output_cap asked for) bytes, and copies
+ * what it wrote to @dst; *@len says how much (0 without an output asked for). Returns
+ * 0, the hook's error (-EMSGSIZE: the output does not fit), -EPROTO when the hook
+ * says it wrote more than it may, or -ENOMEM; message in @msg. */
+int wl_req_output(struct wl_req *r, void *dst, uint32_t *len, char *msg, size_t cap);
 
 /* CPU reference of a whole request: the tokens of its first @n steps, computed
  * directly (double precision, contiguous cache, no device). -EINVAL as wl_validate. */

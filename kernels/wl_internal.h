@@ -53,6 +53,8 @@ struct wl_req {
 	struct wl_kvpool *kv;
 	bool own_kv; /* a private pool, destroyed with its blocks (wl_host.c) */
 	int64_t cfg[WL_PARAMS_MAX];
+	void *input; /* the private copy of the request's input (pub.input), or NULL */
+	uint32_t out_cap; /* its output's bound: min(output_max, output_cap); 0: none */
 	/* Steps built so far: written by the one thread that builds (release), read by
 	 * the thread that reads tokens (acquire), which may be another one. */
 	_Atomic uint32_t built;

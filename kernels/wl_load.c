@@ -213,9 +213,21 @@ static int table_ok(const struct chipd_callable *cl, const char *path, char *msg
 		return bad(msg, cap, -EINVAL, path, "token_bytes is not 4");
 	if (cl->reserved[0] || cl->reserved[1] || cl->reserved[2] || cl->reserved[3])
 		return bad(msg, cap, -EINVAL, path, "reserved fields are not zero");
-	/* TEMPORARY on the abi2 branch: data in/out lands next. */
-	if (cl->payload_bytes || cl->input_max || cl->output_max || cl->output)
-		return bad(msg, cap, -EINVAL, path, "data in/out: not yet");
+	if (cl->payload_bytes > CHIPD_CL_PAYLOAD_MAX) {
+		snprintf(what, sizeof(what), "payload_bytes %u is over %u", cl->payload_bytes,
+			 CHIPD_CL_PAYLOAD_MAX);
+		return bad(msg, cap, -EINVAL, path, what);
+	}
+	if (cl->input_max > CHIPD_CL_INPUT_MAX) {
+		snprintf(what, sizeof(what), "input_max %u is over %u", cl->input_max,
+			 CHIPD_CL_INPUT_MAX);
+		return bad(msg, cap, -EINVAL, path, what);
+	}
+	if (cl->output_max > CHIPD_CL_OUTPUT_MAX) {
+		snprintf(what, sizeof(what), "output_max %u is over %u", cl->output_max,
+			 CHIPD_CL_OUTPUT_MAX);
+		return bad(msg, cap, -EINVAL, path, what);
+	}
 	if (kernels_ok(cl, what, sizeof(what)) != 0)
 		return bad(msg, cap, -EINVAL, path, what);
 	if (!cl->steps || !cl->cost || !cl->reserve || !cl->fill || !cl->build || !cl->release)

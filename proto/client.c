@@ -291,6 +291,12 @@ int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *er
 	rc = hello(c, err);
 	if (rc)
 		goto err_detach;
+	if (client_data_init(c)) {
+		client_data_fini(c);
+		close(c->fd);
+		rc = client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+		goto err_detach;
+	}
 	*out = c;
 	return 0;
 err_detach:
@@ -313,6 +319,7 @@ int chipd_connect_monitor(const char *instance, chipd_conn **out, struct chipd_e
 		free(c);
 		return rc;
 	}
+	(void)client_data_init(c); /* no client region: an empty allocator, nothing to fail */
 	*out = c;
 	return 0;
 }
@@ -326,6 +333,7 @@ void chipd_close(chipd_conn *c)
 	proto_node_detach(&c->node);
 	if (c->fd >= 0)
 		close(c->fd); /* the supervisor reclaims what this process still held */
+	client_data_fini(c);
 	free(c);
 }
 
@@ -359,6 +367,8 @@ static int copy_name(char *out, size_t cap, const char *s, const char *what,
 	return 0;
 }
 
+_Static_assert(CHIPD_INPUT_INLINE_MAX == PROTO_INPUT_INLINE_MAX, "inline input, both sides");
+
 static int build_submit(struct proto_msg *m, const struct chipd_request *req,
 			struct chipd_error *err)
 {
@@ -379,24 +389,54 @@ static int build_submit(struct proto_msg *m, const struct chipd_request *req,
 	m->chip = req->chip < 0 ? -1 : req->chip;
 	m->max_tokens = req->max_tokens;
 	m->deadline_ms = req->deadline_ms;
+	if (req->input_len && !req->input)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "\"input\": %" PRIu32 " bytes at NULL", req->input_len);
 	return 0;
+}
+
+/* Whether a submit that failed with @rc (and @err) left no worker that may still read
+ * its input or write its output: nothing was sent, or the refusal came before any
+ * worker admitted it. A forward that timed out or a lost worker may not. */
+static bool nobody_holds(int rc, const struct chipd_error *err)
+{
+	if (rc == -EINVAL || rc == -EAGAIN || rc == -ENOMEM || rc == -ENOSPC)
+		return true;
+	return rc == -EREMOTEIO && err &&
+	       (err->code == CHIPD_E_BAD_REQUEST || err->code == CHIPD_E_QUEUE_FULL ||
+		err->code == CHIPD_E_NO_CAPACITY || err->code == CHIPD_E_DUPLICATE_ID ||
+		err->code == CHIPD_E_DRAINING || err->code == CHIPD_E_TOO_LARGE ||
+		err->code == CHIPD_E_UNSUPPORTED_VERSION);
 }
 
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err)
 {
 	struct call *k = call_new(PROTO_OP_SUBMIT, err);
+	struct client_range in = {0, 0}, out = {0, 0};
+	struct chipd_error local;
 	int rc;
 
 	if (!k)
 		return -ENOMEM;
+	if (!err)
+		err = &local; /* nobody_holds reads the code */
 	rc = build_submit(&k->req, req, err);
 	if (rc == 0)
+		rc = client_data_stage(c, req, &k->req, &in, &out, err);
+	if (rc == 0)
 		rc = call(c, k, timeout_ms, err);
+	/* the input's range once the worker copied it (it answered) or never will */
+	if (rc == 0 || nobody_holds(rc, err))
+		client_data_free(c, &in);
 	if (rc == 0)
 		rc = client_stream_open(c, &k->ans, stream, err);
-	if (rc == 0)
+	if (rc == 0) {
 		*id = (uint64_t)k->ans.id;
+		(*stream)->out = out; /* held until the stream ended */
+	} else if (nobody_holds(rc, err)) {
+		client_data_free(c, &out);
+	}
 	free(k);
 	return rc;
 }

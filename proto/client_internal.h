@@ -29,6 +29,15 @@ struct chipd_conn {
 	/* the adaptive spin of its streams' waits (wait.h), shared by them: a stream
 	 * lives for one request, the pace of the connection's requests outlives it */
 	struct shm_spin stream_spin;
+	/* its data area's allocator (client_data.c): one bit per grain in use */
+	pthread_mutex_t data_lock;
+	uint64_t *data_used;
+	uint32_t data_grains;
+};
+
+/* A range of the connection's data area (len 0: none). */
+struct client_range {
+	uint32_t off, len;
 };
 
 struct chipd_stream {
@@ -39,6 +48,11 @@ struct chipd_stream {
 	uint32_t gen, chip;
 	bool ended;	     /* the terminal record was read */
 	uint64_t checked_ns; /* when a short wait last checked who can end the stream */
+	/* the output's range of the data area (len 0: none asked for), and the bytes
+	 * the FINAL record says were written (checked against it) */
+	struct client_range out;
+	uint32_t out_len;
+	bool out_ready; /* FINAL was read: out_len bytes are there */
 };
 
 /* Fills @err (when not NULL) and returns @errnum. */
@@ -56,5 +70,21 @@ int client_call_msg(chipd_conn *c, const struct proto_msg *req, struct proto_msg
 /* Opens the stream a submit's answer @ans names on @c. Returns 0 or -errno (@err). */
 int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
 		       struct chipd_error *err);
+
+/* The data area of @c (client_data.c): init after the hello mapped the client region
+ * (a connection without one, or a node without a data area, gets an empty allocator);
+ * 0 or -ENOMEM. fini at chipd_close. */
+int client_data_init(chipd_conn *c);
+void client_data_fini(chipd_conn *c);
+/* Stages @req's input and output for the submit @m: input longer than
+ * PROTO_INPUT_INLINE_MAX is copied into a range *@in of the data area (input_off,
+ * input_len), shorter input goes inline; output_cap takes a range *@out (output_off,
+ * output_cap). 0, or -EINVAL / -ENOSPC with @err and nothing held. */
+int client_data_stage(chipd_conn *c, const struct chipd_request *req, struct proto_msg *m,
+		      struct client_range *in, struct client_range *out, struct chipd_error *err);
+/* Gives range @r back (len 0: nothing) and empties it. */
+void client_data_free(chipd_conn *c, struct client_range *r);
+/* The first byte of range @r. */
+const char *client_data_at(const chipd_conn *c, const struct client_range *r);
 
 #endif

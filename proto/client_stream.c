@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(CHIPD_PAYLOAD_MAX == RING_PAYLOAD_MAX, "a token carries a record's payload");
+
 int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
 		       struct chipd_error *err)
 {
@@ -199,13 +201,33 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 	} else if (rec.flags & RING_F_ERROR) {
 		s->ended = true;
 		rc = stream_error(s, rec.flags, err);
+	} else if (rec.payload_len > RING_PAYLOAD_MAX) {
+		s->ended = true; /* a record no worker writes: read nothing past it */
+		rc = client_fail(err, -EBADMSG, CHIPD_E_INTERNAL,
+				 "request %" PRIu64 ": token %" PRIu32 ": payload_len %" PRIu32
+				 " is over %u",
+				 s->id, rec.seq, rec.payload_len, RING_PAYLOAD_MAX);
 	} else {
 		tok->request = rec.request_id;
 		tok->seq = rec.seq;
 		tok->final = rec.flags & RING_F_FINAL;
 		tok->value = rec.value;
 		tok->ts_ns = rec.ts_ns;
+		tok->payload_len = rec.payload_len;
+		memset(tok->payload, 0, sizeof(tok->payload));
+		memcpy(tok->payload, rec.payload, rec.payload_len);
+		tok->out_len = tok->final ? rec.out_len : 0;
 		s->ended = tok->final;
+		if (tok->final && tok->out_len > s->out.len) { /* more than its range holds */
+			tok->out_len = 0;
+			rc = client_fail(err, -EBADMSG, CHIPD_E_INTERNAL,
+					 "request %" PRIu64 ": out_len %" PRIu32
+					 " is over the %" PRIu32 " bytes asked for",
+					 s->id, rec.out_len, s->out.len);
+		} else if (tok->final) {
+			s->out_len = tok->out_len;
+			s->out_ready = true;
+		}
 	}
 	if (rc == -EPIPE && err) { /* the request is lost: say which */
 		err->has_request = err->has_chip = true;
@@ -223,6 +245,29 @@ static bool stream_over(const chipd_stream *s)
 {
 	return atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen ||
 	       ring_finished(&s->ring);
+}
+
+int chipd_stream_output(chipd_stream *s, void *buf, uint32_t cap, uint32_t *len,
+			struct chipd_error *err)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	*len = s->out_len;
+	if (!s->out.len)
+		rc = client_fail(err, -ENODATA, CHIPD_E_BAD_REQUEST,
+				 "request %" PRIu64 ": no output was asked for", s->id);
+	else if (!s->out_ready)
+		rc = client_fail(err, -EAGAIN, CHIPD_OK,
+				 "request %" PRIu64 ": its final token has not been read", s->id);
+	else if (cap < s->out_len)
+		rc = client_fail(err, -ENOSPC, CHIPD_E_BAD_REQUEST,
+				 "request %" PRIu64 ": %" PRIu32 " bytes of output, room for %" PRIu32,
+				 s->id, s->out_len, cap);
+	else if (s->out_len)
+		memcpy(buf, client_data_at(s->conn, &s->out), s->out_len);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
@@ -252,6 +297,10 @@ void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
 			nanosleep(&ts, NULL);
 		}
 	}
+	/* its output's range once no worker will write it: the stream ended (else it
+	 * stays held until chipd_close) */
+	if (s->ended || stream_over(s))
+		client_data_free(s->conn, &s->out);
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

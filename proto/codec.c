@@ -85,6 +85,14 @@ static int check_count(const struct field *f, uint32_t n, const char *path, stru
 	return 0;
 }
 
+static int check_bin(const struct field *f, uint32_t n, const char *path, struct proto_error *err)
+{
+	if ((int64_t)n < f->min || (int64_t)n > f->max)
+		return fail_at(err, path, "%" PRIu32 " bytes out of range %" PRId64 "..%" PRId64, n,
+			       f->min, f->max);
+	return 0;
+}
+
 /* Formats a field path; a path cut short by the buffer is still a fine message. */
 __attribute__((format(printf, 2, 3))) static void pathf(char *out, const char *fmt, ...)
 {
@@ -293,6 +301,14 @@ static int decode_value(struct mp_reader *r, const struct field *f, const struct
 		if (it->kind != MP_MAP)
 			return wrong_type(path, "map", it, err);
 		return decode_map(r, f->sub, AT(obj, f->off, char), it->len, path, err);
+	case FT_BIN:
+		if (it->kind != MP_BIN)
+			return wrong_type(path, "bin", it, err);
+		if (check_bin(f, it->len, path, err))
+			return -EBADMSG;
+		memcpy(AT(obj, f->off, uint8_t), it->ptr, it->len);
+		*AT(obj, f->count_off, uint32_t) = it->len;
+		return 0;
 	}
 	return fail_at(err, path, "no such field type");
 }
@@ -529,6 +545,7 @@ static bool present(const struct field *f, const void *obj)
 	case FT_PARAMS:
 	case FT_STATS:
 	case FT_RECS:
+	case FT_BIN:
 		return *AT(obj, f->count_off, uint32_t) != 0;
 	default:
 		return true;
@@ -632,6 +649,15 @@ static int encode_value(msgpack_packer *pk, const struct field *f, const void *o
 	case FT_MAP:
 		msgpack_pack_map(pk, count_present(f->sub, AT(obj, f->off, char)));
 		return encode_fields(pk, f->sub, AT(obj, f->off, char), path, err);
+	case FT_BIN: {
+		uint32_t n = *AT(obj, f->count_off, uint32_t);
+
+		if (check_bin(f, n, path, err))
+			return -EINVAL;
+		msgpack_pack_bin(pk, n);
+		msgpack_pack_bin_body(pk, AT(obj, f->off, char), n);
+		return 0;
+	}
 	}
 	return -EINVAL;
 }

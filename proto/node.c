@@ -29,6 +29,7 @@ void proto_node_config_default(struct proto_node_config *cfg, uint32_t nworkers)
 	cfg->req_cap = PROTO_REQ_MAX;
 	cfg->resp_cap = PROTO_RESP_MAX;
 	cfg->nclients = PROTO_NODE_CLIENTS;
+	cfg->data_bytes = PROTO_NODE_DATA_BYTES;
 }
 
 int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_desc *d)
@@ -67,13 +68,16 @@ int proto_node_layout(const struct proto_node_config *cfg, struct proto_node_des
 	d->ring_stride = (uint32_t)ALIGN64(ring);
 	off += (uint64_t)cfg->nrings * d->ring_stride;
 	d->total_size = (off + PAGE - 1) / PAGE * PAGE;
-	if (d->total_size > SHM_REGION_MAX_SIZE || proto_xchg_layout(ALIGN64(mb), cfg->nrings, &x))
+	if (d->total_size > SHM_REGION_MAX_SIZE ||
+	    proto_xchg_layout(ALIGN64(mb), cfg->nrings, cfg->data_bytes, &x))
 		return -EMSGSIZE;
 	d->xchg_size = x.total_size;
 	d->mbox_offset = x.mbox_offset;
 	d->mbox_size = x.mbox_size;
 	d->cons_offset = x.cons_offset;
 	d->cons_stride = x.cons_stride;
+	d->data_offset = x.data_offset;
+	d->data_size = x.data_size;
 	return 0;
 }
 
@@ -112,6 +116,8 @@ static void geom_of(const struct proto_node_desc *d, struct proto_node_geom *g)
 	g->xchg.cons_offset = PEEK(d->cons_offset);
 	g->xchg.cons_stride = PEEK(d->cons_stride);
 	g->xchg.nrings = g->nrings;
+	g->xchg.data_offset = PEEK(d->data_offset);
+	g->xchg.data_size = PEEK(d->data_size);
 }
 
 static char *xat(const struct proto_node *n, uint64_t off)
@@ -321,6 +327,15 @@ static int validate(struct proto_node *n, struct shm_diag *diag)
 	    (rc = check_part(n, "ring consumer lines (xchg)", x->cons_offset,
 			     (uint64_t)x->nrings * x->cons_stride, x->total_size, &end, diag)))
 		return rc;
+	if (x->data_size > PROTO_XCHG_DATA_MAX || (x->data_size == 0) != (x->data_offset == 0) ||
+	    x->data_offset % PAGE)
+		return shm_diag_fail(diag, -EMSGSIZE,
+				     "node region %s: data area out of range (offset %" PRIu32
+				     ", %" PRIu32 " bytes)",
+				     name, x->data_offset, x->data_size);
+	if (x->data_size && (rc = check_part(n, "data area (xchg)", x->data_offset, x->data_size,
+					     x->total_size, &end, diag)))
+		return rc;
 	map_parts(n);
 	rc = ctr_attach(&n->sup_ctr, at(n, d->sup_ctr_offset), d->sup_ctr_size);
 	for (uint32_t i = 0; rc == 0 && i < d->nworkers; i++)
@@ -462,6 +477,15 @@ int proto_node_ring_bind_in(struct proto_node *n, uint32_t idx, uint32_t region,
 		return n->pool ? -ERANGE : -ENOTCONN;
 	}
 	return bind_ring(n, idx, &n->pool[region], r);
+}
+
+char *proto_node_data_in(struct proto_node *n, uint32_t region, uint64_t off, uint64_t len)
+{
+	const struct proto_xchg_geom *g = &n->geom.xchg;
+
+	if (region >= n->npool || !n->pool || !proto_xchg_range_ok(g->data_size, off, len))
+		return NULL;
+	return proto_xchg_data(&n->pool[region], g) + off;
 }
 
 /* A bound ring whose header still says what the geometry does, or @r zeroed. */

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define PROTO_NODE_MAGIC       0x45444f4e44504843ull /* "CHPDNODE" in little-endian bytes */
-#define PROTO_NODE_VERSION     4u
+#define PROTO_NODE_VERSION     5u
 #define PROTO_NODE_DESC_OFFSET SHM_BODY_OFFSET
 #define PROTO_NODE_MAX_RINGS   4096u
 /* The handshake socket's path in the descriptor, NUL included: sun_path's size. */
@@ -58,6 +58,8 @@
 #define PROTO_NODE_MAX_CLIENTS	 4096u
 /* 256 streams at once, 1024 tokens of buffer each (32 KiB): a reader can fall 1023
  * tokens behind before its request pauses. About 8.1 MiB. */
+/* Each client region's data area by default (chipd --client-data-kib 1024). */
+#define PROTO_NODE_DATA_BYTES (1024u * 1024u)
 #define PROTO_NODE_RINGS	 256u
 #define PROTO_NODE_RING_CAPACITY 1024u
 
@@ -67,6 +69,7 @@ struct proto_node_config {
 	uint32_t ring_capacity; /* a power of two, see ring.h */
 	uint32_t mbox_slots, req_cap, resp_cap; /* each client region's mailbox */
 	uint32_t nclients;			/* client regions: 1..PROTO_NODE_MAX_CLIENTS */
+	uint64_t data_bytes; /* each client region's data area: 0..PROTO_XCHG_DATA_MAX */
 };
 
 /* The descriptor at region offset 64. Written once by the creator before READY. */
@@ -88,7 +91,9 @@ struct proto_node_desc {
 	uint64_t xchg_size;	     /* a client region's size (its memfd's) */
 	uint32_t cons_offset;	     /* ring consumer lines, in the exchange region */
 	uint32_t cons_stride;	     /* RING_CONS_SIZE */
-	uint8_t reserved0[24];
+	uint32_t data_offset;	     /* the data area, in the exchange region (page aligned) */
+	uint32_t data_size;	     /* its bytes; 0 and 0: none */
+	uint8_t reserved0[16];
 	/* the handshake socket (SOCK_SEQPACKET, docs/protocol.md §9): an absolute path,
 	 * NUL-terminated; written by the supervisor before READY */
 	char sock_path[PROTO_NODE_SOCK_MAX];
@@ -102,6 +107,7 @@ _Static_assert(offsetof(struct proto_node_desc, total_size) == 72, "desc.total_s
 _Static_assert(offsetof(struct proto_node_desc, started_ns) == 80, "desc.started_ns");
 _Static_assert(offsetof(struct proto_node_desc, xchg_size) == 88, "desc.xchg_size");
 _Static_assert(offsetof(struct proto_node_desc, cons_offset) == 96, "desc.cons_offset");
+_Static_assert(offsetof(struct proto_node_desc, data_offset) == 104, "desc.data_offset");
 _Static_assert(offsetof(struct proto_node_desc, sock_path) == 128, "desc.sock_path");
 
 /* One worker's record in the directory; written by the supervisor only. */
@@ -286,6 +292,12 @@ int proto_node_ring_bind(struct proto_node *n, uint32_t idx, struct ring *r);
  * region index out of range, -ENOTCONN without a pool. */
 int proto_node_ring_bind_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r);
 int proto_node_ring_in(struct proto_node *n, uint32_t idx, uint32_t region, struct ring *r);
+
+/* The creator's (and its workers') view of @len bytes at @off of client region
+ * @region's data area (a submit's input or output range), by its own geometry: the
+ * address, or NULL for a region out of range, no pool, no data area, or a range
+ * outside it (@len 0 included). */
+char *proto_node_data_in(struct proto_node *n, uint32_t region, uint64_t off, uint64_t len);
 
 /* Scrubs client region @region of the pool for its next client (proto_xchg_scrub:
  * every byte zero, the header written anew). The creator only, while nobody uses the

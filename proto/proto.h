@@ -32,10 +32,16 @@
 
 #define PROTO_VERSION 1
 /* A request never needs more than a page: the largest, submit with 16 parameters of
- * 23-byte names, is under 700 bytes. */
+ * 23-byte names and 1024 bytes of inline input, is under 1800 bytes. */
 #define PROTO_REQ_MAX 4096u
 /* An answer fits in 64 KiB: the largest, stats with 512 counters, is about 40 KiB. */
 #define PROTO_RESP_MAX 65536u
+/* Input bytes a submit (and its assign) may carry inline, as msgpack bin ("input"). */
+#define PROTO_INPUT_INLINE_MAX 1024u
+/* A request's input and output bytes in its client's data area (input_len,
+ * output_cap): chipd_callable.h's CHIPD_CL_INPUT_MAX and CHIPD_CL_OUTPUT_MAX. */
+#define PROTO_INPUT_MAX	 (1u << 20)
+#define PROTO_OUTPUT_MAX (1u << 20)
 /* Containers nest at most this deep (status answer: map > chips array > chip map). */
 #define PROTO_MAX_DEPTH 4
 #define PROTO_MAX_STATS 512
@@ -144,6 +150,13 @@ struct proto_msg {
 	int64_t id, chip, max_tokens, deadline_ms, deadline_ns;
 	int64_t ring, ring_gen, client;
 	int64_t region; /* assign: the client region holding the ring's consumer line */
+	/* submit, assign: input bytes given inline ("input", 0: none) */
+	uint32_t input_inline_len;
+	uint8_t input_inline[PROTO_INPUT_INLINE_MAX];
+	/* submit, assign: ranges of the client's data area (docs/protocol.md §8.7): the
+	 * input bytes (input_len 0: none) and where the output goes (output_cap 0:
+	 * none); an offset is 0 when absent */
+	int64_t input_off, input_len, output_off, output_cap;
 	/* hello answers: the client's own bounds (docs/protocol.md §9) */
 	int64_t max_pending, max_rings;
 	/* drain, stop, shutdown */

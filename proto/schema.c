@@ -82,6 +82,12 @@ const char *const proto_code_names[CHIPD_NCODES + 1] = {
 #define RGEN_REQ     F_INT("ring_gen", true, 0, U32_MAX, 0, MSG(ring_gen))
 #define UPTIME_REQ   F_INT("uptime_ms", true, 0, INT64_MAX, 0, MSG(uptime_ms))
 #define COUNT_REQ(k) F_INT(#k, true, 0, U32_MAX, 0, MSG(k))
+/* input bytes given inline: msgpack bin of 1..PROTO_INPUT_INLINE_MAX bytes */
+#define INPUT_OPT                                                                                  \
+	{                                                                                          \
+		.key = "input", .type = FT_BIN, .min = 1, .max = PROTO_INPUT_INLINE_MAX,           \
+		.off = MSG(input_inline), .count_off = MSG(input_inline_len)                       \
+	}
 
 EMPTY_SCHEMA(no_fields_req, "request");
 EMPTY_SCHEMA(no_fields_ans, "answer");
@@ -93,11 +99,39 @@ static const struct field ping_ans_f[] = {
 };
 SCHEMA(ping_ans, "ping answer", NULL);
 
+/* The data-area ranges of a submit and its assign; their offsets are checked against
+ * the data area by the supervisor (and again by the worker), not here. */
+#define DATA_OPT                                                                                   \
+	F_INT("input_off", false, 0, U32_MAX, 0, MSG(input_off)),                                  \
+	    F_INT("input_len", false, 1, PROTO_INPUT_MAX, 0, MSG(input_len)),                      \
+	    F_INT("output_off", false, 0, U32_MAX, 0, MSG(output_off)),                            \
+	    F_INT("output_cap", false, 1, PROTO_OUTPUT_MAX, 0, MSG(output_cap))
+
+/* An offset (default 0) means nothing without its length: input_off goes with
+ * input_len, output_off with output_cap; input comes inline or from the data area,
+ * not both. */
+static enum chipd_code data_check(const void *obj, struct proto_error *err)
+{
+	const struct proto_msg *m = obj;
+
+	if (m->input_off && !m->input_len)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "\"input_len\": required with \"input_off\"");
+	if (m->output_off && !m->output_cap)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "\"output_cap\": required with \"output_off\"");
+	if (m->input_len && m->input_inline_len)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "\"input\": not with \"input_off\" (input comes one way)");
+	return CHIPD_OK;
+}
+
 static const struct field submit_req_f[] = {
     WL_REQ,   PARAMS_OPT, ID_OPT,
     CHIP_OPT, TOKENS_OPT, F_INT("deadline_ms", false, 1, DAY_MS, 0, MSG(deadline_ms)),
+    INPUT_OPT, DATA_OPT,
 };
-SCHEMA(submit_req, "submit request", NULL);
+SCHEMA(submit_req, "submit request", data_check);
 
 static const struct field submit_ans_f[] = {
     ID_REQ,
@@ -343,8 +377,10 @@ static const struct field assign_req_f[] = {
     RGEN_REQ,
     F_INT("client", true, 1, PID_MAX, 0, MSG(client)),
     F_INT("region", true, 0, REGION_MAX, 0, MSG(region)),
+    INPUT_OPT,
+    DATA_OPT,
 };
-SCHEMA(assign_req, "assign request", NULL);
+SCHEMA(assign_req, "assign request", data_check);
 
 static const struct field heartbeat_req_f[] = {
     F_INT("seq", true, 0, INT64_MAX, 0, MSG(seq)),

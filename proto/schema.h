@@ -17,6 +17,7 @@ enum field_type {
 	FT_STATS,  /* msgpack map key -> uint, [min, max] pairs -> struct proto_stat[] */
 	FT_RECS,   /* msgpack array of maps (sub schema), [min, max] elements */
 	FT_MAP,	   /* msgpack map (sub schema) */
+	FT_BIN,	   /* msgpack bin -> uint8_t[max], length [min, max] in a uint32_t at count_off */
 };
 
 enum field_charset {
@@ -35,7 +36,8 @@ struct field {
 	int64_t min, max;	  /* value range, string length or element count */
 	int64_t def;		  /* FT_INT, FT_ENUM: the value meaning "absent" */
 	uint32_t off;		  /* where the value lives in the target struct */
-	uint32_t count_off;	  /* FT_PARAMS, FT_STATS, FT_RECS: where the uint32_t count lives */
+	uint32_t count_off;	  /* FT_PARAMS, FT_STATS, FT_RECS, FT_BIN: where the uint32_t
+				   * count (FT_BIN: the byte length) lives */
 	const char *const *names; /* FT_ENUM */
 	const struct schema *sub; /* FT_RECS, FT_MAP */
 };

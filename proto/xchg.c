@@ -13,12 +13,14 @@
 
 #define PAGE 4096u
 
-int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_geom *g)
+int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, uint64_t data_bytes,
+		      struct proto_xchg_geom *g)
 {
 	uint64_t off;
 
 	memset(g, 0, sizeof(*g));
-	if (mbox_bytes == 0 || mbox_bytes % 64 || mbox_bytes > SHM_REGION_MAX_SIZE || nrings == 0)
+	if (mbox_bytes == 0 || mbox_bytes % 64 || mbox_bytes > SHM_REGION_MAX_SIZE || nrings == 0 ||
+	    data_bytes > PROTO_XCHG_DATA_MAX)
 		return -EINVAL;
 	g->mbox_offset = PROTO_XCHG_HDR;
 	g->mbox_size = (uint32_t)mbox_bytes;
@@ -28,6 +30,14 @@ int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_ge
 	g->cons_stride = RING_CONS_SIZE;
 	g->nrings = nrings;
 	off += (uint64_t)nrings * RING_CONS_SIZE;
+	if (data_bytes) { /* on pages of its own */
+		off = (off + PAGE - 1) / PAGE * PAGE;
+		if (off > UINT32_MAX)
+			return -EINVAL;
+		g->data_offset = (uint32_t)off;
+		g->data_size = (uint32_t)data_bytes;
+		off += data_bytes;
+	}
 	g->total_size = (off + PAGE - 1) / PAGE * PAGE;
 	return g->total_size > SHM_REGION_MAX_SIZE ? -EINVAL : 0;
 }
@@ -45,6 +55,8 @@ static void write_header(struct proto_xchg *x, const struct proto_xchg_geom *g)
 	h->cons_offset = g->cons_offset;
 	h->cons_stride = g->cons_stride;
 	h->nrings = g->nrings;
+	h->data_offset = g->data_offset;
+	h->data_size = g->data_size;
 	/* the magic last: nobody sees the region before the hello answer anyway */
 	__atomic_store_n(&h->magic, PROTO_XCHG_MAGIC, __ATOMIC_RELEASE);
 }
@@ -113,7 +125,8 @@ static int check_header(const struct proto_xchg_hdr *h, const struct proto_xchg_
 	if (PEEK(h->hdr_size) != PROTO_XCHG_HDR || total != want->total_size ||
 	    PEEK(h->mbox_offset) != want->mbox_offset || PEEK(h->mbox_size) != want->mbox_size ||
 	    PEEK(h->cons_offset) != want->cons_offset ||
-	    PEEK(h->cons_stride) != want->cons_stride || PEEK(h->nrings) != want->nrings)
+	    PEEK(h->cons_stride) != want->cons_stride || PEEK(h->nrings) != want->nrings ||
+	    PEEK(h->data_offset) != want->data_offset || PEEK(h->data_size) != want->data_size)
 		return shm_diag_fail(diag, -EMSGSIZE,
 				     "exchange region: its header's shape differs from the node "
 				     "descriptor's (total %" PRIu64 ", want %" PRIu64 ")",

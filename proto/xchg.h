@@ -18,6 +18,10 @@
  *   cons_offset  nrings consumer lines (struct ring_cons), cons_stride bytes apart:
  *                line i belongs to the node region's ring i while this client holds
  *                that ring (a line of a ring it does not hold is read by nobody)
+ *   data_offset  the data area (page aligned, data_size bytes; none when 0): the
+ *                input bytes its submits name (input_off, input_len) and the output
+ *                the workers write (output_off, output_cap); every range is checked
+ *                against the supervisor's own data_size
  *
  * Everything in it is untrusted input to everyone: the supervisor and workers never
  * read a size or offset from it (they use their own geometry), and a client reads
@@ -29,11 +33,12 @@
 #include "region.h"
 #include "ring.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define PROTO_XCHG_MAGIC   0x4843584450494843ull /* "CHIPDXCH" in little-endian bytes */
-#define PROTO_XCHG_VERSION 2u
+#define PROTO_XCHG_VERSION 3u
 #define PROTO_XCHG_HDR	   64u
 /* The seals every exchange region carries (fcntl F_GET_SEALS); a client refuses a
  * memfd that lacks any of them. */
@@ -48,13 +53,15 @@ struct proto_xchg_hdr {
 	uint32_t mbox_offset, mbox_size;
 	uint32_t cons_offset, cons_stride;
 	uint32_t nrings;
-	uint8_t reserved[20];
+	uint32_t data_offset, data_size; /* the data area; 0 and 0: none */
+	uint8_t reserved[12];
 };
 _Static_assert(sizeof(struct proto_xchg_hdr) == PROTO_XCHG_HDR, "exchange header is one line");
 _Static_assert(offsetof(struct proto_xchg_hdr, total_size) == 16, "xchg.total_size");
 _Static_assert(offsetof(struct proto_xchg_hdr, mbox_offset) == 24, "xchg.mbox_offset");
 _Static_assert(offsetof(struct proto_xchg_hdr, cons_offset) == 32, "xchg.cons_offset");
 _Static_assert(offsetof(struct proto_xchg_hdr, nrings) == 40, "xchg.nrings");
+_Static_assert(offsetof(struct proto_xchg_hdr, data_offset) == 44, "xchg.data_offset");
 
 /* The exchange region's shape: a process's own copy (the supervisor's from the
  * layout, a client's from the node descriptor, checked against the header). */
@@ -63,7 +70,11 @@ struct proto_xchg_geom {
 	uint32_t mbox_offset, mbox_size;
 	uint32_t cons_offset, cons_stride;
 	uint32_t nrings;
+	uint32_t data_offset, data_size;
 };
+
+/* The largest data area a client region may have (chipd --client-data-kib). */
+#define PROTO_XCHG_DATA_MAX (512u * 1024u * 1024u)
 
 /* One process's mapping of the exchange region. */
 struct proto_xchg {
@@ -73,9 +84,11 @@ struct proto_xchg {
 };
 
 /* Lays out an exchange region for a mailbox of @mbox_bytes (64-aligned, see
- * mbox_size) and @nrings consumer lines into @g. Returns 0 or -EINVAL (empty parts,
- * or beyond SHM_REGION_MAX_SIZE). */
-int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, struct proto_xchg_geom *g);
+ * mbox_size), @nrings consumer lines and a data area of @data_bytes (0: none) into
+ * @g. Returns 0 or -EINVAL (empty parts, a data area over PROTO_XCHG_DATA_MAX, or
+ * beyond SHM_REGION_MAX_SIZE). */
+int proto_xchg_layout(uint64_t mbox_bytes, uint32_t nrings, uint64_t data_bytes,
+		      struct proto_xchg_geom *g);
 
 /* Creates the sealed memfd of shape @g, maps it read-write into @x and writes its
  * header (the parts stay zero: the caller lays them out). Returns 0 or -errno with
@@ -108,6 +121,18 @@ static inline struct ring_cons *proto_xchg_cons(const struct proto_xchg *x,
 {
 	return (struct ring_cons *)(void *)(x->base + g->cons_offset +
 					    (uint64_t)idx * g->cons_stride);
+}
+
+/* The data area of the mapped region @x (NULL when @g has none). */
+static inline char *proto_xchg_data(const struct proto_xchg *x, const struct proto_xchg_geom *g)
+{
+	return g->data_size ? x->base + g->data_offset : NULL;
+}
+
+/* Whether [@off, @off + @len) lies inside a data area of @size bytes (@len > 0). */
+static inline bool proto_xchg_range_ok(uint64_t size, uint64_t off, uint64_t len)
+{
+	return len > 0 && off <= size && len <= size - off;
 }
 
 #endif

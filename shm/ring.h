@@ -9,8 +9,8 @@
  * If the producer dies, whoever supervises it may take the ring over
  * (ring_take_over) and write the terminal record itself.
  *
- * Layout (RING_VERSION 2): the producer part, a 128-byte header (two cache lines:
- * identity, producer index) followed by capacity 32-byte records, and apart from it
+ * Layout (RING_VERSION 3): the producer part, a 128-byte header (two cache lines:
+ * identity, producer index) followed by capacity 64-byte records, and apart from it
  * the consumer's line (struct ring_cons: consumer index, futex, reader-closed word).
  * The two may live in different regions: the chipd node keeps the producer part in
  * the node region, which clients map read-only, and the consumer lines in the
@@ -28,9 +28,11 @@
 #include <sys/types.h>
 
 #define RING_MAGIC	  0x31474e52u /* "RNG1" little-endian */
-#define RING_VERSION	  2u
+#define RING_VERSION	  3u
 #define RING_MIN_CAPACITY 2u
 #define RING_MAX_CAPACITY 65536u
+
+#define RING_PAYLOAD_MAX  24u /* bytes of a record's payload (CHIPD_CL_PAYLOAD_MAX) */
 
 #define RING_F_FINAL	    0x1u /* the last token of a completed request */
 #define RING_F_ERROR	    0x2u /* the stream ended with an error; code in bits 16-31 */
@@ -44,8 +46,13 @@ struct ring_rec {
 	uint32_t flags; /* RING_F_* | RING_F_CODE(code) */
 	uint64_t value; /* the token */
 	uint64_t ts_ns; /* CLOCK_MONOTONIC when published (set by ring_push) */
+	uint32_t out_len;     /* FINAL: the output bytes written; else 0 */
+	uint32_t payload_len; /* bytes of payload in use: 0..RING_PAYLOAD_MAX */
+	uint8_t payload[RING_PAYLOAD_MAX]; /* the callable's bytes beside the token */
 };
-_Static_assert(sizeof(struct ring_rec) == 32, "ring record is 32 bytes");
+_Static_assert(sizeof(struct ring_rec) == 64, "ring record is 64 bytes");
+_Static_assert(offsetof(struct ring_rec, out_len) == 32, "ring_rec.out_len");
+_Static_assert(offsetof(struct ring_rec, payload) == 40, "ring_rec.payload");
 
 struct ring_hdr {
 	/* line 0: identity, written by whoever (re)assigns the ring */

@@ -118,6 +118,23 @@ add_dependencies(check_own_kernels ${CHIPD_TEST_CALLABLES} chipd)
 target_compile_definitions(check_own_kernels PRIVATE CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}"
                            CHIPD_BIN="$<TARGET_FILE:chipd>")
 
+# Data in and out of callables: the tests' "echo" callable (tests/callables/
+# data_callable.c) on a real chipd, one that takes 16 input bytes at most, and one
+# that declares too many payload bytes.
+foreach(name dc_echo dc_small dc_big_payload)
+  add_library(${name} MODULE callables/data_callable.c)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
+  set_target_properties(${name} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
+                        ${CHIPD_TEST_CALLABLES_DIR} C_VISIBILITY_PRESET hidden)
+endforeach()
+target_compile_definitions(dc_big_payload PRIVATE DC_PAYLOAD_BYTES=25)
+target_compile_definitions(dc_small PRIVATE DC_INPUT_MAX=16)
+chipd_check(check_data chipd_fixture.c)
+target_link_libraries(check_data PRIVATE chipd_proto)
+add_dependencies(check_data dc_echo dc_small dc_big_payload chipd)
+target_compile_definitions(check_data PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
+                           CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+
 # Registering callables while the node runs: a real chipd, the tests' callables
 # registered, refused by one chip, killing a worker mid-registration, replayed to a
 # restarted worker, drained, cancelled, limited and quarantined.

@@ -19,6 +19,7 @@ add_test(NAME python_client
 set(chipd_py_env
     "CHIPD_LIB=$<TARGET_FILE:libchipd>" "CHIPD_BIN=$<TARGET_FILE:chipd>"
     "CHIPD_LAYOUT_BIN=$<TARGET_FILE:chipd_py_layout>"
+    "CHIPD_TEST_CALLABLES_DIR=${CHIPD_TEST_CALLABLES_DIR}"
     "PYTHONPATH=${PROJECT_SOURCE_DIR}/proto/python")
 set_tests_properties(python_client PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "${chipd_py_env}")

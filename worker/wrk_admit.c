@@ -180,6 +180,15 @@ static int over_limit(struct proto_error *err, const char *wl, const char *what,
 			  (unsigned long long)value, what, name, (unsigned long long)lim);
 }
 
+/* The range [@off, @off + @len) of the assign's client region's data area, by the
+ * worker's own geometry, or NULL when it is not inside it. */
+static char *data_range(struct wrk *w, const struct proto_msg *req, int64_t off, int64_t len)
+{
+	if (req->region < 0 || req->region > UINT32_MAX || off < 0 || len <= 0)
+		return NULL;
+	return proto_node_data_in(w->node, (uint32_t)req->region, (uint64_t)off, (uint64_t)len);
+}
+
 /* Admits the workload request without filling it: validates, checks its cost (wl_cost,
  * nothing allocated) against the per-request limits, then reserves its KV blocks and
  * host records (wl_req_reserve: cheap). The fill is L's (wrk_load.c). */
@@ -199,6 +208,33 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 		if (wl_params_set(&p, req->params[i].key, req->params[i].value))
 			return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"params\": bad key \"%s\"",
 					  req->params[i].key);
+	/* the input's bytes stay put until wl_req_reserve copied them: the decoded
+	 * message's, or the client's data area, which the client keeps until its submit
+	 * returned (after this answer); the lengths are the assign's, never the client's */
+	if (req->input_len) {
+		const char *src = data_range(w, req, req->input_off, req->input_len);
+
+		if (!src)
+			return proto_fail(err, CHIPD_E_BAD_REQUEST,
+					  "\"input_off\": %lld + %lld bytes are outside client "
+					  "region %lld's data area",
+					  (long long)req->input_off, (long long)req->input_len,
+					  (long long)req->region);
+		wl_params_set_input(&p, src, (uint32_t)req->input_len);
+	} else {
+		wl_params_set_input(&p, req->input_inline, req->input_inline_len);
+	}
+	rq->out_dst = NULL;
+	if (req->output_cap) {
+		rq->out_dst = data_range(w, req, req->output_off, req->output_cap);
+		if (!rq->out_dst)
+			return proto_fail(err, CHIPD_E_BAD_REQUEST,
+					  "\"output_off\": %lld + %lld bytes are outside client "
+					  "region %lld's data area",
+					  (long long)req->output_off, (long long)req->output_cap,
+					  (long long)req->region);
+		wl_params_set_output(&p, (uint32_t)req->output_cap);
+	}
 	/* refused before anything is reserved, with the parameter named */
 	if (wl_cost(req->wl, &p, &cost, msg, sizeof(msg)))
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);

@@ -108,6 +108,9 @@ struct wrk_req {
 	uint32_t limit;		    /* steps to run: min(workload steps, max_tokens) */
 	bool small_fill;	    /* M: its fill is tiny (wrk_load_submit may do it) */
 	uint64_t deadline_ns;	    /* absolute CLOCK_MONOTONIC; 0: none */
+	/* where S writes the output before FINAL: the range of the client's data area
+	 * the assign named, checked by M against the worker's own geometry (NULL: none) */
+	char *out_dst;
 	enum wrk_req_state state;   /* under wrk.lock */
 	/* O only */
 	uint32_t built;

@@ -4,11 +4,14 @@
  * returns a bank once every lane in it finished. A slow lane holds up only its own
  * request: the others' tokens are published, and their next steps built and
  * launched, while it runs. */
+#include "chipd_callable.h"
 #include "wrk_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+_Static_assert(RING_PAYLOAD_MAX == CHIPD_CL_PAYLOAD_MAX, "a record carries a step's payload");
 
 /* Bound of one wait for an epoch while no lane is in flight. O's publish and O's exit
  * both wake S (the wait's ready test sees them), so this only bounds a lost wake;
@@ -23,6 +26,21 @@
 static void ctr_s(struct wrk *w, enum proto_wrk_ctr c, uint64_t d)
 {
 	ctr_add(w->ctr, wrk_ctr_index(c), d);
+}
+
+/* Runs @rq's output hook (wl_req_output) into the client's data area; *@len the bytes
+ * written. Returns CHIPD_OK, or the code its stream ends with: too_large when the
+ * output does not fit (-EMSGSIZE, -ENOSPC), device_error for any other failure. */
+static enum chipd_code write_output(struct wrk *w, struct wrk_req *rq, uint32_t *len)
+{
+	char msg[WL_MSG_MAX];
+	int rc = wl_req_output(rq->wl, rq->out_dst, len, msg, sizeof(msg));
+
+	if (rc == 0)
+		return CHIPD_OK;
+	fprintf(stderr, "chipd worker %u: request %llu: output: %s\n", w->cfg.chip,
+		(unsigned long long)rq->id, msg);
+	return rc == -EMSGSIZE || rc == -ENOSPC ? CHIPD_E_TOO_LARGE : CHIPD_E_DEVICE_ERROR;
 }
 
 /* Publishes one request's token of a completed step. FINAL goes with the last
@@ -43,7 +61,20 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 		return CHIPD_E_INTERNAL;
 	tok = (uint64_t)(uint32_t)*e->out.token;
 	rec.value = tok;
+	/* the payload the build wrote after the token (payload_bytes, checked at load) */
+	if (e->out.payload_len > RING_PAYLOAD_MAX)
+		return CHIPD_E_INTERNAL;
+	rec.payload_len = e->out.payload_len;
+	memcpy(rec.payload, e->out.payload, e->out.payload_len);
 	rec.flags = last ? RING_F_FINAL : 0;
+	/* the output goes into the client's data area before FINAL: the push's release
+	 * (ring_push's seq_cst store of head) orders its bytes before the record */
+	if (last && rq->out_dst) {
+		enum chipd_code code = write_output(w, rq, &rec.out_len);
+
+		if (code != CHIPD_OK)
+			return code;
+	}
 	/* the id is free before FINAL is visible: a client that read it may resubmit */
 	if (last)
 		wrk_req_end_final(w, rq);

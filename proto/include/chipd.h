@@ -60,6 +60,10 @@ enum chipd_code {
 #define CHIPD_MAX_CHIPS	   64
 #define CHIPD_TIMEOUT_MS   5000u /* a reasonable default for calls */
 #define CHIPD_INSTANCE_MAX 48
+#define CHIPD_PAYLOAD_MAX  24 /* bytes of a token's payload (a callable's payload_bytes) */
+#define CHIPD_INPUT_INLINE_MAX 1024 /* input bytes a submit carries inline */
+#define CHIPD_INPUT_MAX	       (1u << 20) /* input bytes of a request */
+#define CHIPD_OUTPUT_MAX       (1u << 20) /* output bytes of a request */
 
 /* What chipd_workloads returns at most. */
 #define CHIPD_MAX_WORKLOADS 8	/* workloads a supervisor lists */
@@ -145,6 +149,16 @@ struct chipd_request {
 	int32_t chip;	      /* -1: any chip */
 	uint32_t max_tokens;  /* 0: the workload's default */
 	uint32_t deadline_ms; /* 0: none; else the request fails with timeout after this */
+	/* The request's input bytes (NULL and 0: none), at most the callable's input_max
+	 * and CHIPD_INPUT_MAX (docs/callables.md, "Data in and out"): up to
+	 * CHIPD_INPUT_INLINE_MAX bytes go inside the submit, longer input is copied into
+	 * the connection's data area (chipd --client-data-kib); chipd_submit is done with
+	 * them when it returns. */
+	const void *input;
+	uint32_t input_len;
+	/* Room for the request's output, 0..CHIPD_OUTPUT_MAX bytes (0: none): a range of
+	 * the data area held until the stream ended; chipd_stream_output reads it. */
+	uint32_t output_cap;
 };
 
 /* Submits @req. Returns 0 with the request id in *@id and an open stream in
@@ -152,7 +166,11 @@ struct chipd_request {
  * server's error, -EAGAIN every mailbox slot busy (queue_full), -ETIMEDOUT, -EPIPE
  * the supervisor died, -ECONNRESET the slot was taken back (retryable: queue_full when
  * this process held more than max-client-slots slots, no code when the supervisor
- * restarted), -EINVAL a malformed @req (nothing was sent). */
+ * restarted), -EINVAL a malformed @req (nothing was sent), -ENOSPC (no_capacity) no
+ * free range of the data area for its input or output (this process's other requests
+ * hold it). The data area's ranges of a submit whose fate is unknown (-ETIMEDOUT,
+ * -EPIPE, -ECONNRESET, a forward given up) stay held until chipd_close, as does the
+ * output range of a stream closed before it ended: a worker may still use them. */
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err);
 
@@ -162,6 +180,12 @@ struct chipd_token {
 	bool final;   /* the last token of a completed request */
 	uint64_t value;
 	uint64_t ts_ns; /* CLOCK_MONOTONIC when the worker published it */
+	/* The callable's bytes beside the token: payload_len (its payload_bytes,
+	 * 0..CHIPD_PAYLOAD_MAX) of payload. */
+	uint32_t payload_len;
+	uint8_t payload[CHIPD_PAYLOAD_MAX];
+	/* With final: the bytes of output the request wrote (0 when it asked for none). */
+	uint32_t out_len;
 };
 
 /* The next token of @s, in order, waiting up to @timeout_ms. Returns 0 with *@tok
@@ -176,6 +200,14 @@ struct chipd_token {
  * stream (a bug in the server). */
 int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
 		      struct chipd_error *err);
+
+/* The output of @s's request, once its final token was read: copies it into @buf
+ * (@cap bytes) and its length into *@len. Returns 0, -ENODATA when the request asked
+ * for no output (output_cap 0), -EAGAIN while the final token has not been read (a
+ * stream that ended with an error has no output), -ENOSPC when @cap is too small
+ * (*@len says how much is needed). */
+int chipd_stream_output(chipd_stream *s, void *buf, uint32_t cap, uint32_t *len,
+			struct chipd_error *err);
 
 /* The request id of @s. */
 uint64_t chipd_stream_id(const chipd_stream *s);

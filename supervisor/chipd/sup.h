@@ -160,6 +160,12 @@ struct sup_req {
 	struct chipd_param params[CHIPD_MAX_PARAMS];
 	char keys[CHIPD_MAX_PARAMS][CHIPD_KEY_MAX];
 	int64_t max_tokens, deadline_ns;
+	uint32_t input_len; /* its inline input (0: none), kept for a re-queue */
+	uint8_t input[PROTO_INPUT_INLINE_MAX];
+	/* its ranges of the client's data area, as the submit gave them and admit
+	 * checked them (length 0: none); a request whose input is in the data area is
+	 * never re-queued (its bytes may be gone by then) */
+	int64_t data_in_off, data_in_len, data_out_off, data_out_cap;
 	/* a dead worker's unstarted request, held by the supervisor (ring_take_over) until
 	 * another worker admitted it: the event loop posts its assign on one tick and
 	 * completes it on a later one (sup_workers.c); forwarding stays set meanwhile, so

@@ -12,6 +12,7 @@
 
 #include "node.h"
 #include "region.h"
+#include "xchg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +98,9 @@ static const struct opt opts[] = {
     {"max_client_rings", "max-client-rings", "N", "CHIPD_MAX_CLIENT_RINGS", K_U32,
      FIELD(max_client_rings), SRC(max_client_rings), 1, PROTO_NODE_MAX_RINGS, 0,
      "token rings one client process holds (streams in flight or ended and not yet read)", NULL},
+    {"client_data_kib", "client-data-kib", "N", "CHIPD_CLIENT_DATA_KIB", K_U32,
+     FIELD(client_data_kib), SRC(client_data_kib), 0, PROTO_XCHG_DATA_MAX / 1024, 0,
+     "KiB of each connection's data area (request input and output bytes; 0: none)", NULL},
     {"max_client_slots", "max-client-slots", "N", "CHIPD_MAX_CLIENT_SLOTS", K_U32,
      FIELD(max_client_slots), SRC(max_client_slots), 1, PROTO_NODE_SLOTS, 0,
      "slots of each connection's own mailbox (in its client region): its requests in flight "
@@ -291,6 +295,7 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 	cfg->max_client_pending = 128;
 	cfg->max_client_rings = 128;
 	cfg->max_client_slots = SUP_MAX_CLIENT_SLOTS_DEFAULT;
+	cfg->client_data_kib = 1024;
 	cfg->banks = 8;
 	cfg->log_level = SUP_LOG_INFO;
 	cfg->notify_fd = -1;
@@ -339,23 +344,6 @@ static int parse_bool(const char *s, bool *out)
 		}
 	}
 	return -EINVAL;
-}
-
-/* The instance naming rule of the node region (proto_node_instance_check, the one
- * libchipd applies, and a region name that fits with our uid); copies @v into @out
- * (@cap bytes), or says in @why what is wrong. */
-static int check_instance(const char *v, char *out, size_t cap, char *why, size_t whycap)
-{
-	char scratch[SHM_NAME_MAX];
-
-	if (proto_node_instance_check(v, why, whycap) < 0 || strlen(v) >= cap)
-		return -EINVAL;
-	if (shm_region_name(scratch, sizeof(scratch), (unsigned)geteuid(), v) < 0) {
-		snprintf(why, whycap, "too long for uid %u's region name", (unsigned)geteuid());
-		return -EINVAL;
-	}
-	strcpy(out, v);
-	return 0;
 }
 
 /* Resolves group @v, a name or a numeric gid, into @cfg's allow_group (the group's
@@ -447,7 +435,7 @@ static int apply(const struct opt *o, struct sup_config *cfg, struct sup_sources
 			why = "not a boolean (1/0, true/false, yes/no)";
 		break;
 	case K_INSTANCE:
-		if (check_instance(v, f, o->size, iwhy, sizeof(iwhy)) < 0) {
+		if (sup_config_check_instance(v, f, o->size, iwhy, sizeof(iwhy)) < 0) {
 			snprintf(ibad, sizeof(ibad), "bad instance name: %s", iwhy);
 			why = ibad;
 		}

@@ -69,6 +69,9 @@ struct sup_config {
 	/* --max-client-slots (CHIPD_MAX_CLIENT_SLOTS): the slots of each client region's
 	 * mailbox, so the requests one connection may have in flight at once; 16 */
 	uint32_t max_client_slots;
+	/* --client-data-kib (CHIPD_CLIENT_DATA_KIB): KiB of each client region's data
+	 * area, the input and output bytes of its requests; 1024, 0: none */
+	uint32_t client_data_kib;
 	uint32_t banks;		      /* --banks, CHIPD_BANKS; 2 */
 	bool no_overlap;	      /* --no-overlap, CHIPD_NO_OVERLAP=1 */
 	bool foreground;	      /* --foreground, CHIPD_FOREGROUND=1 (else detach) */
@@ -111,7 +114,8 @@ struct sup_config {
 
 struct sup_sources {
 	enum sup_source instance, backend, chips, queue, max_pending, max_clients,
-	    max_client_pending, max_client_rings, max_client_slots, banks, no_overlap, foreground,
+	    max_client_pending, max_client_rings, max_client_slots, client_data_kib, banks,
+	    no_overlap, foreground,
 	    log_level, notify_fd, trace, callables, max_callables, callable_crash_limit, pidfile, runtime_dir, allow_group, grace_ms,
 	    heartbeat_ms, stuck_ms, progress_ms, backoff_min_ms, backoff_max_ms, crash_limit,
 	    crash_window_ms, kv_blocks, max_request_host_bytes, max_request_device_bytes,

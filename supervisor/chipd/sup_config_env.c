@@ -3,8 +3,12 @@
  * ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, SLURM_GPUS_ON_NODE) and systemd's notify socket and watchdog. */
 #include "sup_config_env.h"
 
+#include "node.h"
+#include "region.h"
+
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -128,5 +132,20 @@ int sup_config_resolve_systemd(struct sup_config *cfg, struct sup_sources *src, 
 	/* a longer watchdog is pinged more often than needed, which is harmless */
 	cfg->watchdog_usec = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
 	src->watchdog_usec = SUP_SRC_ENV;
+	return 0;
+}
+
+/* See sup_config_env.h. */
+int sup_config_check_instance(const char *v, char *out, size_t cap, char *why, size_t whycap)
+{
+	char scratch[SHM_NAME_MAX];
+
+	if (proto_node_instance_check(v, why, whycap) < 0 || strlen(v) >= cap)
+		return -EINVAL;
+	if (shm_region_name(scratch, sizeof(scratch), (unsigned)geteuid(), v) < 0) {
+		snprintf(why, whycap, "too long for uid %u's region name", (unsigned)geteuid());
+		return -EINVAL;
+	}
+	strcpy(out, v);
 	return 0;
 }

@@ -26,4 +26,9 @@ int sup_config_resolve_gpus(struct sup_config *cfg, struct sup_sources *src,
 int sup_config_resolve_systemd(struct sup_config *cfg, struct sup_sources *src, char *msg,
 			       size_t cap);
 
+/* The instance naming rule of the node region (proto_node_instance_check, the one
+ * libchipd applies, and a region name that fits with our uid); copies @v into @out
+ * (@cap bytes), or says in @why what is wrong. Returns 0 or -EINVAL. */
+int sup_config_check_instance(const char *v, char *out, size_t cap, char *why, size_t whycap);
+
 #endif

@@ -72,6 +72,7 @@ static int create_region(struct sup *s)
 	/* one client region per connection the node allows, each with a mailbox of the
 	 * per-client bound's size (docs/protocol.md §8.7) */
 	nc.nclients = s->cfg.max_clients;
+	nc.data_bytes = (uint64_t)s->cfg.client_data_kib * 1024u;
 	nc.mbox_slots = s->cfg.max_client_slots;
 	rc = proto_node_create(&s->node, s->region_name, &nc, SHM_CREATE_RECLAIM_STALE, &diag);
 	if (rc == -EEXIST) {

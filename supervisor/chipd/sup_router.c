@@ -15,6 +15,7 @@
 #include "wl.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,37 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 	return best;
 }
 
+/* Whether the range @off + @len of field @what lies in a data area of @size bytes
+ * (@len 0: no range, fine). */
+static bool range_ok(uint32_t size, const char *what, int64_t off, int64_t len,
+		     struct proto_error *err)
+{
+	if (!len)
+		return true;
+	if (size == 0)
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"%s\": the node has no data area (chipd --client-data-kib 0)", what);
+	else if (!proto_xchg_range_ok(size, (uint64_t)off, (uint64_t)len))
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "\"%s\": %" PRId64 " + %" PRId64
+			   " bytes lie outside the data area of %" PRIu32 " bytes",
+			   what, off, len, size);
+	else
+		return true;
+	return false;
+}
+
+/* Whether @req's data-area ranges lie in a client region's data area, by the
+ * supervisor's own geometry (nothing read from the client's memory). */
+static bool data_ranges_ok(const struct sup *s, const struct proto_msg *req,
+			   struct proto_error *err)
+{
+	uint32_t size = s->node.geom.xchg.data_size;
+
+	return range_ok(size, "input_off", req->input_off, req->input_len, err) &&
+	       range_ok(size, "output_off", req->output_off, req->output_cap, err);
+}
+
 /* Reserves the id and a ring for @req on a chosen worker. Under sup.lock. */
 static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct proto_error *err,
 			     struct sup_worker **wout)
@@ -95,6 +127,8 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 
 	uint32_t pending, rings;
 
+	if (!data_ranges_ok(s, req, err))
+		return NULL;
 	if (id && sup_table_find(s, id)) {
 		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
 			   (unsigned long long)id);
@@ -152,6 +186,12 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 					    : 0,
 	};
 	memcpy(e->wl, req->wl, sizeof(e->wl));
+	e->input_len = req->input_inline_len; /* 0..PROTO_INPUT_INLINE_MAX: decoded */
+	memcpy(e->input, req->input_inline, e->input_len);
+	e->data_in_off = req->input_off; /* checked above: inside the data area */
+	e->data_in_len = req->input_len;
+	e->data_out_off = req->output_off;
+	e->data_out_cap = req->output_cap;
 	for (uint32_t i = 0; i < req->nparams; i++) {
 		memcpy(e->keys[i], req->params[i].key, CHIPD_KEY_MAX);
 		e->params[i].key = e->keys[i];

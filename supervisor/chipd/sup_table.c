@@ -417,4 +417,10 @@ void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *
 	m->ring_gen = e->ring_gen;
 	m->client = e->client;
 	m->region = e->region;
+	m->input_inline_len = e->input_len;
+	memcpy(m->input_inline, e->input, e->input_len);
+	m->input_off = e->data_in_off;
+	m->input_len = e->data_in_len;
+	m->output_off = e->data_out_off;
+	m->output_cap = e->data_out_cap;
 }

@@ -586,11 +586,13 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 			e->ended = true;
 			continue;
 		}
-		if (requeue_unstarted && unstarted)
+		if (requeue_unstarted && unstarted && !e->data_in_len) {
 			requeue_start(s, w, e);
-		else {
+		} else {
 			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-			SUP_INFO((int)w->chip, e->id, "stream ended: worker_lost");
+			SUP_INFO((int)w->chip, e->id, "stream ended: worker_lost%s",
+				 e->data_in_len ? " (its input was in the data area: not moved)"
+						: "");
 		}
 	}
 	pthread_mutex_unlock(&s->lock);

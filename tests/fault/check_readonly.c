@@ -238,13 +238,16 @@ START_TEST(old_layout_client_refused)
 	chipd_conn *c = NULL;
 
 	small_node(&owner, name, sizeof(name), "old");
-	ck_assert_uint_eq(owner.desc->version, 4);
-	/* a node of layout 3 (one exchange region shared by every client) */
-	owner.desc->version = 3;
+	ck_assert_uint_eq(owner.desc->version, 5);
+	/* a node of layout 4 (rings of 32-byte records, no data area) */
+	owner.desc->version = 4;
 	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);
-	ck_assert_msg(strstr(diag.msg, "node layout 3, wire version 1 (this libchipd: 4, 1): use "
+	ck_assert_msg(strstr(diag.msg, "node layout 4, wire version 1 (this libchipd: 5, 1): use "
 				       "the libchipd and chipctl of the running chipd"),
 		      "%s", diag.msg);
+	/* and of layout 3 (one exchange region shared by every client) */
+	owner.desc->version = 3;
+	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);
 	snprintf(inst, sizeof(inst), "ro-old-%d", (int)getpid());
 	ck_assert_int_eq(chipd_connect_monitor(inst, &c, &err), -EPROTONOSUPPORT);
 	ck_assert_msg(strstr(err.message, "node layout 3") &&

@@ -51,6 +51,14 @@ static const unsigned char m_deep[] = {0x82, 0xa1, 'v',	 0x01, 0xa1, 'x',  0x81,
 static const unsigned char m_bad_wl[] = {0x83, 0xa1, 'v', 0x01, 0xa2, 'o', 'p', 0xa6, 's', 'u',
 					 'b',  'm',  'i', 't',	0xa2, 'w', 'l', 0xa2, 'A', '!'};
 static const unsigned char m_empty[] = {0x00};
+/* {"v":1,"op":"submit","wl":"echo","input":"ab"}: input is bin, never str */
+static const unsigned char m_input_str[] = {
+    0x84, 0xa1, 'v', 0x01, 0xa2, 'o', 'p', 0xa6, 's', 'u', 'b', 'm', 'i', 't', 0xa2, 'w',
+    'l',  0xa4, 'e', 'c',  'h',	 'o', 0xa5, 'i', 'n', 'p', 'u', 't', 0xa2, 'a', 'b'};
+/* the same with a bin8 of 16 bytes of which 2 are there */
+static const unsigned char m_input_short[] = {
+    0x84, 0xa1, 'v', 0x01, 0xa2, 'o', 'p', 0xa6, 's', 'u', 'b', 'm', 'i', 't', 0xa2, 'w', 'l',
+    0xa4, 'e',	'c', 'h',  'o',	 0xa5, 'i', 'n', 'p', 'u', 't', 0xc4, 0x10, 'a', 'b'};
 /* {"v":1,"op":"trace","act":"collect","path":"rel.json"}: a path the supervisor would
  * resolve against its own working directory */
 static const unsigned char m_rel_trace[] = {0x84, 0xa1, 'v', 0x01, 0xa2, 'o',  'p', 0xa5, 't', 'r',
@@ -77,6 +85,10 @@ START_TEST(malformed_messages_answered_and_server_keeps_serving)
 	    {"nested too deep", m_deep, sizeof(m_deep), CHIPD_E_BAD_REQUEST, ""},
 	    {"bad workload name", m_bad_wl, sizeof(m_bad_wl), CHIPD_E_BAD_REQUEST, "wl"},
 	    {"empty", m_empty, 0, CHIPD_E_BAD_REQUEST, ""},
+	    {"input a str", m_input_str, sizeof(m_input_str), CHIPD_E_BAD_REQUEST,
+	     "\"input\": expected bin, got str"},
+	    {"input bin truncated", m_input_short, sizeof(m_input_short), CHIPD_E_BAD_REQUEST,
+	     "\"input\": truncated"},
 	};
 	struct proto_msg *m = calloc(1, sizeof(*m));
 	unsigned char *big = calloc(1, PROTO_REQ_MAX + 64);

@@ -35,6 +35,9 @@ int main(void)
 	FIELD(chipd_request, chip);
 	FIELD(chipd_request, max_tokens);
 	FIELD(chipd_request, deadline_ms);
+	FIELD(chipd_request, input);
+	FIELD(chipd_request, input_len);
+	FIELD(chipd_request, output_cap);
 
 	STRUCT(chipd_token);
 	FIELD(chipd_token, request);
@@ -42,6 +45,9 @@ int main(void)
 	FIELD(chipd_token, final);
 	FIELD(chipd_token, value);
 	FIELD(chipd_token, ts_ns);
+	FIELD(chipd_token, payload_len);
+	FIELD(chipd_token, payload);
+	FIELD(chipd_token, out_len);
 
 	STRUCT(chipd_chip_status);
 	FIELD(chipd_chip_status, chip);
@@ -92,5 +98,8 @@ int main(void)
 	printf("const MAX_CHIPS %d\nconst NCODES %d\nconst enum_size %zu\n", CHIPD_MAX_CHIPS,
 	       CHIPD_NCODES, sizeof(enum chipd_code));
 	printf("const MAX_WORKLOADS %d\nconst DOC_MAX %d\n", CHIPD_MAX_WORKLOADS, CHIPD_DOC_MAX);
+	printf("const PAYLOAD_MAX %d\nconst INPUT_INLINE_MAX %d\n", CHIPD_PAYLOAD_MAX,
+	       CHIPD_INPUT_INLINE_MAX);
+	printf("const INPUT_MAX %u\nconst OUTPUT_MAX %u\n", CHIPD_INPUT_MAX, CHIPD_OUTPUT_MAX);
 	return 0;
 }

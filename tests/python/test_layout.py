@@ -56,6 +56,10 @@ def test_constants(c_layout):
         "MAX_CHIPS": _lib.MAX_CHIPS,
         "MAX_WORKLOADS": _lib.MAX_WORKLOADS,
         "DOC_MAX": _lib.DOC_MAX,
+        "PAYLOAD_MAX": _lib.PAYLOAD_MAX,
+        "INPUT_INLINE_MAX": _lib.INPUT_INLINE_MAX,
+        "INPUT_MAX": _lib.INPUT_MAX,
+        "OUTPUT_MAX": _lib.OUTPUT_MAX,
         "NCODES": len(_lib.CODE_NAMES),
         "enum_size": ctypes.sizeof(_lib.c_enum),
     }

@@ -33,22 +33,12 @@ static char dir[128];
 /* A private directory with the tests' callables copied in (mode 0755). */
 static void setup(void)
 {
-	const char *t = getenv("TMPDIR");
-	char cmd[512];
-
-	snprintf(dir, sizeof(dir), "%s/chipd-reg.XXXXXX", t && *t ? t : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd), "cp %s/tc_*.so '%s'/ && chmod 0755 '%s'/*.so", CL_TEST_DIR, dir,
-		 dir);
-	ck_assert_int_eq(system(cmd), 0);
+	cd_callables_dir(dir, sizeof(dir), "reg", CL_TEST_DIR, "tc_*.so");
 }
 
 static void teardown(void)
 {
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	cd_remove_dir(dir);
 }
 
 static const char *cl(const char *variant)
@@ -500,14 +490,7 @@ int main(void)
 	    {"own_kernels_registered", own_kernels_registered},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-
-		/* each its own directory of callables; a real chipd on a loaded machine */
-		tcase_add_checked_fixture(tc, setup, teardown);
-		tcase_set_timeout(tc, 120);
-		tcase_add_test(tc, cases[i].test);
-		suite_add_tcase(s, tc);
-	}
+	/* each its own directory of callables; a real chipd on a loaded machine */
+	tu_add_cases_fixture(s, cases, sizeof(cases) / sizeof(cases[0]), 120, setup, teardown);
 	return tu_run(s);
 }

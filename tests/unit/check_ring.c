@@ -240,6 +240,8 @@ START_TEST(attach_validates_layout)
 	h->magic ^= 1;
 	h->version = RING_VERSION + 1;
 	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EPROTONOSUPPORT);
+	h->version = 2; /* 32-byte records: refused, not misread */
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EPROTONOSUPPORT);
 	h->version = RING_VERSION;
 	static const uint32_t bad_caps[] = {0, 1, 3, 6, 12, RING_MAX_CAPACITY * 2, UINT32_MAX};
 	for (size_t i = 0; i < sizeof(bad_caps) / sizeof(bad_caps[0]); i++) {
@@ -250,7 +252,9 @@ START_TEST(attach_validates_layout)
 	h->capacity = 16; /* valid, but larger than the memory */
 	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EMSGSIZE);
 	h->capacity = 8;
-	h->rec_size = 64;
+	h->rec_size = 32;
+	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EMSGSIZE);
+	h->rec_size = 128;
 	ck_assert_int_eq(ring_attach(&a, f.mem, f.size, f.cons), -EMSGSIZE);
 	h->rec_size = sizeof(struct ring_rec);
 	/* Memory too short for the records, or for the header. */
@@ -518,7 +522,8 @@ START_TEST(split_producer_part_and_consumer_line)
 	struct ring_rec out;
 	void *rw, *ro;
 
-	ck_assert_uint_eq(RING_VERSION, 2);
+	ck_assert_uint_eq(RING_VERSION, 3);
+	ck_assert_uint_eq(sizeof(struct ring_rec), 64);
 	ck_assert_uint_eq(sizeof(struct ring_hdr), 128);
 	ck_assert_uint_eq(RING_CONS_SIZE, 64);
 	ck_assert_uint_eq(size, 128 + CAP * sizeof(struct ring_rec));

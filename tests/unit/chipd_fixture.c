@@ -295,6 +295,27 @@ void cd_expect_counts(struct cd *d, const char *name, uint64_t requests, uint64_
 		      (unsigned long long)cancelled, (unsigned long long)tokens);
 }
 
+void cd_callables_dir(char *dir, size_t cap, const char *tag, const char *from,
+		      const char *pattern)
+{
+	const char *t = getenv("TMPDIR");
+	char cmd[768];
+
+	snprintf(dir, cap, "%s/chipd-%s.XXXXXX", t && *t ? t : "/tmp", tag);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "cp %s/%s '%s'/ && chmod 0755 '%s'/*.so", from, pattern, dir,
+		 dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+void cd_remove_dir(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
 bool cd_region_exists(const struct cd *d)
 {
 	struct stat st;

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -87,6 +88,14 @@ bool cd_listed(struct cd *d, const char *name, struct chipd_workload *out);
 /* Asserts that @name is listed with these counts (docs/callables.md, "Counters"). */
 void cd_expect_counts(struct cd *d, const char *name, uint64_t requests, uint64_t completed,
 		      uint64_t failed, uint64_t cancelled, uint64_t tokens);
+
+/* Makes a private directory "$TMPDIR/chipd-@tag.XXXXXX" into @dir (@cap bytes) and
+ * copies the callables @pattern ("tc_*.so") of @from into it, mode 0755: a directory a
+ * registration accepts whatever the build directory's modes. */
+void cd_callables_dir(char *dir, size_t cap, const char *tag, const char *from,
+		      const char *pattern);
+/* Removes @dir and everything in it. */
+void cd_remove_dir(const char *dir);
 
 /* Whether the node region is still in /dev/shm. */
 bool cd_region_exists(const struct cd *d);

@@ -122,6 +122,14 @@ void fill_params(struct proto_msg *m)
 	m->nparams = 4;
 }
 
+/* The longest inline input, every byte value in it. */
+static void fill_input(struct proto_msg *m)
+{
+	for (uint32_t i = 0; i < PROTO_INPUT_INLINE_MAX; i++)
+		m->input_inline[i] = (uint8_t)(i * 7u);
+	m->input_inline_len = PROTO_INPUT_INLINE_MAX;
+}
+
 /* Every field of @op's request set to a value other than its default. */
 void fill_request(struct proto_msg *m)
 {
@@ -133,6 +141,9 @@ void fill_request(struct proto_msg *m)
 		m->chip = 3;
 		m->max_tokens = 128;
 		m->deadline_ms = 1500;
+		fill_input(m);
+		m->output_off = 4294967295ll;
+		m->output_cap = 1 << 20;
 		break;
 	case PROTO_OP_CANCEL:
 		m->id = INT64_MAX;
@@ -159,6 +170,10 @@ void fill_request(struct proto_msg *m)
 		m->ring = 4095;
 		m->ring_gen = 4294967295ll;
 		m->client = 4194304;
+		m->input_off = 0;
+		m->input_len = 1 << 20;
+		m->output_off = 4096;
+		m->output_cap = 1;
 		break;
 	case PROTO_OP_HEARTBEAT:
 		m->seq = 99;

@@ -372,6 +372,123 @@ START_TEST(bad_answers_refused)
 }
 END_TEST
 
+/* "input" is msgpack bin of 1..1024 bytes, in a submit or an assign only; bin is no
+ * value of any other field. */
+START_TEST(input_bin_checked)
+{
+	static const char bytes[1025] = {1, 2, 3};
+	struct raw r;
+
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input");
+	raw_str(&r, "abc");
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": expected bin, got str");
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input");
+	msgpack_pack_array(&r.pk, 0);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": expected bin, got array");
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input");
+	msgpack_pack_bin(&r.pk, 0);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": 0 bytes out of range 1..1024");
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input");
+	msgpack_pack_bin(&r.pk, sizeof(bytes));
+	msgpack_pack_bin_body(&r.pk, bytes, sizeof(bytes));
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": 1025 bytes out of range 1..1024");
+	/* a bin16 header declaring more bytes than the message holds */
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input");
+	msgpack_pack_bin(&r.pk, 1000);
+	msgpack_pack_bin_body(&r.pk, bytes, 10);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": truncated");
+	/* bin anywhere else */
+	raw_request(&r, "submit", 3);
+	raw_str(&r, "wl");
+	msgpack_pack_bin(&r.pk, 4);
+	msgpack_pack_bin_body(&r.pk, "echo", 4);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"wl\": expected str, got bin");
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "params");
+	msgpack_pack_map(&r.pk, 1);
+	raw_str(&r, "tokens");
+	msgpack_pack_bin(&r.pk, 1);
+	msgpack_pack_bin_body(&r.pk, bytes, 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"params.tokens\": expected int, got bin");
+	raw_request(&r, "cancel", 3);
+	raw_str(&r, "id");
+	msgpack_pack_bin(&r.pk, 1);
+	msgpack_pack_bin_body(&r.pk, bytes, 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"id\": expected int, got bin");
+	raw_request(&r, "cancel", 4);
+	raw_str(&r, "id");
+	msgpack_pack_int(&r.pk, 5);
+	raw_str(&r, "input");
+	msgpack_pack_bin(&r.pk, 1);
+	msgpack_pack_bin_body(&r.pk, bytes, 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": unknown key in a cancel request");
+}
+END_TEST
+
+/* The data-area ranges: in range, in pairs, and input one way only. */
+START_TEST(data_ranges_checked)
+{
+	struct raw r;
+
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input_off");
+	msgpack_pack_int(&r.pk, 10);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input_len\": required with \"input_off\"");
+	raw_request(&r, "submit", 4);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "output_off");
+	msgpack_pack_int(&r.pk, 8);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"output_cap\": required with \"output_off\"");
+	raw_request(&r, "submit", 5);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input_off");
+	msgpack_pack_int(&r.pk, 0);
+	raw_str(&r, "input_len");
+	msgpack_pack_int(&r.pk, (1 << 20) + 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input_len\": 1048577 out of range 1..1048576");
+	raw_request(&r, "submit", 5);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "output_off");
+	msgpack_pack_int(&r.pk, -1);
+	raw_str(&r, "output_cap");
+	msgpack_pack_int(&r.pk, 8);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"output_off\": -1 out of range 0..4294967295");
+	raw_request(&r, "submit", 6);
+	raw_str(&r, "wl");
+	raw_str(&r, "echo");
+	raw_str(&r, "input_off");
+	msgpack_pack_int(&r.pk, 0);
+	raw_str(&r, "input_len");
+	msgpack_pack_int(&r.pk, 4);
+	raw_str(&r, "input");
+	msgpack_pack_bin(&r.pk, 1);
+	msgpack_pack_bin_body(&r.pk, "x", 1);
+	expect_bad_raw(&r, CHIPD_E_BAD_REQUEST, "\"input\": not with \"input_off\"");
+}
+END_TEST
+
 void proto_add_bad_tcases(Suite *s)
 {
 	TCase *tc = tcase_create("malformed");
@@ -389,5 +506,7 @@ void proto_add_bad_tcases(Suite *s)
 	tcase_add_test(tc, larger_than_slot_is_too_large);
 	tcase_add_test(tc, huge_declared_counts_fail_fast);
 	tcase_add_test(tc, bad_answers_refused);
+	tcase_add_test(tc, input_bin_checked);
+	tcase_add_test(tc, data_ranges_checked);
 	suite_add_tcase(s, tc);
 }

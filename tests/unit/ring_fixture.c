@@ -30,6 +30,11 @@ struct ring_rec rec_of(uint32_t seq, uint32_t flags)
 	struct ring_rec rec = {
 	    .request_id = REQ_ID, .seq = seq, .flags = flags, .value = token_of(seq)};
 
+	/* the v3 fields travel too: a payload of its own per seq, out_len on FINAL */
+	rec.payload_len = seq % (RING_PAYLOAD_MAX + 1);
+	for (uint32_t i = 0; i < rec.payload_len; i++)
+		rec.payload[i] = (uint8_t)(seq * 31u + i);
+	rec.out_len = flags & RING_F_FINAL ? seq + 1000u : 0;
 	return rec;
 }
 
@@ -50,4 +55,8 @@ void pop_expect(struct ring *r, uint32_t seq, uint32_t flags)
 	ck_assert_uint_eq(out.seq, seq);
 	ck_assert_uint_eq(out.flags, flags);
 	ck_assert_uint_eq(out.value, token_of(seq));
+	struct ring_rec want = rec_of(seq, flags);
+	ck_assert_uint_eq(out.out_len, want.out_len);
+	ck_assert_uint_eq(out.payload_len, want.payload_len);
+	ck_assert_mem_eq(out.payload, want.payload, want.payload_len);
 }

@@ -142,13 +142,21 @@ void tu_add_cases(Suite *s, const struct tu_case *cases, size_t n)
 	}
 }
 
-void tu_add_cases_timeout(Suite *s, const struct tu_case *cases, size_t n, double timeout_s)
+void tu_add_cases_fixture(Suite *s, const struct tu_case *cases, size_t n, double timeout_s,
+			  SFun setup, SFun teardown)
 {
 	for (size_t i = 0; i < n; i++) {
 		TCase *tc = tcase_create(cases[i].name);
 
+		if (setup || teardown)
+			tcase_add_checked_fixture(tc, setup, teardown);
 		tcase_set_timeout(tc, timeout_s);
 		tcase_add_test(tc, cases[i].test);
 		suite_add_tcase(s, tc);
 	}
+}
+
+void tu_add_cases_timeout(Suite *s, const struct tu_case *cases, size_t n, double timeout_s)
+{
+	tu_add_cases_fixture(s, cases, n, timeout_s, NULL, NULL);
 }

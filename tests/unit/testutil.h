@@ -20,6 +20,10 @@ void tu_add_cases(Suite *s, const struct tu_case *cases, size_t n);
 /* The same with each tcase's timeout set to @timeout_s seconds (for tcases that run a
  * real chipd or wait seconds on a loaded machine; the others keep CK_DEFAULT_TIMEOUT). */
 void tu_add_cases_timeout(Suite *s, const struct tu_case *cases, size_t n, double timeout_s);
+/* The same with @setup and @teardown run around each tcase (a checked fixture: in the
+ * tcase's own process). */
+void tu_add_cases_fixture(Suite *s, const struct tu_case *cases, size_t n, double timeout_s,
+			  SFun setup, SFun teardown);
 
 /* Runs @s in fork mode, prints Check's report, removes /dev/shm/chipd-test.* regions
  * that tests of dead processes left behind (a failed tcase skips its cleanup), and

@@ -28,6 +28,7 @@ from ctypes import (
     c_int64,
     c_uint32,
     c_uint64,
+    c_uint8,
     c_void_p,
 )
 from typing import Dict, List, Optional, Tuple
@@ -35,6 +36,10 @@ from typing import Dict, List, Optional, Tuple
 # Sizes from chipd.h; a mismatch shows up in the layout self-check.
 MSG_MAX = 160
 NAME_MAX = 32
+PAYLOAD_MAX = 24  # CHIPD_PAYLOAD_MAX
+INPUT_INLINE_MAX = 1024  # CHIPD_INPUT_INLINE_MAX
+INPUT_MAX = 1 << 20  # CHIPD_INPUT_MAX
+OUTPUT_MAX = 1 << 20  # CHIPD_OUTPUT_MAX
 KEY_MAX = 24
 MAX_PARAMS = 16
 MAX_CHIPS = 64
@@ -102,6 +107,9 @@ class RequestStruct(Structure):
         ("chip", c_int32),
         ("max_tokens", c_uint32),
         ("deadline_ms", c_uint32),
+        ("input", c_void_p),
+        ("input_len", c_uint32),
+        ("output_cap", c_uint32),
     ]
 
 
@@ -114,6 +122,9 @@ class TokenStruct(Structure):
         ("final", c_bool),
         ("value", c_uint64),
         ("ts_ns", c_uint64),
+        ("payload_len", c_uint32),
+        ("payload", c_uint8 * PAYLOAD_MAX),
+        ("out_len", c_uint32),
     ]
 
 
@@ -225,6 +236,7 @@ _PROTOTYPES = {
         [_CONN, POINTER(RequestStruct), c_uint32, POINTER(c_uint64), POINTER(_STREAM), _ERR],
     ),
     "chipd_stream_next": (c_int, [_STREAM, POINTER(TokenStruct), c_uint32, _ERR]),
+    "chipd_stream_output": (c_int, [_STREAM, c_void_p, c_uint32, POINTER(c_uint32), _ERR]),
     "chipd_stream_id": (c_uint64, [_STREAM]),
     "chipd_stream_set_spin": (None, [_STREAM, c_uint32]),
     "chipd_stream_close": (None, [_STREAM, c_uint32]),

@@ -72,13 +72,18 @@ def _grace_ms(grace: Optional[float]) -> int:
 @dataclass(frozen=True)
 class Token:
     """One token of a stream: request id, sequence number (0, 1, ...), value, whether
-    it is the last one of a completed request, and CLOCK_MONOTONIC when published."""
+    it is the last one of a completed request, CLOCK_MONOTONIC when published, the
+    callable's payload bytes beside the token (its payload_bytes, at most 24; b""
+    when it has none) and, on the final token, the bytes of output the request
+    wrote (0 when it asked for none)."""
 
     request: int
     seq: int
     value: int
     final: bool
     timestamp_ns: int
+    payload: bytes = b""
+    out_len: int = 0
 
 
 @dataclass(frozen=True)
@@ -213,8 +218,17 @@ class Stream(_Closable):
     error again.
     """
 
-    def __init__(self, conn: "Connection", handle: int, request_id: int, timeout: Optional[float]):
+    def __init__(
+        self,
+        conn: "Connection",
+        handle: int,
+        request_id: int,
+        timeout: Optional[float],
+        output_cap: int = 0,
+    ):
         self._conn = conn
+        self._output_cap = output_cap
+        self._output: Optional[bytes] = None
         self._handle = ctypes.c_void_p(handle)
         self._guard = _Guard(f"stream {request_id}")
         self._error: Optional[ChipdError] = None
@@ -225,6 +239,13 @@ class Stream(_Closable):
     def __repr__(self) -> str:
         state = "closed" if self._guard.closed else "ended" if self._ended else "open"
         return f"<chipd.Stream id={self.id} {state}>"
+
+    @property
+    def output(self) -> Optional[bytes]:
+        """The request's output once its final token was read (``submit(...,
+        output=N)``; at most N bytes); None before, after an error, and for a request
+        that asked for none."""
+        return self._output
 
     @property
     def ended(self) -> bool:
@@ -266,7 +287,18 @@ class Stream(_Closable):
                 )
             if rc == 0:
                 self._ended = bool(tok.final)
-                return Token(tok.request, tok.seq, tok.value, bool(tok.final), tok.ts_ns)
+                if tok.final and self._output_cap:
+                    self._output = self._read_output(tok.out_len)
+                n = min(tok.payload_len, _lib.PAYLOAD_MAX)
+                return Token(
+                    tok.request,
+                    tok.seq,
+                    tok.value,
+                    bool(tok.final),
+                    tok.ts_ns,
+                    bytes(tok.payload[:n]),
+                    tok.out_len,
+                )
             if rc == -errno.ENODATA:
                 self._ended = True
                 return None
@@ -279,6 +311,20 @@ class Stream(_Closable):
             elif timeout is not None:
                 exc.message = f"request {self.id}: no token within {timeout:g} s"
             raise exc
+
+    def _read_output(self, size: int) -> bytes:
+        """The output the final record announced (@size bytes), copied out."""
+        buf = ctypes.create_string_buffer(max(1, size))
+        got = ctypes.c_uint32()
+        with self._guard.use():
+            _call(
+                _lib.lib().chipd_stream_output,
+                self._handle,
+                ctypes.cast(buf, ctypes.c_void_p),
+                max(1, size),
+                ctypes.byref(got),
+            )
+        return buf.raw[: got.value]
 
     def wait(self, timeout: Optional[float] = None) -> List[Token]:
         """Reads the stream to its end within @timeout seconds (None: no limit) and
@@ -358,6 +404,8 @@ class Connection(_Closable):
         chip: Optional[int] = None,
         max_tokens: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        input: Optional[bytes] = None,
+        output: int = 0,
         timeout: float = DEFAULT_TIMEOUT_S,
         **params: int,
     ) -> Stream:
@@ -367,8 +415,12 @@ class Connection(_Closable):
         @id: the request id (1..2^63-1, unique while live; None: the supervisor picks);
         @chip: the chip to run on (None: any); @max_tokens (None: the workload's
         default); @deadline_ms: the request fails with ``Timeout`` after this (None:
-        no deadline); @timeout: seconds to wait for the supervisor's answer. The
-        stream's per-token ``timeout`` starts as None (no limit).
+        no deadline); @input: the request's input bytes (None or b"": none; at most
+        the callable's input_max and 1 MiB: more than 1024 go through the connection's
+        data area); @output: room for the request's output in bytes (0: none; at most
+        1 MiB), read as ``stream.output`` once the stream ended; @timeout: seconds to
+        wait for the supervisor's answer. The stream's per-token ``timeout`` starts as
+        None (no limit).
         """
         keys = [k.encode() for k in params]  # kept alive for the call
         arr = (_lib.ParamStruct * max(1, len(params)))()
@@ -386,6 +438,13 @@ class Connection(_Closable):
             max_tokens=_opt_u32("max_tokens", max_tokens),
             deadline_ms=_opt_u32("deadline_ms", deadline_ms),
         )
+        data = b"" if input is None else bytes(input)
+        if len(data) > _lib.INPUT_MAX:
+            raise BadRequest(f'"input": {len(data)} bytes, at most {_lib.INPUT_MAX}', code="bad_request")
+        buf = ctypes.create_string_buffer(data, len(data)) if data else None  # kept alive
+        req.input = ctypes.cast(buf, ctypes.c_void_p) if buf is not None else None
+        req.input_len = len(data)
+        req.output_cap = _check_range("output", output, 0, _lib.OUTPUT_MAX)
         rid = ctypes.c_uint64()
         handle = ctypes.c_void_p()
         with self._guard.use():
@@ -397,7 +456,7 @@ class Connection(_Closable):
                 ctypes.byref(rid),
                 ctypes.byref(handle),
             )
-            stream = Stream(self, handle.value, rid.value, None)
+            stream = Stream(self, handle.value, rid.value, None, req.output_cap)
             with self._streams_lock:
                 self._streams.add(stream)
         return stream
