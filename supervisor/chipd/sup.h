@@ -82,6 +82,9 @@ struct sup_worker {
 	enum chipd_chip_state state;
 	uint32_t restarts;
 	uint32_t load; /* live requests routed to it (table entries) */
+	/* its requests not seen ended, as the last sup_table_live counted them: a
+	 * request that ended counts no more though its entry waits for the sweep */
+	uint32_t unended;
 	bool stopping; /* we asked it to end: its exit is not a crash */
 	/* event loop only */
 	uint64_t deaths_ns[16]; /* recent deaths, a ring of crash_limit entries */
@@ -344,7 +347,8 @@ uint32_t sup_table_sweep(struct sup *s);
 void sup_table_end(struct sup *s, struct sup_req *e, enum chipd_code code);
 /* The assign that hands @e to its worker (e->chip's; the ring and generation of @e). */
 void sup_table_assign(struct sup *s, const struct sup_req *e, struct proto_msg *m);
-/* Entries not yet ended; counts the outcome of every stream seen ended. */
+/* Entries not yet ended (and each chip's, in its unended); counts the outcome of
+ * every stream seen ended. */
 uint32_t sup_table_live(struct sup *s);
 
 /* Counts the entries of client @pid whose ring it holds (*@rings: not ended, or ended

@@ -78,7 +78,11 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
-		if (sup_worker_routable(w) && (!best || w->load < best->load))
+		/* unended, not load: a client's request that just ended still holds its
+		 * table entry until the sweep, and counting it would send that client's
+		 * next request to the other chip each time, whose threads have gone to
+		 * sleep meanwhile; ties go to the lower chip */
+		if (sup_worker_routable(w) && (!best || w->unended < best->unended))
 			best = w;
 	}
 	if (!best)

@@ -382,6 +382,8 @@ uint32_t sup_table_live(struct sup *s)
 {
 	uint32_t live = 0;
 
+	for (uint32_t c = 0; c < s->cfg.chips; c++)
+		s->workers[c].unended = 0;
 	for (uint32_t i = 0; i < s->nreqs; i++) {
 		struct sup_req *e = &s->reqs[i];
 		uint64_t tokens;
@@ -396,6 +398,8 @@ uint32_t sup_table_live(struct sup *s)
 			count_end(s, e, flags, tokens);
 		} else if (!e->ended) {
 			live++;
+			if (e->chip < s->cfg.chips)
+				s->workers[e->chip].unended++;
 		}
 	}
 	return live;

@@ -182,6 +182,65 @@ START_TEST(err_counts_each_request_once_by_how_it_ended)
 }
 END_TEST
 
+/* What completed_reached waits for: chip want_chip's completions (-1: both chips')
+ * reach want_completed. */
+static int want_chip;
+static uint64_t want_completed;
+
+static uint64_t completed_on(const struct ctrs *c, int chip)
+{
+	return chip >= 0 ? c->chip[chip][PROTO_WRK_completed]
+			 : c->chip[0][PROTO_WRK_completed] + c->chip[1][PROTO_WRK_completed];
+}
+
+static bool completed_reached(const struct ctrs *c)
+{
+	return completed_on(c, want_chip) >= want_completed;
+}
+
+/* A submit for any chip goes to the READY chip with the fewest requests not ended
+ * (ties: the lower chip). A stream that ended counts no more, though its ring waits
+ * for the sweep: one client's back-to-back requests all run on chip 0 (they would
+ * alternate if the ended one still counted), and one held on chip 0 sends the next
+ * to chip 1. */
+START_TEST(any_chip_goes_to_the_one_with_fewest_unended_requests)
+{
+	const char *const args[] = {"--chips", "2", NULL};
+	struct chipd_param quick[] = {{"tokens", 1}, {"device_us", 0}};
+	struct chipd_param endless[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct ctrs c0, c;
+	chipd_stream *held;
+	uint64_t id;
+	uint32_t n;
+	struct cd d;
+
+	cd_start(&d, args, NULL);
+	read_ctrs(&d, &c0);
+	for (int i = 0; i < 12; i++)
+		ck_assert_int_eq(run_stream(&d, quick, 2, -1, 0, &id, &n), CHIPD_OK);
+	want_chip = -1;
+	want_completed = completed_on(&c0, -1) + 12;
+	wait_ctrs(&d, &c, completed_reached, "12 completions counted");
+	ck_assert_uint_eq(c.chip[0][PROTO_WRK_completed] - c0.chip[0][PROTO_WRK_completed], 12);
+	ck_assert_uint_eq(c.chip[1][PROTO_WRK_completed], c0.chip[1][PROTO_WRK_completed]);
+
+	ck_assert_int_eq(submit(&d, endless, 2, 0, 0, &id, &held, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(held, &tok, CD_CALL_MS, &err), 0);
+	read_ctrs(&d, &c0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(run_stream(&d, quick, 2, -1, 0, &id, &n), CHIPD_OK);
+	want_chip = 1;
+	want_completed = completed_on(&c0, 1) + 3;
+	wait_ctrs(&d, &c, completed_reached, "3 completions on chip 1 counted");
+	ck_assert_uint_eq(c.chip[1][PROTO_WRK_completed] - c0.chip[1][PROTO_WRK_completed], 3);
+	ck_assert_uint_eq(c.chip[0][PROTO_WRK_completed], c0.chip[0][PROTO_WRK_completed]);
+	chipd_stream_close(held, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 /* The ring that carried request @id in @d's node region, attached as @r. */
 static void find_ring(struct cd *d, struct proto_node *n, uint64_t id, struct ring *r)
 {
@@ -442,6 +501,7 @@ void cd_add_counter_cases(Suite *s)
 	    {"stats_op_blocks", stats_op_with_a_chip_has_the_supervisor_block},
 	    {"gauges", gauges_count_what_waits_and_what_is_held},
 	    {"status_clamps_gauges", status_clamps_gauges_a_client_overwrote},
+	    {"routes_to_fewest_unended", any_chip_goes_to_the_one_with_fewest_unended_requests},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
