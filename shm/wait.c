@@ -145,42 +145,46 @@ void shm_spin_learn(struct shm_spin *a, uint64_t start_ns, uint64_t end_ns, bool
 	atomic_store_explicit(&a->extra_ns, x, memory_order_relaxed);
 }
 
-/* Spins on the condition until the budget runs out: the waiter's spin_ns with
- * shm_cpu_relax between looks, then its adaptive extra yielding the CPU between
- * them. Returns true when ready. */
-static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
+bool shm_spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t extra_ns,
+	      uint64_t deadline_ns)
 {
-	/* a waiter that asked never to spin (spin_ns 0) sleeps at once, adaptive or not */
-	uint64_t extra = how->spin_ns ? shm_spin_budget(how->adapt, 0) : 0;
-
-	if (how->ready(how->arg))
+	if (ready(arg))
 		return true;
-	if (how->spin_ns == 0)
+	if (spin_ns == 0)
 		return false;
 	/* One round before the first clock read: a peer that answers within it (the
 	 * common case of a spinning round trip) costs no clock read, which is ~27 ns on
 	 * a kvm-clock guest, a few per cent of a round trip. The budget starts after it. */
 	for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
 		shm_cpu_relax();
-		if (how->ready(how->arg))
+		if (ready(arg))
 			return true;
 	}
 	uint64_t start = shm_now_ns();
-	uint64_t pure = how->spin_ns < SPIN_PURE_NS ? how->spin_ns : SPIN_PURE_NS;
+	uint64_t pure = spin_ns < SPIN_PURE_NS ? spin_ns : SPIN_PURE_NS;
 	uint64_t stop = deadline_ns;
 	if (start < deadline_ns && pure < deadline_ns - start)
 		stop = start + pure;
 	for (;;) {
 		for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
 			shm_cpu_relax();
-			if (how->ready(how->arg))
+			if (ready(arg))
 				return true;
 		}
 		if (shm_now_ns() >= stop)
 			break;
 	}
 	/* the rest of the budget, and the adaptive extra, yield between looks */
-	return shm_spin_yielding(how->ready, how->arg, how->spin_ns - pure + extra, deadline_ns);
+	return shm_spin_yielding(ready, arg, spin_ns - pure + extra_ns, deadline_ns);
+}
+
+/* A waiter's spin: its spin_ns, then its adaptive extra (none when it asked never to
+ * spin, spin_ns 0). */
+static bool spin(const struct shm_waiter *how, uint64_t deadline_ns)
+{
+	uint64_t extra = how->spin_ns ? shm_spin_budget(how->adapt, 0) : 0;
+
+	return shm_spin(how->ready, how->arg, how->spin_ns, extra, deadline_ns);
 }
 
 bool shm_spin_yielding(bool (*ready)(void *), void *arg, uint64_t ns, uint64_t deadline_ns)

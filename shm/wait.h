@@ -69,6 +69,11 @@ uint64_t shm_spin_budget(const struct shm_spin *a, uint64_t base_ns);
  * at @end_ns. */
 void shm_spin_learn(struct shm_spin *a, uint64_t start_ns, uint64_t end_ns, bool slept);
 
+/* Looks at @ready for @spin_ns and then @extra_ns more (not past @deadline_ns): the
+ * first 10 us of @spin_ns with a CPU pause between looks, the rest yielding the CPU
+ * between them. @spin_ns 0: one look, no spin. Returns true when ready. */
+bool shm_spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t extra_ns,
+	      uint64_t deadline_ns);
 /* Looks at @ready for up to @ns (not past @deadline_ns), yielding the CPU between
  * looks. Returns true when ready. */
 bool shm_spin_yielding(bool (*ready)(void *), void *arg, uint64_t ns, uint64_t deadline_ns);

@@ -272,7 +272,7 @@ static bool ready_fn(void *arg)
 }
 
 /* Spins on ready() for the spin budget (the plain one, then the router's adaptive
- * extra, yielding), then sleeps on the bell, every live region's doorbell (the first
+ * extra; shm_spin), then sleeps on the bell, every live region's doorbell (the first
  * of them that fit SHM_WAITV_MAX; with more, for at most SUP_REGION_POLL_NS) and the
  * slots of the submits in flight until @deadline_ns. */
 static void wait_any(struct sup *s, uint64_t deadline_ns)
@@ -280,22 +280,16 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 	struct sup_view *v = &s->view;
 	struct shm_waitv w[SHM_WAITV_MAX];
 	uint32_t bell = atomic_load_explicit(&s->router_bell, memory_order_seq_cst), n = 1;
-	uint64_t now = shm_now_ns(), stop = now + SHM_SPIN_NS_DEFAULT;
+	struct ready_arg ra = {s, bell};
+	uint64_t start = shm_now_ns(), now;
 	bool all;
 
-	while (now < stop && now < deadline_ns) {
-		for (int i = 0; i < 16; i++) {
-			if (ready(s, bell))
-				return;
-			shm_cpu_relax();
-		}
-		now = shm_now_ns();
-	}
-	struct ready_arg ra = {s, bell};
-	uint64_t start = now;
-
-	if (shm_spin_yielding(ready_fn, &ra, shm_spin_budget(&s->router_spin, 0), deadline_ns))
+	/* as every wait: past its first 10 us the spin yields, so on fewer cores than
+	 * threads the worker and the client it waits for get the CPU it would burn */
+	if (shm_spin(ready_fn, &ra, SHM_SPIN_NS_DEFAULT, shm_spin_budget(&s->router_spin, 0),
+		     deadline_ns))
 		return;
+	now = shm_now_ns();
 	w[0] = (struct shm_waitv){&s->router_bell, bell, true};
 	for (uint32_t j = 0; j < v->n && n < SHM_WAITV_MAX; j++, n++) {
 		_Atomic uint32_t *word;
