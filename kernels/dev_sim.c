@@ -93,6 +93,10 @@ struct sim_stream {
 	/* written by the stream thread: */
 	_Alignas(SIM_LINE) _Atomic uint64_t head; /* ops finished so far (seq_cst store) */
 	struct shm_park done;			  /* syncs and a full queue wait for head */
+	/* its idle wait's adaptive extra (wait.h): a stream fed one op every few hundred
+	 * us (a worker's one-token requests on the stream with fewest lanes) keeps
+	 * spinning across the gap instead of costing each op a wake; idle ones decay */
+	struct shm_spin idle_spin;
 	/* the first error; set once (release) after msg, so a reader that sees it
 	 * (acquire) may read msg, which is never written again */
 	_Atomic int err;
@@ -177,21 +181,22 @@ static bool sim_spin_ge(_Atomic uint64_t *word, uint64_t target, uint64_t spin_n
 
 /* Waits until *@word >= @target: spins for @spin_ns, then sleeps on @p. The words
  * only grow, and every op a stream takes runs to completion, so the wait ends as
- * the work it waits for ends (as a GPU's would; a kernel that never ends hangs it). */
-static void sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct shm_park *p,
+ * the work it waits for ends (as a GPU's would; a kernel that never ends hangs it).
+ * Returns whether it slept. */
+static bool sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct shm_park *p,
 			uint64_t spin_ns)
 {
 	if (atomic_load_explicit(word, memory_order_acquire) >= target)
-		return;
+		return false;
 	if (sim_spin_ge(word, target, spin_ns))
-		return;
-	for (;;) {
+		return false;
+	for (bool slept = false;; slept = true) {
 		shm_park_prepare(p);
 		if (atomic_load_explicit(word, memory_order_seq_cst) >= target)
-			return;
+			return slept;
 		shm_park_sleep(p);
 		if (atomic_load_explicit(word, memory_order_acquire) >= target)
-			return;
+			return true;
 	}
 }
 
@@ -361,7 +366,11 @@ static void *stream_main(void *arg)
 		struct sim_op *op = &ss->ops[head % SIM_QUEUE_CAP];
 
 		if (head == tail_seen) {
-			sim_wait_ge(&ss->avail, head + 1, &ss->more, SIM_IDLE_SPIN_NS);
+			uint64_t t0 = shm_now_ns();
+			bool slept = sim_wait_ge(&ss->avail, head + 1, &ss->more,
+						 shm_spin_budget(&ss->idle_spin, SIM_IDLE_SPIN_NS));
+
+			shm_spin_learn(&ss->idle_spin, t0, shm_now_ns(), slept);
 			tail_seen = atomic_load_explicit(&ss->avail, memory_order_acquire);
 		}
 		run_op(ss, op);
