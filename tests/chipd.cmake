@@ -30,6 +30,13 @@ add_test(NAME chipctl_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/cli.sh
                                   $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
 set_tests_properties(chipctl_cli PROPERTIES TIMEOUT 180)
 
+# chipctl submit's bytes against a real chipd with the tests' echo callable: --input,
+# token payloads and the output as hex, --output FILE, the refusals naming the limit.
+add_test(NAME chipctl_data COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/cli_data.sh
+                                   $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>
+                                   $<TARGET_FILE:dc_echo>)
+set_tests_properties(chipctl_data PROPERTIES TIMEOUT 180)
+
 # What chipd leaves to others: a detached chipd holds none of its caller's output, the
 # runtime directory must be private, trace files 0600, a killed spawner ends chipd (70).
 add_test(NAME chipd_hygiene COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/hygiene.sh

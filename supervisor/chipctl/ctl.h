@@ -148,6 +148,26 @@ _Noreturn void ctl_die_of_signal(void);
 /* Sleeps @seconds or until interrupted. Returns false when interrupted. */
 bool ctl_sleep(double seconds);
 
+/* ---- ctl_data.c: submit's bytes (input, payloads, output) ---- */
+
+/* Reads all of @path ("-": standard input) as a request's input into *@buf (free()
+ * it) and *@len, 1..CHIPD_INPUT_MAX bytes. Returns 0, CTL_EXIT_USAGE after saying
+ * what is wrong (it cannot be read, is empty, or is larger), or CTL_EXIT_FAILED when
+ * memory ran out. */
+int ctl_input_read(const struct ctl *g, const char *path, uint8_t **buf, uint32_t *len);
+
+/* Writes @n bytes at @p to @f as lowercase hex, two digits a byte. */
+void ctl_hex(FILE *f, const uint8_t *p, uint32_t n);
+
+/* Opens (creates, does not truncate) the file @path for --output into *@fd, so that
+ * a path that cannot be written is refused before a request runs. Returns 0, or
+ * CTL_EXIT_USAGE after saying why. */
+int ctl_output_open(const struct ctl *g, const char *path, int *fd);
+
+/* Replaces the content of @fd (from ctl_output_open) with the @n bytes at @p.
+ * Returns 0 or a negative errno. */
+int ctl_output_write(int fd, const void *p, uint32_t n);
+
 /* ---- ctl_format.c: the stats table and JSON (pure) ---- */
 
 /* Writes every counter of @st as a table: the supervisor block as name/value rows,

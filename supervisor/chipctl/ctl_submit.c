@@ -4,13 +4,18 @@
  * A stream lives as long as its reader: libchipd cancels a request whose stream is
  * closed early, and the supervisor reclaims the ring of a reader that died. So
  * without --follow, submit still reads every stream to its end, silently, after
- * printing the ids; another shell can `chipctl cancel` them meanwhile. */
+ * printing the ids; another shell can `chipctl cancel` them meanwhile.
+ *
+ * Bytes (ctl_data.c): --input gives the request's input, a token's payload prints as
+ * hex after its value, and the output blob (--output-cap) prints as hex in the
+ * request's end line, or goes to --output FILE. */
 #include "ctl.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define COUNT_MAX	256	 /* the node's token rings (PROTO_NODE_RINGS) */
 #define WAIT_MS_DEFAULT 60000	 /* the longest silence of a stream before giving up */
@@ -26,13 +31,17 @@ struct submit {
 	struct chipd_param params[CHIPD_MAX_PARAMS];
 	uint32_t count, wait_ms;
 	bool follow;
+	const char *input_path, *output_path; /* --input, --output; NULL: none */
+	uint8_t *input, *out;		      /* read from input_path; output_cap bytes */
+	int out_fd;			      /* output_path's; -1: none */
 };
 
 /* One submitted request and how its stream went. */
 struct flow {
 	chipd_stream *s;
 	uint64_t id, t0_ns, last_ns, tokens;
-	int status; /* exit status once ended; -1 while open */
+	int status;	  /* exit status once ended; -1 while open */
+	uint32_t out_len; /* the output's bytes (in the submit's out), once completed */
 };
 
 static const char submit_usage[] =
@@ -48,10 +57,26 @@ static const char submit_usage[] =
     "  --count N         submit N requests at once (ids N, N+1, ... with --id), 1..256\n"
     "  --follow          print each token (ID SEQ VALUE) and each request's end\n"
     "  --wait-ms N       give up (exit 75) when a stream is silent N ms (default 60000)\n"
+    "  --input FILE      the request's input: FILE's bytes (- for standard input),\n"
+    "                    1..1048576; a token's payload prints as hex after its value\n"
+    "  --output-cap N    take an output of at most N bytes, 1..1048576; it prints as\n"
+    "                    hex in --follow's end line, unless --output is given\n"
+    "  --output FILE     write the output to FILE (needs --output-cap; one request)\n"
     "  --json            ids as {\"v\":1,\"ok\":true,\"ids\":[...]}; with --follow one JSON\n"
     "                    line per token, then one per request's end\n" CTL_HELP_COMMON;
 
-enum { OPT_ID = 1, OPT_CHIP, OPT_MAX_TOKENS, OPT_DEADLINE, OPT_COUNT, OPT_FOLLOW, OPT_WAIT };
+enum {
+	OPT_ID = 1,
+	OPT_CHIP,
+	OPT_MAX_TOKENS,
+	OPT_DEADLINE,
+	OPT_COUNT,
+	OPT_FOLLOW,
+	OPT_WAIT,
+	OPT_INPUT,
+	OPT_OUTPUT_CAP,
+	OPT_OUTPUT,
+};
 
 static int submit_opt(void *ctx, struct ctl *g, int opt, const char *arg)
 {
@@ -64,12 +89,17 @@ static int submit_opt(void *ctx, struct ctl *g, int opt, const char *arg)
 	    [OPT_DEADLINE] = {"--deadline-ms", 1, DEADLINE_MAX_MS},
 	    [OPT_COUNT] = {"--count", 1, COUNT_MAX},
 	    [OPT_WAIT] = {"--wait-ms", 1, DEADLINE_MAX_MS},
+	    [OPT_OUTPUT_CAP] = {"--output-cap", 1, CHIPD_OUTPUT_MAX},
 	};
 	struct submit *sb = ctx;
 	int64_t v = 0;
 
 	if (opt == OPT_FOLLOW) {
 		sb->follow = true;
+		return 0;
+	}
+	if (opt == OPT_INPUT || opt == OPT_OUTPUT) {
+		*(opt == OPT_INPUT ? &sb->input_path : &sb->output_path) = arg;
 		return 0;
 	}
 	if (opt == OPT_ID) {
@@ -89,6 +119,8 @@ static int submit_opt(void *ctx, struct ctl *g, int opt, const char *arg)
 		sb->req.deadline_ms = (uint32_t)v;
 	else if (opt == OPT_COUNT)
 		sb->count = (uint32_t)v;
+	else if (opt == OPT_OUTPUT_CAP)
+		sb->req.output_cap = (uint32_t)v;
 	else
 		sb->wait_ms = (uint32_t)v;
 	return 0;
@@ -126,8 +158,9 @@ static void report_end(const struct flow *f, const struct chipd_error *err)
 		err->retryable ? ", retryable" : "");
 }
 
-/* Prints how @f ended (--follow): @rc 0 (completed) or the failure in @err. */
-static void print_end(const struct ctl *g, const struct flow *f, int rc,
+/* Prints how @f ended (--follow): @rc 0 (completed) or the failure in @err; a
+ * completed request's output (--output-cap) as hex, or where it went (--output). */
+static void print_end(const struct ctl *g, const struct submit *sb, const struct flow *f, int rc,
 		      const struct chipd_error *err)
 {
 	double ms = (double)(ctl_now_ns() - f->t0_ns) / 1e6;
@@ -140,8 +173,18 @@ static void print_end(const struct ctl *g, const struct flow *f, int rc,
 	if (rc)
 		report_end(f, err);
 	if (!g->json) {
-		printf("request %s: %s, %llu tokens, %.3f ms\n", ctl_id_str(f->id, id),
+		printf("request %s: %s, %llu tokens, %.3f ms", ctl_id_str(f->id, id),
 		       rc == 0 ? "completed" : code, (unsigned long long)f->tokens, ms);
+		if (rc == 0 && sb->req.output_cap) {
+			printf(", output %u bytes", (unsigned)f->out_len);
+			if (sb->output_path) {
+				printf(" to %s", sb->output_path);
+			} else if (f->out_len) {
+				putchar(' ');
+				ctl_hex(stdout, sb->out, f->out_len);
+			}
+		}
+		putchar('\n');
 		return;
 	}
 	printf("{\"v\":%d,\"id\":%llu,\"end\":\"%s\",\"tokens\":%llu,\"elapsed_ms\":%.3f",
@@ -151,6 +194,13 @@ static void print_end(const struct ctl *g, const struct flow *f, int rc,
 		printf(",\"exit\":%d,\"error\":{\"code\":\"%s\",\"message\":", f->status, code);
 		ctl_json_str(stdout, err->message);
 		printf(",\"retryable\":%s}", err->retryable ? "true" : "false");
+	} else if (sb->req.output_cap) {
+		printf(",\"output_len\":%u", (unsigned)f->out_len);
+		if (!sb->output_path) {
+			fputs(",\"output\":\"", stdout);
+			ctl_hex(stdout, sb->out, f->out_len);
+			putchar('"');
+		}
 	}
 	fputs("}\n", stdout);
 }
@@ -159,14 +209,44 @@ static void print_token(const struct ctl *g, const struct chipd_token *t)
 {
 	char id[CTL_ID_CHARS];
 
-	if (g->json)
-		printf("{\"v\":%d,\"id\":%llu,\"seq\":%u,\"value\":%llu,\"ts_ns\":%llu%s}\n",
-		       CTL_JSON_VERSION, (unsigned long long)t->request, (unsigned)t->seq,
-		       (unsigned long long)t->value, (unsigned long long)t->ts_ns,
-		       t->final ? ",\"final\":true" : "");
-	else
-		printf("%s %u %llu\n", ctl_id_str(t->request, id), (unsigned)t->seq,
+	if (g->json) {
+		printf("{\"v\":%d,\"id\":%llu,\"seq\":%u,\"value\":%llu", CTL_JSON_VERSION,
+		       (unsigned long long)t->request, (unsigned)t->seq,
 		       (unsigned long long)t->value);
+		if (t->payload_len) {
+			fputs(",\"payload\":\"", stdout);
+			ctl_hex(stdout, t->payload, t->payload_len);
+			putchar('"');
+		}
+		printf(",\"ts_ns\":%llu%s}\n", (unsigned long long)t->ts_ns,
+		       t->final ? ",\"final\":true" : "");
+		return;
+	}
+	printf("%s %u %llu", ctl_id_str(t->request, id), (unsigned)t->seq,
+	       (unsigned long long)t->value);
+	if (t->payload_len) {
+		putchar(' ');
+		ctl_hex(stdout, t->payload, t->payload_len);
+	}
+	putchar('\n');
+}
+
+/* Takes the output of @f's completed request (--output-cap) into sb->out, and writes
+ * it to --output FILE. Returns 0, or a negative errno with @err filled. */
+static int take_output(const struct submit *sb, struct flow *f, struct chipd_error *err)
+{
+	int rc = chipd_stream_output(f->s, sb->out, sb->req.output_cap, &f->out_len, err);
+
+	if (rc || !sb->output_path)
+		return rc;
+	rc = ctl_output_write(sb->out_fd, sb->out, f->out_len);
+	if (rc == 0)
+		return 0;
+	memset(err, 0, sizeof(*err));
+	snprintf(err->message, sizeof(err->message), "--output %s: %s", sb->output_path,
+		 strerror(-rc));
+	err->errnum = -EIO; /* exit 1, whatever the errno (ENOENT would read as 69) */
+	return -EIO;
 }
 
 /* Reads at most one token of @f, waiting up to @slice_ms. Returns true when it made
@@ -193,12 +273,14 @@ static bool step(const struct ctl *g, const struct submit *sb, struct flow *f, u
 		}
 		if (!tok.final)
 			return true;
+		if (sb->req.output_cap)
+			rc = take_output(sb, f, &err);
 	}
 	if (rc == -ENODATA) /* ended before: cannot happen after a final, but be exact */
 		rc = 0;
 	f->status = ctl_exit_for(rc, false);
 	if (sb->follow)
-		print_end(g, f, rc, &err);
+		print_end(g, sb, f, rc, &err);
 	else if (rc)
 		report_end(f, &err);
 	fflush(stdout);
@@ -268,6 +350,21 @@ static int submit_all(const struct ctl *g, chipd_conn *c, struct submit *sb, str
 	return 0;
 }
 
+/* The rules between the data options: an output goes somewhere (the end line of
+ * --follow, or --output's FILE), and FILE takes one request's. */
+static int check_data(const struct ctl *g, const struct submit *sb)
+{
+	if (sb->output_path && !sb->req.output_cap)
+		return ctl_usage(g, "--output needs --output-cap N (the most bytes to take)");
+	if (sb->req.output_cap && !sb->output_path && !sb->follow)
+		return ctl_usage(g, "--output-cap: the output prints with --follow, or goes to "
+				    "--output FILE: give one");
+	if (sb->output_path && sb->count > 1)
+		return ctl_usage(g, "--output takes one request's output, not --count %u",
+				 (unsigned)sb->count);
+	return 0;
+}
+
 int ctl_cmd_submit(struct ctl *g, int argc, char **argv)
 {
 	static const struct option own[] = {
@@ -278,9 +375,12 @@ int ctl_cmd_submit(struct ctl *g, int argc, char **argv)
 	    {"count", required_argument, NULL, OPT_COUNT},
 	    {"follow", no_argument, NULL, OPT_FOLLOW},
 	    {"wait-ms", required_argument, NULL, OPT_WAIT},
+	    {"input", required_argument, NULL, OPT_INPUT},
+	    {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
+	    {"output", required_argument, NULL, OPT_OUTPUT},
 	    {NULL, 0, NULL, 0},
 	};
-	struct submit sb = {.req.chip = -1, .count = 1, .wait_ms = WAIT_MS_DEFAULT};
+	struct submit sb = {.req.chip = -1, .count = 1, .wait_ms = WAIT_MS_DEFAULT, .out_fd = -1};
 	const struct ctl_args a = {.usage = submit_usage,
 				   .own = own,
 				   .opt = submit_opt,
@@ -301,9 +401,27 @@ int ctl_cmd_submit(struct ctl *g, int argc, char **argv)
 		return rc;
 	if (sb.req.id && sb.req.id > (uint64_t)INT64_MAX - sb.count)
 		return ctl_usage(g, "--id + --count passes 2^63-1");
+	rc = check_data(g, &sb);
+	if (rc)
+		return rc;
 	fl = calloc(sb.count, sizeof(*fl));
 	if (!fl)
 		return CTL_EXIT_FAILED;
+	if (sb.input_path) {
+		rc = ctl_input_read(g, sb.input_path, &sb.input, &sb.req.input_len);
+		if (rc)
+			goto out_free;
+		sb.req.input = sb.input;
+	}
+	if (sb.req.output_cap && !(sb.out = malloc(sb.req.output_cap))) {
+		rc = CTL_EXIT_FAILED;
+		goto out_free;
+	}
+	if (sb.output_path) {
+		rc = ctl_output_open(g, sb.output_path, &sb.out_fd);
+		if (rc)
+			goto out_free;
+	}
 	rc = ctl_connect(g, &c);
 	if (rc)
 		goto out_free;
@@ -314,12 +432,15 @@ int ctl_cmd_submit(struct ctl *g, int argc, char **argv)
 	for (uint32_t i = 0; i < n; i++)
 		chipd_stream_close(fl[i].s, g->timeout_ms); /* cancels what has not ended */
 	chipd_close(c);
-	if (ctl_interrupted) {
+	if (ctl_interrupted)
 		fprintf(stderr, "chipctl submit: interrupted; open requests were cancelled\n");
-		free(fl);
-		ctl_die_of_signal();
-	}
 out_free:
+	if (sb.out_fd >= 0)
+		close(sb.out_fd);
+	free(sb.out);
+	free(sb.input);
 	free(fl);
+	if (ctl_interrupted) /* set only once the signals were caught, after connecting */
+		ctl_die_of_signal();
 	return rc;
 }

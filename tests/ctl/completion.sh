@@ -2,7 +2,7 @@
 # completion.sh CHIPD CHIPCTL - deploy/bash-completion/chipctl against a running chipd:
 # commands, a command's options, --instance with the running instance, submit's
 # workloads and a workload's KEY= parameters, register's PATH as files, unregister's NAME
-# as the callables, --out as files,
+# as the callables, --out, --input and --output as files, submit's data options,
 # numbers left alone, and nothing offered (no error, no hang) when the instance is
 # not running. Exit status 0, or 1 with the failed case.
 set -u
@@ -71,5 +71,13 @@ expect "$chipctl register --name " ""
 touch "$tmp/mine.so"
 expect "$chipctl register --name x $tmp/mi" "$tmp/mine.so"
 touch "$tmp/trace-out.json"
+has "$chipctl submit --" --input
+has "$chipctl submit --" --output-cap
+has "$chipctl submit --" --output
+touch "$tmp/req-in.bin"
+expect "$chipctl submit --input $tmp/req-i" "$tmp/req-in.bin"
+expect "$chipctl submit --output-cap 64 --output $tmp/req-i" "$tmp/req-in.bin"
+expect "$chipctl submit --output-cap " ""
+expect "$chipctl --instance $inst submit --input $tmp/req-in.bin --output-cap 8 syn" synthetic
 expect "$chipctl trace --out $tmp/trace-o" "$tmp/trace-out.json"
 exit $fail
