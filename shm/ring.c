@@ -114,14 +114,20 @@ int ring_check(const struct ring *r)
 
 uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t consumer)
 {
+	return ring_reset_started(r, request_id, producer,
+				  producer ? shm_proc_start_time(producer) : 0, consumer);
+}
+
+uint32_t ring_reset_started(struct ring *r, uint64_t request_id, pid_t producer,
+			    uint64_t producer_start, pid_t consumer)
+{
 	struct ring_hdr *h = r->hdr;
 
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->cons->tail, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->terminal, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->request_id, request_id, memory_order_relaxed);
-	atomic_store_explicit(&h->producer_start, shm_proc_start_time(producer),
-			      memory_order_relaxed);
+	atomic_store_explicit(&h->producer_start, producer_start, memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)producer, memory_order_relaxed);
 	atomic_store_explicit(&h->consumer_pid, (uint32_t)consumer, memory_order_relaxed);
 	atomic_store_explicit(&r->cons->closed, 0, memory_order_relaxed);

@@ -133,6 +133,10 @@ int ring_check(const struct ring *r);
 /* Empties the ring for a new stream and records its parties; bumps the generation.
  * Only while neither party uses it (the allocator's job). Returns the generation. */
 uint32_t ring_reset(struct ring *r, uint64_t request_id, pid_t producer, pid_t consumer);
+/* ring_reset with the producer's start time known (shm_proc_start_time(@producer),
+ * as its spawner recorded it): no /proc read on the submit path. */
+uint32_t ring_reset_started(struct ring *r, uint64_t request_id, pid_t producer,
+			    uint64_t producer_start, pid_t consumer);
 
 /* Sets how long ring_pop spins before sleeping. */
 void ring_set_spin(struct ring *r, uint64_t spin_ns);

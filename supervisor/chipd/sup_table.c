@@ -73,6 +73,11 @@ uint32_t sup_table_reset(struct sup *s, struct sup_req *e, uint64_t id, pid_t pr
 	h->version = RING_VERSION;
 	h->capacity = r->capacity;
 	h->rec_size = sizeof(struct ring_rec);
+	/* the worker's start time as the spawner recorded it: no /proc read per submit */
+	if (producer > 0 && e->chip < s->cfg.chips && s->workers[e->chip].pid == producer &&
+	    s->workers[e->chip].pid_start)
+		return ring_reset_started(r, id, producer, s->workers[e->chip].pid_start,
+					  consumer);
 	return ring_reset(r, id, producer, consumer);
 }
 
