@@ -17,8 +17,10 @@
 #define SPIN_ADAPT_MIN_NS (2u * 1000u)
 /* How long a spin looks without yielding the CPU: a peer on another core answers a
  * spinning hand-over within ~1 us; past this, the peer is more likely waiting for a
- * core, which a yield gives it. */
-#define SPIN_PURE_NS (10u * 1000u)
+ * core, which a yield gives it. (10 us made a one-token request through a 2-vCPU
+ * node ~25% slower: every hand-over among its six spinning threads waited for a
+ * spinner to burn its pure spin before it yielded; docs/performance.md.) */
+#define SPIN_PURE_NS (2u * 1000u)
 
 uint64_t shm_now_ns(void)
 {

@@ -3,7 +3,7 @@
  * Every wait in chipd has three ways out: the condition became true, the deadline
  * passed, or the peer it waits for is gone. Waiting spins for a short budget (a
  * cache-line handoff costs ~0.3 us, a futex wake ~50 us on these machines; past its
- * first 10 us a spin yields the CPU between looks, so that on fewer cores than
+ * first 2 us a spin yields the CPU between looks, so that on fewer cores than
  * threads the peer it waits for can run), plus an adaptive extra (struct shm_spin),
  * and then sleeps on a shared futex.
  *
@@ -70,7 +70,7 @@ uint64_t shm_spin_budget(const struct shm_spin *a, uint64_t base_ns);
 void shm_spin_learn(struct shm_spin *a, uint64_t start_ns, uint64_t end_ns, bool slept);
 
 /* Looks at @ready for @spin_ns and then @extra_ns more (not past @deadline_ns): the
- * first 10 us of @spin_ns with a CPU pause between looks, the rest yielding the CPU
+ * first 2 us of @spin_ns with a CPU pause between looks, the rest yielding the CPU
  * between them. @spin_ns 0: one look, no spin. Returns true when ready. */
 bool shm_spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t extra_ns,
 	      uint64_t deadline_ns);

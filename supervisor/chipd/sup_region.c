@@ -284,7 +284,7 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 	uint64_t start = shm_now_ns(), now;
 	bool all;
 
-	/* as every wait: past its first 10 us the spin yields, so on fewer cores than
+	/* as every wait: past its first 2 us the spin yields, so on fewer cores than
 	 * threads the worker and the client it waits for get the CPU it would burn */
 	if (shm_spin(ready_fn, &ra, SHM_SPIN_NS_DEFAULT, shm_spin_budget(&s->router_spin, 0),
 		     deadline_ns))
