@@ -212,7 +212,8 @@ int proto_encode_error(const struct proto_error *e, void *buf, size_t cap, size_
 const char *proto_op_name(enum proto_op op);
 
 /* Resets @m to every field's default (ids 0, chips -1, strings empty) and sets its
- * op. */
+ * op. The answers' lists (stats, workloads) are cleared only for an op that has
+ * them: a message reset for another op must not be turned into one of those. */
 void proto_msg_init(struct proto_msg *m, enum proto_op op);
 
 /* Encodes the request @m (m->op) into @buf. The fields are checked against the op's

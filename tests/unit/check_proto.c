@@ -163,6 +163,48 @@ START_TEST(absent_optional_fields_are_defaults)
 }
 END_TEST
 
+/* A message whose memory held anything: proto_msg_init clears the answers' lists
+ * only for the ops that have them, so a stats or workloads message, made or decoded,
+ * is the same as one in zeroed memory; a submit leaves them alone. */
+START_TEST(lists_are_cleared_for_their_ops)
+{
+	static unsigned char buf[PROTO_RESP_MAX];
+	struct proto_msg *clean = new_msg(PROTO_OP_NONE), *dirty = malloc(sizeof(*dirty));
+	struct proto_msg *m = new_msg(PROTO_OP_WORKLOADS);
+	const enum proto_op list_ops[] = {PROTO_OP_STATS, PROTO_OP_WORKLOADS};
+	struct proto_error err;
+	size_t len;
+
+	ck_assert_ptr_nonnull(dirty);
+	for (size_t i = 0; i < sizeof(list_ops) / sizeof(list_ops[0]); i++) {
+		memset(dirty, 0xa5, sizeof(*dirty));
+		proto_msg_init(dirty, list_ops[i]);
+		proto_msg_init(clean, list_ops[i]);
+		ck_assert(memcmp(clean, dirty, sizeof(*clean)) == 0);
+	}
+	memset(dirty, 0xa5, sizeof(*dirty));
+	proto_msg_init(dirty, PROTO_OP_SUBMIT);
+	ck_assert_uint_eq(dirty->stats[PROTO_MAX_STATS - 1].value, 0xa5a5a5a5a5a5a5a5ull);
+	/* decoded answers and requests of those ops */
+	fill_answer(m);
+	ck_assert_int_eq(proto_encode_answer(m, buf, sizeof(buf), &len, &err), 0);
+	memset(dirty, 0xa5, sizeof(*dirty));
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_WORKLOADS, buf, len, dirty, &err), 0);
+	ck_assert_int_eq(proto_decode_answer(PROTO_OP_WORKLOADS, buf, len, clean, &err), 0);
+	ck_assert(memcmp(clean, dirty, sizeof(*clean)) == 0);
+	proto_msg_init(m, PROTO_OP_STATS);
+	m->chip = 1;
+	ck_assert_int_eq(proto_encode_request(m, buf, sizeof(buf), &len, &err), 0);
+	memset(dirty, 0xa5, sizeof(*dirty));
+	ck_assert_int_eq(proto_decode_request(buf, len, dirty, &err), 0);
+	ck_assert_int_eq(proto_decode_request(buf, len, clean, &err), 0);
+	ck_assert(memcmp(clean, dirty, sizeof(*clean)) == 0);
+	free(clean);
+	free(dirty);
+	free(m);
+}
+END_TEST
+
 START_TEST(largest_answers_fit_the_response_slot)
 {
 	static unsigned char buf[PROTO_RESP_MAX];
@@ -550,6 +592,7 @@ static Suite *proto_suite(void)
 	tcase_add_loop_test(tc, every_request_round_trips, 1, PROTO_NOPS);
 	tcase_add_loop_test(tc, every_answer_round_trips, 1, PROTO_NOPS);
 	tcase_add_test(tc, absent_optional_fields_are_defaults);
+	tcase_add_test(tc, lists_are_cleared_for_their_ops);
 	tcase_add_test(tc, largest_answers_fit_the_response_slot);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("workloads_answer");

@@ -106,7 +106,9 @@ void proto_fill_workloads(struct proto_msg *m)
 
 struct proto_msg *new_msg(enum proto_op op)
 {
-	struct proto_msg *m = malloc(sizeof(*m));
+	/* zeroed: proto_msg_init leaves the lists of an op without lists as they were,
+	 * and the round trips compare whole messages */
+	struct proto_msg *m = calloc(1, sizeof(*m));
 
 	ck_assert_ptr_nonnull(m);
 	proto_msg_init(m, op);
