@@ -123,7 +123,7 @@ static void set_defaults(struct proto_msg *m, const struct schema *s)
 }
 
 /* Where the answers' lists begin (the union of stats and workloads, the message's
- * last member): most of a message's 42 KiB, which every other op leaves alone. */
+ * last member): 36 of a message's 42 KiB, which every other op leaves alone. */
 #define LISTS_OFF offsetof(struct proto_msg, stats)
 
 static bool schema_has_lists(const struct schema *s)
