@@ -232,7 +232,11 @@ static int wait_sleeping(struct shm_wake *w, const struct shm_waiter *how, uint6
 
 		if (now >= deadline_ns)
 			return how->ready(how->arg) ? 0 : -ETIMEDOUT;
-		if (how->peer_lost && how->peer_lost(how->arg))
+		/* between slices, not before the first: a liveness check reads
+		 * /proc/PID/stat (open, read, close), and most waits that sleep are woken
+		 * within their first slice, so a check before it would cost every such
+		 * wait those system calls; a peer dead already is seen one slice later */
+		if (how->peer_lost && *slept && how->peer_lost(how->arg))
 			return how->ready(how->arg) ? 0 : -EPIPE;
 
 		/* A sliced waiter announces itself again each slice: an announcement
