@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""compare.py RAW ROUNDS - the table of tests/bench/compare.sh.
+"""compare.py RAW ROUNDS [MODES] - the table of tests/bench/compare.sh.
 
-Reads RAW/{mailbox,e2e}.{old,new}.R.json for R in 1..ROUNDS (chipbench --json) and
+Reads RAW/MODE.{old,new}.R.json for each MODE of the comma list MODES (mailbox, e2e,
+overlap, dispatch; default mailbox,e2e) and R in 1..ROUNDS (chipbench --json) and
 prints a Markdown table: for each metric the median over the rounds of each side,
 after / before, and the median of the per-round after / before ratios ("paired").
 A metric missing from a run (a skipped row, a client count not run) is left out of
@@ -51,10 +52,30 @@ def e2e_metrics(doc):
     return out
 
 
+def overlap_metrics(doc):
+    out = {}
+    for where, rows in (("in the worker", doc.get("rows", [])),
+                        ("through chipd", doc.get("chipd", {}).get("rows", []))):
+        for row in rows:
+            # 1×: host and device cost the same per step, where overlap can gain most (2×)
+            if row.get("ok") and row["host_device_ratio"] == 1.0:
+                out[f"overlap {where}, 1×: overlap tok/s"] = ("higher", row["overlap_tps"], "")
+                out[f"overlap {where}, 1×: ratio"] = ("higher", row["ratio"], "")
+    return out
+
+
+def dispatch_metrics(doc):
+    return {f"dispatch, {row['name']}: ns/task": ("lower", row["ns_per_task"], "")
+            for row in doc.get("rows", []) if row.get("ok")}
+
+
+METRICS = {"mailbox": mailbox_metrics, "e2e": e2e_metrics, "overlap": overlap_metrics,
+           "dispatch": dispatch_metrics}
+
+
 def load(raw, mode, side, rnd):
     with open(f"{raw}/{mode}.{side}.{rnd}.json", encoding="utf-8") as f:
-        doc = json.load(f)
-    return mailbox_metrics(doc) if mode == "mailbox" else e2e_metrics(doc)
+        return METRICS[mode](json.load(f))
 
 
 def fmt(v, unit):
@@ -63,11 +84,12 @@ def fmt(v, unit):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: compare.py RAW ROUNDS")
+    modes = (sys.argv[3] if len(sys.argv) == 4 else "mailbox,e2e").split(",")
+    if len(sys.argv) not in (3, 4) or not set(modes) <= METRICS.keys():
+        sys.exit("usage: compare.py RAW ROUNDS [MODES]")
     raw, rounds = sys.argv[1], int(sys.argv[2])
     order, seen = [], {}
-    for mode in ("mailbox", "e2e"):
+    for mode in modes:
         for rnd in range(1, rounds + 1):
             old, new = load(raw, mode, "old", rnd), load(raw, mode, "new", rnd)
             for key in old:
