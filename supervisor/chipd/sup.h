@@ -128,6 +128,11 @@ struct sup_req {
 	/* its outcome is in err_<code> (or needs none: FINAL, or a client of 0, whose
 	 * submit was answered with the error already counted) */
 	bool counted;
+	/* ended, and read to its end or closed by its reader, as an admission's look at
+	 * its client's usage saw it (sup_table_client_usage): counted for nothing there
+	 * any more without reading the ring again; a reader's later writes to its own
+	 * consumer line do not bring it back (the sweep judges the ring on its own) */
+	bool reader_done;
 	uint64_t id;
 	uint32_t chip;
 	pid_t producer; /* the worker pid the ring names */
@@ -353,7 +358,8 @@ uint32_t sup_table_live(struct sup *s);
 
 /* Counts the entries of client @pid whose ring it holds (*@rings: not ended, or ended
  * and neither read to the end nor closed) and, of those, the ones not ended
- * (*@pending). Reads only. */
+ * (*@pending). Reads the rings only; an entry seen ended and read or closed is
+ * remembered (reader_done) and not read again. */
 void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings);
 
 /* ---- who may use the node (sup_admit.c) ---- */

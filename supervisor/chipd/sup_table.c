@@ -288,7 +288,7 @@ struct sup_req *sup_table_find(struct sup *s, uint64_t id)
 void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_t *rings)
 {
 	*pending = *rings = 0;
-	/* reads only: the sweep (reclaimable) alone closes readers and takes rings back,
+	/* reads only (its own reader_done aside): the sweep (reclaimable) alone closes readers and takes rings back,
 	 * on its own schedule; a look at every submit would catch rings in the instant
 	 * between a producer's terminal claim and its record, and judge them broken */
 	for (uint32_t i = 0; pid > 0 && i < s->nreqs; i++) {
@@ -296,7 +296,7 @@ void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_
 		const struct ring *r = &s->rings[i];
 		uint32_t flags;
 
-		if (!e->used || e->client != pid)
+		if (!e->used || e->client != pid || e->reader_done)
 			continue;
 		if (e->forwarding) { /* a re-queue in progress: still in flight */
 			(*rings)++;
@@ -304,10 +304,14 @@ void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_
 			continue;
 		}
 		flags = ring_end_flags(r);
-		/* ended and nobody to read it any more: the sweep gives it back */
+		/* ended and nobody to read it any more: the sweep gives it back; until then
+		 * each admission skips it without reading its ring (at a few thousand
+		 * requests a second most of the table is such entries) */
 		if ((flags || e->ended) &&
-		    (e->reader_closed || ring_reader_closed(r) || ring_drained(r)))
+		    (e->reader_closed || ring_reader_closed(r) || ring_drained(r))) {
+			e->reader_done = true;
 			continue;
+		}
 		(*rings)++;
 		if (!flags && !e->ended)
 			(*pending)++;
