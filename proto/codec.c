@@ -6,15 +6,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stddef.h>
 #include <msgpack.h>
 #include <stdio.h>
 #include <string.h>
 
 #define PATH_LEN 80 /* "chips[63].restarts" and user keys shown up to 24 bytes */
 #define SHOW_LEN 24 /* bytes of a peer's key quoted in a message */
-
-#define AT(obj, off, type) ((type *)((char *)(obj) + (off)))
 
 /* ---- checks shared by the encoder and the decoder ---- */
 
@@ -110,53 +107,6 @@ static void sub_path(char *out, const char *prefix, const char *key)
 		pathf(out, "%s.%s", prefix, key);
 	else
 		pathf(out, "%s", key);
-}
-
-static void set_defaults(struct proto_msg *m, const struct schema *s)
-{
-	for (uint32_t i = 0; i < s->nfields; i++) {
-		const struct field *f = &s->fields[i];
-
-		if (!f->required && (f->type == FT_INT || f->type == FT_ENUM))
-			*AT(m, f->off, int64_t) = f->def;
-	}
-}
-
-/* Where the answers' lists begin (the union of stats and workloads, the message's
- * last member): 36 of a message's 42 KiB, which every other op leaves alone. */
-#define LISTS_OFF offsetof(struct proto_msg, stats)
-
-static bool schema_has_lists(const struct schema *s)
-{
-	for (uint32_t i = 0; s && i < s->nfields; i++)
-		if (s->fields[i].off >= LISTS_OFF)
-			return true;
-	return false;
-}
-
-/* Whether @op's request or answer has fields in the lists. */
-static bool op_has_lists(enum proto_op op)
-{
-	return op > PROTO_OP_NONE && op < PROTO_NOPS &&
-	       (schema_has_lists(proto_op_table[op].req) ||
-		schema_has_lists(proto_op_table[op].ans));
-}
-
-void proto_msg_init(struct proto_msg *m, enum proto_op op)
-{
-	_Static_assert(LISTS_OFF + sizeof(m->stats) == sizeof(struct proto_msg) &&
-			   offsetof(struct proto_msg, wls) == LISTS_OFF,
-		       "the lists are the message's tail");
-	/* the lists only for the ops that have them: a submit's message is cleared in
-	 * a few KiB, not 42 (each request clears several on both sides) */
-	memset(m, 0, op_has_lists(op) ? sizeof(*m) : LISTS_OFF);
-	m->op = op;
-	/* An absent optional field holds its table default. */
-	for (int i = 1; i < PROTO_NOPS; i++) {
-		set_defaults(m, proto_op_table[i].req);
-		set_defaults(m, proto_op_table[i].ans);
-	}
-	m->err.chip = -1;
 }
 
 /* ---- decoding ---- */
@@ -495,8 +445,7 @@ static int decode(enum proto_op op, const void *buf, size_t len, size_t limit, s
 		show(shown, sizeof(shown), h.op.ptr, h.op.len);
 		if (m->op == PROTO_OP_NONE)
 			return fail_at(err, "op", "unknown op \"%s\"", shown);
-		if (op_has_lists(m->op)) /* cleared for no op by proto_msg_init */
-			memset((char *)m + LISTS_OFF, 0, sizeof(*m) - LISTS_OFF);
+		proto_msg_init_lists(m); /* proto_msg_init(NONE) left them */
 		if (h.has_ok)
 			return fail_at(err, "ok", "unknown key in a request");
 		s = proto_op_table[m->op].req;

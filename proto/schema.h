@@ -56,6 +56,9 @@ struct op_desc {
 	const struct schema *req, *ans;
 };
 
+/* The field at byte @off of the struct at @obj, as a @type. */
+#define AT(obj, off, type) ((type *)((char *)(obj) + (off)))
+
 /* Indexed by enum proto_op; entry 0 is empty. */
 extern const struct op_desc proto_op_table[PROTO_NOPS];
 /* The answer {"v":1,"ok":false,"error":{...}}: one field "error", whose map is
@@ -66,5 +69,9 @@ extern const char *const proto_code_names[CHIPD_NCODES + 1];
 /* Indexed by enum chipd_sup_state / enum chipd_chip_state, NULL-terminated. */
 extern const char *const proto_sup_state_names[];
 extern const char *const proto_chip_state_names[];
+
+/* Clears @m's answers' lists when @m->op has them (msg_init.c): for a message reset
+ * with no op, once the decoder knows it. */
+void proto_msg_init_lists(struct proto_msg *m);
 
 #endif

@@ -35,12 +35,12 @@ bin=$out/fuzz_$target
 case $target in
 decode)
 	srcs=("$here/fuzz_decode.c" "$root/proto/mpread.c" "$root/proto/codec.c"
-		"$root/proto/schema.c" "$root/proto/errors.c")
+		"$root/proto/msg_init.c" "$root/proto/schema.c" "$root/proto/errors.c")
 	max_len=8192
 	;;
 region)
 	# all of libchipd and shm/: attach, counters, rings, mailbox
-	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,schema,errors,dispatch,xchg,node,hello,client,client_data,client_stream}.c
+	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,msg_init,schema,errors,dispatch,xchg,node,hello,client,client_data,client_stream}.c
 		"$root"/shm/{proc,wait,region,mbox,ring,ctr,fdpass}.c)
 	max_len=8192 # node: header, descriptor, directory, counters; then the exchange region
 	;;
