@@ -19,6 +19,10 @@
 #define E2E_SMALL_TARGET_RPS   20000.0
 #define E2E_SMALL_TARGET_AT    16u /* clients of the req/s target */
 #define E2E_PING_ITERS	       2000u
+/* A one-token request's critical path (e2e_floor.c): this many hand-offs in a row
+ * among this many threads. */
+#define E2E_PATH_HANDOFFS 7u
+#define E2E_PATH_THREADS  6u
 
 struct e2e_opts {
 	const char *chipd;
@@ -51,6 +55,10 @@ struct e2e_row {
 struct e2e_small {
 	int ping_rc;
 	double ping_p50, ping_p99; /* ns */
+	/* the floor (e2e_floor): one hand-off's p50 among E2E_PATH_THREADS threads that
+	 * wait as chipd's do; the path costs E2E_PATH_HANDOFFS of them at best */
+	int floor_rc;
+	double handoff_p50; /* ns */
 	struct e2e_row rows[E2E_MAX_ROWS];
 	unsigned nrows;
 };
@@ -62,6 +70,11 @@ int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct e2e_ro
 /* Times E2E_PING_ITERS chipd_ping round trips on @d's connection (after a tenth as
  * many unmeasured) into @s. Returns 0 or -errno (also in @s->ping_rc). */
 int e2e_ping(const struct bench_chipd *d, struct e2e_small *s);
+
+/* Times a hand-off among E2E_PATH_THREADS threads passing a word round a ring, each
+ * waiting with shm_spin, into @s->handoff_p50. Returns 0 or -errno (also in
+ * @s->floor_rc). */
+int e2e_floor(struct e2e_small *s);
 
 double e2e_ratio(double x, double base);
 bool e2e_delivery_met(const struct e2e_row *dl);

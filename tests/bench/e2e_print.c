@@ -114,6 +114,23 @@ void e2e_print_json(const struct e2e_opts *o, const struct e2e_row *rows, unsign
 	printf("}\n");
 }
 
+/* The path's floor: E2E_PATH_HANDOFFS hand-offs at the p50 of one, in pings. */
+static void e2e_print_floor(const struct e2e_small *s)
+{
+	double floor = s->handoff_p50 * E2E_PATH_HANDOFFS;
+
+	if (s->floor_rc) {
+		printf("floor: failed: %s\n", strerror(-s->floor_rc));
+		return;
+	}
+	printf("floor: %u threads passing a word, waiting as chipd's do: p50 %.1fus per "
+	       "hand-off; a request's path is %u of them: %.1fus",
+	       E2E_PATH_THREADS, s->handoff_p50 / 1e3, E2E_PATH_HANDOFFS, floor / 1e3);
+	if (!s->ping_rc)
+		printf(" = %.1fx ping p50", e2e_ratio(floor, s->ping_p50));
+	printf("\n");
+}
+
 static void e2e_print_small(const struct e2e_small *s)
 {
 	printf("\nsmall requests: synthetic tokens=1 device_us=0 (no work), submit -> final "
@@ -122,6 +139,7 @@ static void e2e_print_small(const struct e2e_small *s)
 		printf("failed: %s\n", strerror(-s->ping_rc));
 	else
 		printf("p50 %.1fus p99 %.1fus\n", s->ping_p50 / 1e3, s->ping_p99 / 1e3);
+	e2e_print_floor(s);
 	printf("%7s %10s %9s %9s %8s  %s\n", "clients", "req/s", "req p50", "req p99", "refused",
 	       "req p50 / ping p50");
 	for (unsigned i = 0; i < s->nrows; i++) {
@@ -147,6 +165,12 @@ static void e2e_print_small_json(const struct e2e_small *s)
 	       s->ping_rc ? "false" : "true");
 	if (!s->ping_rc)
 		printf(", \"ping_p50_ns\": %.0f, \"ping_p99_ns\": %.0f", s->ping_p50, s->ping_p99);
+	printf(", \"floor_ok\": %s", s->floor_rc ? "false" : "true");
+	if (!s->floor_rc)
+		printf(", \"floor_threads\": %u, \"floor_handoffs\": %u, \"handoff_p50_ns\": "
+		       "%.0f, \"floor_ns\": %.0f",
+		       E2E_PATH_THREADS, E2E_PATH_HANDOFFS, s->handoff_p50,
+		       s->handoff_p50 * E2E_PATH_HANDOFFS);
 	printf(", \"rows\": [");
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct e2e_row *r = &s->rows[i];

@@ -125,6 +125,14 @@ def e2e_small(rep, sm):
                      times(r.get("request_p50_per_ping_p50"))])
     head = ("`chipd_ping` on the same node: p50 "
             + (f"{us(ping, 1)}, p99 {us(sm['ping_p99_ns'], 1)}" if ping else "failed") + ".")
+    if sm.get("floor_ok"):
+        floor = sm["floor_ns"]
+        head += (f" The path's floor in the same run: {sm['floor_threads']} threads passing a "
+                 f"word round a ring, waiting as chipd's threads do, take "
+                 f"{us(sm['handoff_p50_ns'], 1)} per hand-off (p50); a one-token request "
+                 f"crosses {sm['floor_handoffs']} hand-offs in a row, so it cannot take less "
+                 f"than {us(floor, 1)}"
+                 + (f" = {times(floor / ping)} `chipd_ping`" if ping else "") + " here.")
     rep.fields["e2e_small"] = head + "\n\n" + table(
         ["clients", "req/s", "request p50", "request p99", "refused", "request p50 / ping p50"],
         rows, "rrrrrr")
