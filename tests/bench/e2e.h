@@ -19,6 +19,9 @@
 #define E2E_SMALL_TARGET_RPS   20000.0
 #define E2E_SMALL_TARGET_AT    16u /* clients of the req/s target */
 #define E2E_PING_ITERS	       2000u
+/* Pings, and laps of the floor's ring, before either is timed: long enough for the
+ * scheduler to place the threads (its load balancer moves a thread within tens of ms) */
+#define E2E_WARM_NS (200ull * 1000u * 1000u)
 /* A one-token request's critical path (e2e_floor.c): this many hand-offs in a row
  * among this many threads. */
 #define E2E_PATH_HANDOFFS 7u
@@ -67,8 +70,8 @@ struct e2e_small {
  * (also in @r->rc). */
 int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct e2e_row *r);
 
-/* Times E2E_PING_ITERS chipd_ping round trips on @d's connection (after a tenth as
- * many unmeasured) into @s. Returns 0 or -errno (also in @s->ping_rc). */
+/* Times E2E_PING_ITERS chipd_ping round trips on @d's connection (after E2E_WARM_NS
+ * of unmeasured ones) into @s. Returns 0 or -errno (also in @s->ping_rc). */
 int e2e_ping(const struct bench_chipd *d, struct e2e_small *s);
 
 /* Times a hand-off among E2E_PATH_THREADS threads passing a word round a ring, each

@@ -18,22 +18,22 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Laps timed (after a tenth as many untimed). */
+/* Laps timed, after E2E_WARM_NS of untimed ones. */
 #define FLOOR_LAPS 4000u
 /* A waiter's budget before it looks again (it never sleeps: the floor of a spin). */
 #define FLOOR_SPIN_NS (50u * 1000u)
 
 struct floor_ring {
 	_Alignas(64) _Atomic uint64_t turn; /* hand-offs so far; thread turn % n goes next */
+	_Atomic bool stop;		    /* set by thread 0 once it timed its laps */
 	unsigned n;
-	uint64_t hops; /* hand-offs to make in all */
 };
 
 struct floor_thread {
 	pthread_t th;
 	struct floor_ring *ring;
 	unsigned me;
-	uint64_t *lap_ns; /* thread 0: each lap's end, indexed by lap */
+	uint64_t *lap_ns; /* thread 0: the start of each timed lap, and the end of the last */
 };
 
 struct floor_turn {
@@ -44,35 +44,50 @@ struct floor_turn {
 static bool my_turn(void *arg)
 {
 	struct floor_turn *t = arg;
-	uint64_t x = atomic_load_explicit(&t->ring->turn, memory_order_acquire);
 
-	return x >= t->ring->hops || x % t->ring->n == t->me;
+	return atomic_load_explicit(&t->ring->stop, memory_order_acquire) ||
+	       atomic_load_explicit(&t->ring->turn, memory_order_acquire) % t->ring->n == t->me;
+}
+
+/* Thread 0's part of its turn: times the laps once the warm-up is over. Returns
+ * whether it timed them all. */
+static bool lap(struct floor_thread *ft, uint64_t warm_end, unsigned *timed)
+{
+	uint64_t now = bench_chipd_now_ns();
+
+	if (*timed == 0 && now < warm_end)
+		return false;
+	ft->lap_ns[(*timed)++] = now;
+	return *timed == FLOOR_LAPS + 1;
 }
 
 static void *floor_thread_main(void *arg)
 {
 	struct floor_thread *ft = arg;
-	struct floor_turn t = {ft->ring, ft->me};
+	struct floor_ring *r = ft->ring;
+	struct floor_turn t = {r, ft->me};
+	uint64_t warm_end = bench_chipd_now_ns() + E2E_WARM_NS;
+	unsigned timed = 0;
 
 	for (;;) {
 		while (!shm_spin(my_turn, &t, FLOOR_SPIN_NS, 0, SHM_DEADLINE_NEVER))
 			;
-		uint64_t x = atomic_load_explicit(&ft->ring->turn, memory_order_acquire);
-
-		if (x >= ft->ring->hops)
+		if (atomic_load_explicit(&r->stop, memory_order_acquire))
 			return NULL;
-		if (ft->me == 0)
-			ft->lap_ns[x / ft->ring->n] = bench_chipd_now_ns();
-		atomic_store_explicit(&ft->ring->turn, x + 1, memory_order_release);
+		if (ft->me == 0 && lap(ft, warm_end, &timed)) {
+			atomic_store_explicit(&r->stop, true, memory_order_release);
+			return NULL;
+		}
+		atomic_fetch_add_explicit(&r->turn, 1, memory_order_release);
 	}
 }
 
 int e2e_floor(struct e2e_small *s)
 {
-	const unsigned n = E2E_PATH_THREADS, laps = FLOOR_LAPS + FLOOR_LAPS / 10 + 1;
-	struct floor_ring ring = {.n = n, .hops = (uint64_t)laps * n};
+	const unsigned n = E2E_PATH_THREADS;
+	struct floor_ring ring = {.n = n};
 	struct floor_thread th[E2E_PATH_THREADS] = {0};
-	uint64_t *lap_ns = calloc(laps, sizeof(*lap_ns));
+	uint64_t *lap_ns = calloc(FLOOR_LAPS + 1, sizeof(*lap_ns));
 	uint64_t *per_hop = calloc(FLOOR_LAPS, sizeof(*per_hop));
 	unsigned started = 0;
 	int rc = 0;
@@ -86,16 +101,13 @@ int e2e_floor(struct e2e_small *s)
 			break;
 	}
 	if (rc) /* the started ones leave at once */
-		atomic_store_explicit(&ring.turn, ring.hops, memory_order_release);
+		atomic_store_explicit(&ring.stop, true, memory_order_release);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i].th, NULL);
 	if (rc == 0) {
-		/* lap k: thread 0's turn k -> its turn k + 1, n hand-offs */
-		for (unsigned k = 0; k < FLOOR_LAPS; k++) {
-			unsigned a = laps - FLOOR_LAPS - 1 + k;
-
-			per_hop[k] = (lap_ns[a + 1] - lap_ns[a]) / n;
-		}
+		/* lap k: thread 0's turn -> its next turn, n hand-offs */
+		for (unsigned k = 0; k < FLOOR_LAPS; k++)
+			per_hop[k] = (lap_ns[k + 1] - lap_ns[k]) / n;
 		s->handoff_p50 = bench_quantile(per_hop, FLOOR_LAPS, 0.50);
 	}
 	free(lap_ns);
