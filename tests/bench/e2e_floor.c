@@ -36,14 +36,9 @@ struct floor_thread {
 	uint64_t *lap_ns; /* thread 0: the start of each timed lap, and the end of the last */
 };
 
-struct floor_turn {
-	struct floor_ring *ring;
-	unsigned me;
-};
-
 static bool my_turn(void *arg)
 {
-	struct floor_turn *t = arg;
+	struct floor_thread *t = arg;
 
 	return atomic_load_explicit(&t->ring->stop, memory_order_acquire) ||
 	       atomic_load_explicit(&t->ring->turn, memory_order_acquire) % t->ring->n == t->me;
@@ -65,12 +60,11 @@ static void *floor_thread_main(void *arg)
 {
 	struct floor_thread *ft = arg;
 	struct floor_ring *r = ft->ring;
-	struct floor_turn t = {r, ft->me};
 	uint64_t warm_end = bench_chipd_now_ns() + E2E_WARM_NS;
 	unsigned timed = 0;
 
 	for (;;) {
-		while (!shm_spin(my_turn, &t, FLOOR_SPIN_NS, 0, SHM_DEADLINE_NEVER))
+		while (!shm_spin(my_turn, ft, FLOOR_SPIN_NS, 0, SHM_DEADLINE_NEVER))
 			;
 		if (atomic_load_explicit(&r->stop, memory_order_acquire))
 			return NULL;
