@@ -56,8 +56,8 @@
 /* Client regions the node keeps (chipd --max-clients): one per connection. */
 #define PROTO_NODE_CLIENTS	 128u
 #define PROTO_NODE_MAX_CLIENTS	 4096u
-/* 256 streams at once, 1024 tokens of buffer each (32 KiB): a reader can fall 1023
- * tokens behind before its request pauses. About 8.1 MiB. */
+/* 256 streams at once, 1024 tokens of buffer each (64 KiB): a reader can fall 1023
+ * tokens behind before its request pauses. About 16 MiB (docs/protocol.md 8.1). */
 /* Each client region's data area by default (chipd --client-data-kib 1024). */
 #define PROTO_NODE_DATA_BYTES (1024u * 1024u)
 #define PROTO_NODE_RINGS	 256u

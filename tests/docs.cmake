@@ -21,6 +21,14 @@ add_test(NAME docs_workloads COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/docs/workloa
                                      $<TARGET_FILE:wl_table> ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs_workloads PROPERTIES TIMEOUT 60)
 
+# docs/protocol.md §8.1's default shape (sizes, offsets, totals) against the layout the
+# code computes (node_shape prints it as the document's phrases).
+add_executable(node_shape docs/node_shape.c)
+target_link_libraries(node_shape PRIVATE chipd_proto)
+add_test(NAME docs_node_shape COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/docs/node_shape.sh
+                                      $<TARGET_FILE:node_shape> ${PROJECT_SOURCE_DIR}/docs/protocol.md)
+set_tests_properties(docs_node_shape PROPERTIES TIMEOUT 60)
+
 # docs/chipd.8 against chipd itself: every option it lists exists, every flag and every
 # --print-config key is in it, each flag's CHIPD_* variable is named with the flag.
 add_test(NAME docs_chipd_options COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/docs/chipd_options.sh
