@@ -42,11 +42,10 @@ static int check_private(const struct stat *st, const char *path, const char *wh
 	return 0;
 }
 
-/* Opens @dir to the members of group @gid: group @gid, mode 0750, through @fd (the
- * directory already checked to be ours). Open to others, or writable by its group, it
- * is refused as in check_private: someone else (or a mistake) made it so. */
-static int share_dir(int fd, const struct stat *st, const char *dir, gid_t gid, char *msg,
-		     size_t cap)
+/* Whether @st, ours, may be shared with a group (--allow-group): 0700 or 0750, nothing
+ * for others and no group write; else fills @msg and returns -EACCES, as in
+ * check_private: someone else (or a mistake) made it so. */
+static int check_shareable(const struct stat *st, const char *dir, char *msg, size_t cap)
 {
 	if (st->st_mode & 027) {
 		snprintf(msg, cap,
@@ -55,6 +54,14 @@ static int share_dir(int fd, const struct stat *st, const char *dir, gid_t gid, 
 			 dir, (unsigned)(st->st_mode & 07777));
 		return -EACCES;
 	}
+	return 0;
+}
+
+/* Opens @dir (checked: ours, shareable) to the members of group @gid through @fd:
+ * group @gid, mode 0750. */
+static int share_dir(int fd, const struct stat *st, const char *dir, gid_t gid, char *msg,
+		     size_t cap)
+{
 	if (st->st_gid != gid && fchown(fd, (uid_t)-1, gid) != 0) {
 		int rc = -errno;
 
@@ -74,6 +81,26 @@ static int share_dir(int fd, const struct stat *st, const char *dir, gid_t gid, 
 	return 0;
 }
 
+/* Opens @dir, not following a link at its last component; -ENOTDIR for a link or
+ * a non-directory. Returns the descriptor or -errno, with @msg filled. */
+static int open_dir(const char *dir, char *msg, size_t cap)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd >= 0)
+		return fd;
+	if (errno == ELOOP || errno == ENOTDIR) {
+		snprintf(msg, cap,
+			 "runtime directory %s is not a directory (or is a symbolic link): "
+			 "refusing it",
+			 dir);
+		return -ENOTDIR;
+	}
+	fd = -errno;
+	snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-fd));
+	return fd;
+}
+
 int sup_rundir_check(const char *dir, char *msg, size_t cap)
 {
 	return sup_rundir_check_group(dir, (gid_t)-1, msg, cap);
@@ -90,26 +117,33 @@ int sup_rundir_check_group(const char *dir, gid_t gid, char *msg, size_t cap)
 			 strerror(-rc));
 		return rc;
 	}
-	/* O_NOFOLLOW on the last component: a link planted at the name is refused */
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		if (rc == -ELOOP || rc == -ENOTDIR) {
-			snprintf(msg, cap,
-				 "runtime directory %s is not a directory (or is a symbolic "
-				 "link): refusing it",
-				 dir);
-			return -ENOTDIR;
-		}
-		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
-		return rc;
-	}
+	fd = open_dir(dir, msg, cap);
+	if (fd < 0)
+		return fd;
 	rc = fstat(fd, &st) != 0 ? -errno : 0;
 	if (rc)
 		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
 	else if (gid == (gid_t)-1 || st.st_uid != geteuid())
 		rc = check_private(&st, dir, "runtime directory", msg, cap);
 	else
+		rc = check_shareable(&st, dir, msg, cap);
+	close(fd);
+	return rc;
+}
+
+int sup_rundir_share(const char *dir, gid_t gid, char *msg, size_t cap)
+{
+	struct stat st;
+	int fd = open_dir(dir, msg, cap), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = fstat(fd, &st) != 0 ? -errno : 0;
+	if (rc)
+		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
+	else if (st.st_uid != geteuid())
+		rc = check_private(&st, dir, "runtime directory", msg, cap);
+	else if ((rc = check_shareable(&st, dir, msg, cap)) == 0)
 		rc = share_dir(fd, &st, dir, gid, msg, cap);
 	close(fd);
 	return rc;

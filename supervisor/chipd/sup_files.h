@@ -33,12 +33,18 @@
 int sup_rundir_check(const char *dir, char *msg, size_t cap);
 
 /* As sup_rundir_check, for chipd --allow-group (@gid; (gid_t)-1: none, the same as
- * sup_rundir_check): the directory, ours, may also be 0750 already, and is then made
- * group @gid and mode 0750 so that the group's members reach the handshake socket in
- * it (nothing else in it is theirs to read: its files stay 0600). Still refused: a
- * directory of another owner, or with group write or any bit for others (-EACCES);
- * a chgrp that fails (chipd's user is not a member of @gid) returns its -errno. */
+ * sup_rundir_check): the directory, ours, may also be 0750 already (of any group).
+ * Still refused: a directory of another owner, or with group write or any bit for
+ * others (-EACCES). Changes nothing but the mkdir: a chipd that goes on to find its
+ * instance served (exit 73) must leave the running one's directory as it is. */
 int sup_rundir_check_group(const char *dir, gid_t gid, char *msg, size_t cap);
+
+/* Gives @dir (as sup_rundir_check_group accepts it) to group @gid, mode 0750, so that
+ * the group's members reach the handshake socket in it (nothing else in it is theirs
+ * to read: its files stay 0600). chipd calls it once the instance is its own (its pid
+ * file taken). Returns 0, the refusals of sup_rundir_check_group, or the -errno of a
+ * chgrp that fails (chipd's user is not a member of @gid) or of the chmod. */
+int sup_rundir_share(const char *dir, gid_t gid, char *msg, size_t cap);
 
 /* Creates the new file @path for writing: O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
  * mode 0600, plus @flags (for example O_APPEND). An existing file or link at @path

@@ -318,6 +318,14 @@ int main(int argc, char **argv, char **envp)
 	rc = take_pidfile(s);
 	if (rc)
 		return rc;
+	/* only now that the instance is ours: a chipd refused above leaves the running
+	 * one's directory to its group */
+	if (s->cfg.allow_group[0] &&
+	    sup_rundir_share(s->cfg.runtime_dir, s->cfg.allow_gid, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "chipd: %s\n", msg);
+		pidfile_remove(s->pidfh);
+		return 1;
+	}
 	if (!s->cfg.foreground)
 		detach(s);
 	if (pidfile_write(s->pidfh) != 0)

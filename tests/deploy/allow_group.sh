@@ -3,7 +3,8 @@
 # skipped). Makes a group and three accounts, chipdt-PID-{s,m,o}: s runs chipd (and is
 # in the group, to give its files to it), m is a member, o is not. Then:
 #  1. chipd as s with --allow-group: runtime directory 0750, socket 0660, node region
-#     0440, all of the group; pid file and log 0600 of s;
+#     0440, all of the group; pid file and log 0600 of s; a second chipd for the
+#     instance with another group exits 73 and leaves the directory's group alone;
 #  2. as m (CHIPD_USER=s): ping, a submit that streams its tokens, stats (no
 #     handshake), the node-wide operations (stop) refused naming why, a cancel of s's
 #     request not_found (it stays live), of its own request done; with LIBCHIPD, the
@@ -122,6 +123,15 @@ for f in "$rundir/chipd.$suid.$inst.pid" "$rundir/chipd.$suid.$inst.log"; do
 	[ "$(stat -c %a "$f")" = 600 ] || fail "$f: mode $(stat -c %a "$f")"
 done
 echo "1. the node is open to group $grp: dir 0750, socket 0660, region 0440; files 0600"
+# a second chipd for the instance, serving another group of s's (its primary,
+# nogroup), is refused (73) and leaves the runtime directory to the running one's group
+rc=0
+as "$srv" env CHIPD_RUNTIME_DIR="$rundir" "$chipd" --chips 1 --allow-group nogroup \
+	>"$tmp/second.out" 2>&1 || rc=$?
+[ "$rc" = 73 ] || fail "a second chipd: exit $rc, not 73: $(cat "$tmp/second.out")"
+[ "$(stat_of "$rundir")" = "750 $srv $grp" ] ||
+	fail "a refused second chipd changed the runtime dir: $(stat_of "$rundir")"
+echo "1b. a second chipd for group nogroup: exit 73, the directory still $grp's"
 
 # 2. the member uses it
 guest "$mem" ping >/dev/null || fail "member: ping"

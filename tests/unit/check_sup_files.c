@@ -79,15 +79,25 @@ START_TEST(rundir_shared_with_a_group_is_0750)
 	scratch(top);
 	join(dir, top, "run");
 	umask(0);
+	/* the check makes it private and changes nothing else; the share opens it */
 	ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(mode_of(dir), 0700);
+	ck_assert_int_eq(sup_rundir_share(dir, gid, msg, sizeof(msg)), 0);
 	ck_assert_int_eq(stat(dir, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 0750);
 	ck_assert_uint_eq(st.st_gid, gid);
 	/* accepted as it is the next time, and made 0750 again from 0700 */
 	ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(sup_rundir_share(dir, gid, msg, sizeof(msg)), 0);
 	ck_assert_int_eq(chmod(dir, 0700), 0);
-	ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(sup_rundir_share(dir, gid, msg, sizeof(msg)), 0);
 	ck_assert_uint_eq(mode_of(dir), 0750);
+	/* a check for another group leaves a shared directory as it is (a chipd that then
+	 * finds its instance served must not take the running one's group away) */
+	ck_assert_int_eq(sup_rundir_check_group(dir, gid + 1, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0750);
+	ck_assert_uint_eq(st.st_gid, gid);
 	/* without --allow-group a 0750 directory is open to others */
 	ck_assert_int_eq(sup_rundir_check(dir, msg, sizeof(msg)), -EACCES);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
@@ -95,6 +105,7 @@ START_TEST(rundir_shared_with_a_group_is_0750)
 		msg[0] = '\0';
 		ck_assert_int_eq(sup_rundir_check_group(dir, gid, msg, sizeof(msg)), -EACCES);
 		ck_assert_msg(strstr(msg, dir) && strstr(msg, "--allow-group"), "message: %s", msg);
+		ck_assert_int_eq(sup_rundir_share(dir, gid, msg, sizeof(msg)), -EACCES);
 		ck_assert_uint_eq(mode_of(dir), refused[i]);
 	}
 	rmdir(dir);
