@@ -72,7 +72,8 @@ static const struct {
     {"overlap_ns", 0, "Time building and running overlapped."},
     {"device_errors", 0, "Device errors."},
     {"terminal_push_failed", 0,
-     "Stream ends the worker could not write into the ring (the stream stays unended)."},
+     "Stream ends the worker could not write into the ring (a broken ring: the supervisor "
+     "takes it back)."},
     {"active", 0, "Requests the orchestrator runs (taken from the queue, not yet ended)."},
     {"kv_blocks_used", 0, "KV cache blocks in use."},
 };
