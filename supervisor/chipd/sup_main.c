@@ -28,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +109,22 @@ static int create_region(struct sup *s)
 	return 0;
 }
 
+/* Says why the detached log @path cannot be used (@rc from sup_file_append): for a file
+ * that is not ours alone, what it is and what it must be. */
+static void log_refused(const char *path, int rc)
+{
+	struct stat st;
+
+	if (rc == -EPERM && lstat(path, &st) == 0)
+		fprintf(stderr,
+			"chipd: log file %s: %s of uid %u, mode %04o: refusing it (it must be a "
+			"regular file of uid %u with mode 0600 or stricter; remove it)\n",
+			path, S_ISREG(st.st_mode) ? "a file" : "not a regular file",
+			(unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+	else
+		fprintf(stderr, "chipd: log file %s: %s\n", path, strerror(-rc));
+}
+
 /* Detaches from the terminal: the parent waits until the child is ready (exit 0) or
  * has exited, and then exits with the child's status (1 when that was 0 or a signal:
  * it never became ready), so `chipd && chipctl ...` works and a second chipd on a
@@ -155,7 +172,8 @@ static void detach(struct sup *s)
 		 (unsigned)geteuid(), s->cfg.instance);
 	s->log_fd = sup_file_append(g_log_path);
 	if (s->log_fd < 0) {
-		fprintf(stderr, "chipd: log file %s: %s\n", g_log_path, strerror(-s->log_fd));
+		log_refused(g_log_path, s->log_fd);
+		pidfile_remove(s->pidfh); /* the instance is not served: no pid file stays */
 		exit(1);
 	}
 }

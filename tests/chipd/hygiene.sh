@@ -4,7 +4,8 @@
 #     chipd is ready, and the log goes on in RUNTIME_DIR/chipd.UID.INSTANCE.log (0600);
 #  2. a trace is written 0600, with no temporary or part file left behind;
 #  3. a runtime directory that is not private (open to others, a symbolic link,
-#     another user's) is refused: exit 1, a message naming it, no region made;
+#     another user's) is refused: exit 1, a message naming it, no region made; so is
+#     a detached log file others can read (its mode named, no pid file left);
 #  4. a SIGKILLed spawner ends chipd: exit 70 within a bound, one error line and no
 #     restart attempt, every stream ended (worker_lost), every worker gone, the
 #     spawner reaped (no zombie), the region unlinked.
@@ -104,6 +105,21 @@ if [ "$uid" = 0 ]; then
 	expect_refused "$dir/other" "belongs to uid 65534"
 fi
 echo "runtime directory: open, linked and foreign ones refused"
+
+# 3b. a detached log file others can read: refused naming its mode, no pid file left
+mkdir -m 0700 "$dir/run2"
+log2="$dir/run2/chipd.$uid.$CHIPD_INSTANCE.log"
+: >"$log2"
+chmod 0644 "$log2"
+rc=0
+CHIPD_RUNTIME_DIR=$dir/run2 timeout 30 "$chipd" --chips 1 2>"$dir/err" || rc=$?
+[ "$rc" = 1 ] || fail "log file 0644: exit $rc, expected 1 ($(cat "$dir/err"))"
+grep -q "log file $log2: a file of uid $uid, mode 0644: refusing it" "$dir/err" ||
+	fail "log file 0644: the message does not say why: $(cat "$dir/err")"
+[ ! -e "$dir/run2/chipd.$uid.$CHIPD_INSTANCE.pid" ] ||
+	fail "log file 0644: a pid file was left: $(ls -l "$dir/run2")"
+[ ! -e "$region" ] || fail "log file 0644: a region was made"
+echo "log file: one open to others refused, its mode named, no pid file left"
 
 # 4. the spawner SIGKILLed while streams run
 "$chipd" --foreground --chips 2 --grace-ms 20000 --notify-fd 3 3>"$dir/ready" 2>"$dir/fg.log" &
