@@ -562,6 +562,9 @@ static void print_usage(FILE *out)
 			fputs(o->def, out);
 		else /* the value itself, so that the help cannot drift from defaults() */
 			print_value(o, &def, out);
+		if ((o->kind == K_U32 || o->kind == K_U64) && o->max) /* chipd.8 states it too */
+			fprintf(out, ", range: %llu..%llu", (unsigned long long)o->min,
+				(unsigned long long)o->max);
 		fprintf(out, "]\n      %s\n", o->help);
 	}
 	fprintf(out, "  -h, --help     print this help and exit\n"

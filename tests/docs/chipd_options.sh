@@ -5,7 +5,9 @@
 #   3. every key `chipd --print-config` prints is documented: the option --KEY (with
 #      - for _) in OPTIONS, or the word KEY in the --print-config item;
 #   4. each flag's CHIPD_* variable (as --help pairs them) is named in that flag's
-#      item of chipd.8, and every CHIPD_* variable chipd.8 names is one --help lists.
+#      item of chipd.8, and every CHIPD_* variable chipd.8 names is one --help lists;
+#   5. each numeric flag's range (--help's "range: LO..HI") is stated in its item of
+#      chipd.8, as LO..HI or "LO to HI".
 # Prints every mismatch, then exits 1 if there was one.
 set -eu
 chipd=$1
@@ -81,4 +83,19 @@ done
 for var in $(printf '%s\n' "$help" | grep -o 'CHIPD_[A-Z_]*[A-Z]' | sort -u); do
 	grep -qw -- "$var" "$man" || miss "chipd reads $var; chipd.8 does not name it"
 done
+# 5. ranges: --help's, in each flag's item
+printf '%s\n' "$help" | sed -n 's/^  \(--[a-z][a-z-]*\) .*range: \([0-9]*\)\.\.\([0-9]*\)\]$/\1 \2 \3/p' | {
+	failed=0
+	while read -r f lo hi; do
+		printf '%s\n' "$options" | awk -v f="$f" '
+			/^\.T[PQ]/ { item = 1; on = 0; next }
+			item && /^\./ { on = match($0, f "([^a-z-]|$)") > 0; item = 0 }
+			on' | grep -qF -e "$lo..$hi" -e "$lo to $hi" || {
+			echo "chipd_options.sh: chipd.8's $f item does not give its range $lo..$hi" >&2
+			failed=1
+		}
+	done
+	exit $failed
+} || bad=1
+[ -n "$(printf '%s\n' "$help" | grep 'range: ')" ] || miss "chipd --help gives no range"
 exit $bad

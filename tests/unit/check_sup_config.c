@@ -608,7 +608,7 @@ START_TEST(help_lists_every_flag_and_variable)
 	    "CHIPD_MAX_CLIENT_PENDING",
 	    "--max-client-rings",
 	    "CHIPD_MAX_CLIENT_RINGS",
-	    "--max-client-slots N  [CHIPD_MAX_CLIENT_SLOTS, default: 16]",
+	    "--max-client-slots N  [CHIPD_MAX_CLIENT_SLOTS, default: 16, range: 1..64]",
 	    "slots of each connection's own mailbox",
 	    "--banks",
 	    "CHIPD_BANKS",
