@@ -30,7 +30,7 @@ add_test(NAME chipctl_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/cli.sh
                                   $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
 set_tests_properties(chipctl_cli PROPERTIES TIMEOUT 180)
 
-# chipd --trace records the whole run, a chipctl trace in the middle of it included.
+# chipd --trace records the whole run: a chipctl trace in the middle of it, a restarted worker.
 add_test(NAME chipd_trace_run COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/trace_run.sh
                                       $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
 set_tests_properties(chipd_trace_run PROPERTIES TIMEOUT 180)

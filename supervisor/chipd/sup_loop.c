@@ -316,12 +316,6 @@ static void check_ready(struct loop *l)
 	}
 	atomic_store_explicit(&s->node.desc->started_ns, shm_now_ns(), memory_order_relaxed);
 	shm_region_ready(&s->node.region);
-	if (s->cfg.trace[0]) {
-		uint64_t ev = 0, dr = 0;
-		struct proto_error err;
-
-		sup_trace(s, PROTO_TRACE_START, "", &ev, &dr, &err);
-	}
 	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %u chips", s->cfg.chips);
 	sup_notify(s->cfg.notify_socket, msg);
 	if (s->notify_fd >= 0) {

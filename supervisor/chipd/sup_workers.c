@@ -156,6 +156,10 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 	cfg.max_request_steps = s->cfg.max_request_steps;
 	cfg.registry = s->reg.entries;
 	cfg.registry_len = s->reg.n;
+	/* chipd --trace: every worker records from its start, a restarted one too (it
+	 * lives as long as this process: nothing to free) */
+	if (s->cfg.trace[0] && wrk_trace_create(&cfg.trace, WRK_TRACE_SPANS) != 0)
+		SUP_WARN((int)w->chip, 0, "--trace: no memory for this worker's spans");
 	rc = wrk_main(&cfg, &w->ctl, &s->node);
 	if (rc)
 		SUP_ERR((int)w->chip, 0, "worker ended with %s", strerror(-rc));
