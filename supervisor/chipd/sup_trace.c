@@ -70,8 +70,6 @@ static int merge(const char *path, char (*parts)[PROTO_PATH_MAX + 16], uint32_t 
 	fputs("],\"displayTimeUnit\":\"ns\"}\n", out);
 	if (fclose(out) != 0 && rc == 0)
 		rc = -errno;
-	for (uint32_t i = 0; i < n; i++)
-		unlink(parts[i]);
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = -errno;
 	if (rc) {
@@ -126,6 +124,8 @@ int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64
 			memcpy(req->path, parts[nparts], (size_t)len + 1);
 		}
 		if (sup_call_run(s, w, c, &werr) != CHIPD_OK) {
+			if (act == PROTO_TRACE_COLLECT)
+				unlink(parts[nparts]); /* whatever the chip left of it */
 			SUP_WARN((int)i, 0, "trace %s: %s",
 				 act == PROTO_TRACE_COLLECT ? "collect" : "", werr.message);
 			/* a chip that refused the collect fails it; one that is gone is left
@@ -143,6 +143,10 @@ int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64
 	}
 	if (act == PROTO_TRACE_COLLECT && code == CHIPD_OK)
 		code = merge(path, parts, nparts, err);
+	/* merged or not (an output path nobody can write, a chip that refused): none is
+	 * left in the runtime directory */
+	for (uint32_t i = 0; i < nparts; i++)
+		unlink(parts[i]);
 out:
 	sup_call_free(c);
 	free(parts);

@@ -2,7 +2,8 @@
 # hygiene.sh CHIPD CHIPCTL - what a chipd leaves to the processes and users around it:
 #  1. detached, it holds none of its caller's output: `chipd | cat` ends as soon as
 #     chipd is ready, and the log goes on in RUNTIME_DIR/chipd.UID.INSTANCE.log (0600);
-#  2. a trace is written 0600, with no temporary or part file left behind;
+#  2. a trace is written 0600, with no temporary or part file left behind (a failed
+#     one included);
 #  3. a runtime directory that is not private (open to others, a symbolic link,
 #     another user's) is refused: exit 1, a message naming it, no region made; so is
 #     a detached log file others can read (its mode named, no pid file left);
@@ -71,6 +72,9 @@ mkdir "$dir/out.d"
 timeout 60 "$chipctl" trace --out "$dir/out.d/t.json" --seconds 1 >/dev/null || fail "trace"
 [ "$(mode "$dir/out.d/t.json")" = 600 ] || fail "trace file mode $(mode "$dir/out.d/t.json")"
 [ "$(ls "$dir/out.d")" = t.json ] || fail "left beside the trace: $(ls "$dir/out.d")"
+# a collect to a directory that does not exist fails, and leaves no part behind either
+! timeout 60 "$chipctl" trace --out "$dir/missing/t.json" --seconds 0.1 >/dev/null 2>&1 ||
+	fail "trace into a missing directory succeeded"
 sock="$dir/run/chipd.$uid.$CHIPD_INSTANCE.sock"
 [ -S "$sock" ] || fail "no handshake socket $sock"
 [ "$(mode "$sock")" = 600 ] || fail "handshake socket mode $(mode "$sock")"
