@@ -333,6 +333,9 @@ void wl_req_destroy(struct wl_req *r);
 uint32_t wl_req_steps(const struct wl_req *r);
 uint32_t wl_req_built(const struct wl_req *r);
 
+/* The name of the workload @r is a request of (the name it was loaded under). */
+const char *wl_req_workload(const struct wl_req *r);
+
 /* Appends the request's next step to @st on lane @lane; *@out says where its token
  * will be. -ENOBUFS when @st's task array or an arena is full (nothing is appended
  * and the request does not advance), -ENODATA when every step was built. */
