@@ -42,6 +42,7 @@
 
 #define WL_PARAMS_MAX 16
 #define WL_KEY_MAX    24 /* including the terminating NUL */
+#define WL_NAME_MAX   24 /* a workload's name, NUL included */
 #define WL_MSG_MAX    160
 
 struct wl_param {

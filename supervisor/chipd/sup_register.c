@@ -32,6 +32,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* libchipd checks a name to register by chipd's rule before it sends it */
+_Static_assert(CHIPD_CALLABLE_NAME_MAX == WL_NAME_MAX, "a callable's name, as libchipd checks it");
+
 /* At most this many of a name's requests are cancelled per unregister call (the
  * caller asks again until none is left). */
 #define CANCEL_BATCH 64u
