@@ -528,6 +528,11 @@ uint32_t wl_req_steps(const struct wl_req *r)
 	return r->pub.steps;
 }
 
+const char *wl_req_workload(const struct wl_req *r)
+{
+	return r->wc->name;
+}
+
 uint32_t wl_req_built(const struct wl_req *r)
 {
 	return atomic_load_explicit(&((struct wl_req *)r)->built, memory_order_acquire);

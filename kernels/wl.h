@@ -42,6 +42,7 @@
 
 #define WL_PARAMS_MAX 16
 #define WL_KEY_MAX    24 /* including the terminating NUL */
+#define WL_NAME_MAX   24 /* a workload's name, NUL included */
 #define WL_MSG_MAX    160
 
 struct wl_param {
@@ -332,6 +333,9 @@ void wl_req_destroy(struct wl_req *r);
 /* Steps (= tokens) the request makes in all, and how many were built so far. */
 uint32_t wl_req_steps(const struct wl_req *r);
 uint32_t wl_req_built(const struct wl_req *r);
+
+/* The name of the workload @r is a request of (the name it was loaded under). */
+const char *wl_req_workload(const struct wl_req *r);
 
 /* Appends the request's next step to @st on lane @lane; *@out says where its token
  * will be. -ENOBUFS when @st's task array or an arena is full (nothing is appended

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 _Static_assert(WL_PARAMS_MAX == CHIPD_CL_PARAMS_MAX && WL_KEY_MAX == CHIPD_CL_NAME_MAX &&
+		   WL_NAME_MAX == CHIPD_CL_NAME_MAX &&
 		   WL_DOC_MAX == CHIPD_CL_DOC_MAX,
 	       "a callable's table fits the workload interface's limits");
 

@@ -287,6 +287,20 @@ static void drop_entry(unsigned i)
 	free(wc);
 }
 
+/* dlerror's text after a failed dlopen of @path, without the "PATH: " it starts with
+ * (the message names the file already, and must fit an error envelope whole). */
+static const char *dlopen_why(const char *path)
+{
+	const char *e = dlerror();
+	size_t n = strlen(path);
+
+	if (!e)
+		return "unknown error";
+	if (strncmp(e, path, n) == 0 && e[n] == ':' && e[n + 1] == ' ')
+		return e + n + 2;
+	return e;
+}
+
 /* Loads @path under @name (NULL: the table's). Under reg_lock. */
 static int load_file(const char *path, const char *name, bool *no_entry, char *msg, size_t cap)
 {
@@ -305,15 +319,15 @@ static int load_file(const char *path, const char *name, bool *no_entry, char *m
 			   "the name given is not 1..23 characters of [a-z0-9_]");
 	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
-		snprintf(what, sizeof(what), "cannot load: %s", dlerror());
+		snprintf(what, sizeof(what), "cannot load: %s", dlopen_why(path));
 		return bad(msg, cap, -EINVAL, path, what);
 	}
 	*(void **)&entry = dlsym(dl, CHIPD_CALLABLE_ENTRY);
 	cl = entry ? entry() : NULL;
 	if (!entry && dlsym(dl, "chipd_callable_v1"))
 		err = bad(msg, cap, -EINVAL, path,
-			  "built for ABI 1 (it exports chipd_callable_v1), this chipd loads 2: "
-			  "rebuild it with the installed chipd_callable.h");
+			  "built for ABI 1, this chipd loads 2: rebuild it with this chipd's "
+			  "chipd_callable.h");
 	else if (!entry) {
 		err = bad(msg, cap, -EINVAL, path, "no symbol " CHIPD_CALLABLE_ENTRY);
 		*no_entry = true;

@@ -52,11 +52,15 @@ static void mark(chipd_conn *c, uint32_t from, uint32_t n, bool used)
 	}
 }
 
-/* Takes a range of @len bytes (1..) into *@r for field @what ("input", "output"). */
+/* Takes a range of @len bytes (1..) into *@r for field @what ("input", "output");
+ * @own is what the same request holds already (its input's range; len 0: none), which
+ * a refusal names. */
 static int data_alloc(chipd_conn *c, uint32_t len, struct client_range *r, const char *what,
-		      struct chipd_error *err)
+		      const struct client_range *own, struct chipd_error *err)
 {
-	uint32_t need = (len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN, run = 0;
+	uint32_t need = (len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN, run = 0, used = 0;
+	uint32_t own_bytes = (own->len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN *
+			     CLIENT_DATA_GRAIN;
 
 	if (!c->data_grains)
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
@@ -80,11 +84,17 @@ static int data_alloc(chipd_conn *c, uint32_t len, struct client_range *r, const
 			return 0;
 		}
 	}
+	for (uint32_t g = 0; g < c->data_grains; g++)
+		used += grain_used(c, g);
 	pthread_mutex_unlock(&c->data_lock);
+	used *= CLIENT_DATA_GRAIN;
+	/* free space may lack a range long enough: each part named, this request's own */
 	return client_fail(err, -ENOSPC, CHIPD_E_NO_CAPACITY,
 			   "\"%s\": no free range of %" PRIu32 " bytes in the data area (%" PRIu32
-			   " bytes, in use by this process's other requests)",
-			   what, len, c->data_grains * CLIENT_DATA_GRAIN);
+			   " bytes: %" PRIu32 " free, %" PRIu32 " held by this request's input, %" PRIu32
+			   " by other requests)",
+			   what, len, c->data_grains * CLIENT_DATA_GRAIN,
+			   c->data_grains * CLIENT_DATA_GRAIN - used, own_bytes, used - own_bytes);
 }
 
 void client_data_free(chipd_conn *c, struct client_range *r)
@@ -118,7 +128,7 @@ int client_data_stage(chipd_conn *c, const struct chipd_request *req, struct pro
 				   "\"input\": %" PRIu32 " bytes, at most %u", req->input_len,
 				   PROTO_INPUT_MAX);
 	if (req->input_len > PROTO_INPUT_INLINE_MAX) {
-		rc = data_alloc(c, req->input_len, in, "input", err);
+		rc = data_alloc(c, req->input_len, in, "input", in, err);
 		if (rc)
 			return rc;
 		memcpy((char *)client_data_at(c, in), req->input, req->input_len);
@@ -129,7 +139,7 @@ int client_data_stage(chipd_conn *c, const struct chipd_request *req, struct pro
 		m->input_inline_len = req->input_len;
 	}
 	if (req->output_cap) {
-		rc = data_alloc(c, req->output_cap, out, "output", err);
+		rc = data_alloc(c, req->output_cap, out, "output", in, err);
 		if (rc) {
 			client_data_free(c, in);
 			return rc;

@@ -16,6 +16,7 @@
 /* How often a drain asks whether the name's requests ended. */
 #define UNREGISTER_POLL_MS 20u
 
+/* A callable's name as chipd checks it (kernels/wl_load.c): the same rule and limit. */
 static bool ident_ok(const char *s)
 {
 	size_t n = 0;
@@ -23,7 +24,7 @@ static bool ident_ok(const char *s)
 	for (; s[n]; n++)
 		if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_'))
 			return false;
-	return n > 0 && n < CHIPD_NAME_MAX;
+	return n > 0 && n < CHIPD_CALLABLE_NAME_MAX;
 }
 
 int chipd_register(chipd_conn *c, const char *path, const char *name, uint32_t timeout_ms,
@@ -38,8 +39,8 @@ int chipd_register(chipd_conn *c, const char *path, const char *name, uint32_t t
 				   PROTO_PATH_MAX - 1);
 	if (name && !ident_ok(name))
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
-				   "register: the name must be 1..%d characters of [a-z0-9_]",
-				   CHIPD_NAME_MAX - 1);
+				   "register: the name given is not 1..%d characters of [a-z0-9_]",
+				   CHIPD_CALLABLE_NAME_MAX - 1);
 	m = malloc(2 * sizeof(*m));
 	if (!m)
 		return client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
@@ -72,8 +73,8 @@ int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout
 
 	if (!name || !ident_ok(name))
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
-				   "unregister: the name must be 1..%d characters of [a-z0-9_]",
-				   CHIPD_NAME_MAX - 1);
+				   "unregister: the name given is not 1..%d characters of [a-z0-9_]",
+				   CHIPD_CALLABLE_NAME_MAX - 1);
 	if (mode < CHIPD_UNREGISTER_REFUSE || mode > CHIPD_UNREGISTER_CANCEL)
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
 				   "unregister: mode %d is not refuse, drain or cancel", mode);

@@ -58,4 +58,10 @@ if(NOT CHIPD_SANITIZE)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
                    ${CMAKE_BINARY_DIR})
   set_tests_properties(deploy_callable_example PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  # the same against the build tree itself, not installed (chipd-callable-uninstalled.pc)
+  add_test(NAME deploy_callable_example_build_tree
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
+                   ${CMAKE_BINARY_DIR} --build-tree)
+  set_tests_properties(deploy_callable_example_build_tree PROPERTIES TIMEOUT 300
+                       SKIP_RETURN_CODE 77)
 endif()

@@ -192,7 +192,13 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 			break; /* the step is full: the rest go into the next one */
 		if (rc) {
 			/* cannot build it (not even alone in an empty bank: it never would):
-			 * end it once S has what is in flight */
+			 * end it once S has what is in flight. One line per request: a
+			 * failed request is never built again. */
+			fprintf(stderr,
+				"chipd worker %u: request %llu: %s: build failed: %s%s\n",
+				w->cfg.chip, (unsigned long long)rq->id,
+				wl_req_workload(rq->wl), strerror(-rc),
+				rc == -ENOBUFS ? " (alone in an empty step)" : "");
 			o_fail(rq);
 			continue;
 		}

@@ -58,7 +58,7 @@ extern "C" {
 #define CHIPD_CL_OUTPUT_MAX  (1u << 20) /* bytes of a request's output blob */
 
 enum chipd_cl_param_type {
-	CHIPD_CL_INT64 = 0, /* the only type of ABI 1 */
+	CHIPD_CL_INT64 = 0, /* the only type */
 };
 
 /* One parameter: a request's value is @def when absent, else within [lo, hi]. */

@@ -55,6 +55,9 @@ enum chipd_code {
 
 #define CHIPD_MSG_MAX	   160 /* bytes of an error message, NUL included */
 #define CHIPD_NAME_MAX	   32  /* workload names, NUL included */
+/* a callable's name (chipd_register, chipd_unregister), NUL included: chipd loads
+ * callables named by 1..23 characters of [a-z0-9_] (docs/callables.md) */
+#define CHIPD_CALLABLE_NAME_MAX 24
 #define CHIPD_KEY_MAX	   24  /* parameter names, NUL included */
 #define CHIPD_MAX_PARAMS   16
 #define CHIPD_MAX_CHIPS	   64

@@ -17,7 +17,7 @@ static const char register_usage[] =
     "unload it again and chipctl prints that chip's reason. PATH is a file of the\n"
     "node, owned by root or chipd's user and not writable by group or others; a\n"
     "relative PATH is taken from the working directory.\n"
-    "  --name NAME       register it as NAME ([a-z0-9_], 1..31) instead of the name\n"
+    "  --name NAME       register it as NAME ([a-z0-9_], 1..23) instead of the name\n"
     "                    its table gives\n"
     "  --json            {\"v\":1,\"ok\":true,\"name\":...,\"version\":N}\n" CTL_HELP_COMMON;
 

@@ -21,6 +21,7 @@
 #include "fdpass.h"
 #include "hello.h"
 #include "proc.h"
+#include "ring.h"
 #include "wait.h"
 
 #include <errno.h>
@@ -460,6 +461,10 @@ void sup_conn_orphans(struct sup *s)
 
 		if (!e->used || e->ended || e->forwarding || e->reader_closed || e->client == 0 ||
 		    sup_conn_reader_live(s, e))
+			continue;
+		/* a client that read its stream to the end and went away before the sweep
+		 * saw the end: nothing to cancel, and the sweep below gives the ring back */
+		if (ring_end_flags(sup_table_ring(s, e)))
 			continue;
 		SUP_INFO((int)e->chip, e->id, "client pid %d (its region %u) is gone: cancelling",
 			 (int)e->client, e->region);

@@ -32,9 +32,15 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* libchipd checks a name to register by chipd's rule before it sends it */
+_Static_assert(CHIPD_CALLABLE_NAME_MAX == WL_NAME_MAX, "a callable's name, as libchipd checks it");
+
 /* At most this many of a name's requests are cancelled per unregister call (the
  * caller asks again until none is left). */
 #define CANCEL_BATCH 64u
+/* An unregister refused for requests in flight names this many of their ids: three
+ * ids of 19 digits and a name of 23 characters fit an error envelope (159 bytes). */
+#define IDS_NAMED 3u
 
 int sup_register_init(struct sup *s)
 {
@@ -370,8 +376,8 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		       struct proto_error *err)
 {
 	struct sup *s = ctx;
-	uint64_t ids[4];
-	uint32_t chips[4], n, version;
+	uint64_t ids[IDS_NAMED];
+	uint32_t chips[IDS_NAMED], n, version;
 	const char *path;
 	char list[96] = "";
 	int i;
@@ -403,16 +409,15 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		break;
 	default:
 		pthread_mutex_lock(&s->lock);
-		n = in_flight(s, req->wl, ids, chips, 4);
+		n = in_flight(s, req->wl, ids, chips, IDS_NAMED);
 		pthread_mutex_unlock(&s->lock);
-		for (uint32_t k = 0; k < n && k < 4; k++)
+		for (uint32_t k = 0; k < n && k < IDS_NAMED; k++)
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%" PRIu64,
 				 k ? ", " : "", ids[k]);
 		if (n) {
 			code = proto_fail(err, CHIPD_E_BAD_REQUEST,
-					  "callable %s has %u requests in flight (ids %s%s): "
-					  "unregister with drain or cancel",
-					  req->wl, n, list, n > 4 ? ", ..." : "");
+					  "callable %s: %u requests in flight (ids %s%s): drain or cancel",
+					  req->wl, n, list, n > IDS_NAMED ? ", ..." : "");
 			break;
 		}
 		ans->active = drain_step(s, (uint32_t)i, false);

@@ -78,6 +78,17 @@ timeout 10 "$chipctl" unregister gemm 2>"$dir/unreg.err" || rc=$?
 timeout 20 "$chipctl" unregister --json --cancel gemm_cli | grep -q '"ok":true' ||
 	fail "unregister --cancel gemm_cli"
 timeout 10 "$chipctl" callables | grep -q '^gemm_cli ' && fail "gemm_cli still listed"
+# a name is 1..23 characters of [a-z0-9_], in chipctl as in chipd: 24 are refused
+# before anything is sent (usage, 64), 23 are registered
+rc=0
+timeout 10 "$chipctl" register --name abcdefghijklmnopqrstuvwx "$gemm_so" 2>"$dir/name.err" ||
+	rc=$?
+[ "$rc" -eq 64 ] && grep -q 'the name given is not 1..23 characters of \[a-z0-9_\]' "$dir/name.err" ||
+	fail "register --name of 24 characters: exit $rc, $(cat "$dir/name.err")"
+timeout 20 "$chipctl" register --name abcdefghijklmnopqrstuvw "$gemm_so" >/dev/null ||
+	fail "register --name of 23 characters"
+timeout 20 "$chipctl" unregister abcdefghijklmnopqrstuvw >/dev/null ||
+	fail "unregister of a name of 23 characters"
 echo "register, callables, unregister: ok"
 
 if command -v promtool >/dev/null 2>&1; then

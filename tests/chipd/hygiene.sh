@@ -9,7 +9,9 @@
 #     a detached log file others can read (its mode named, no pid file left);
 #  4. a SIGKILLed spawner ends chipd: exit 70 within a bound, one error line and no
 #     restart attempt, every stream ended (worker_lost), every worker gone, the
-#     spawner reaped (no zombie), the region unlinked.
+#     spawner reaped (no zombie), the region unlinked;
+#  and its log names a client gone with a live stream (cancelled), never one that read
+#  its stream to the end before it exited.
 # Every wait is bounded.
 set -eu
 chipd=$1
@@ -66,6 +68,22 @@ grep -q "the log goes on in $log" "$dir/out" || fail "the caller was not told wh
 grep -q "ready: instance $CHIPD_INSTANCE" "$log" || fail "no ready line in $log"
 pid=$(cat "$dir/run/chipd.$uid.$CHIPD_INSTANCE.pid")
 echo "detached: the pipe ended at ready; log in $log"
+
+# 1b. the log names a client gone with its stream live, and no other: clients that
+#     read their streams to the end and exited are not cancelled, one killed mid-stream
+#     is (one line)
+gone_line="is gone: cancelling"
+for i in 1 2 3; do
+	timeout 30 "$chipctl" submit --follow synthetic tokens=3 >/dev/null || fail "submit $i"
+done
+"$chipctl" submit --follow synthetic tokens=1000000 device_us=100 >"$dir/victim.out" 2>&1 &
+victim=$!
+until_true 300 "the long request streamed no token" grep -q '^@' "$dir/victim.out"
+kill -9 "$victim"
+until_true 300 "no '$gone_line' line for the client killed mid-stream" grep -q "$gone_line" "$log"
+n=$(grep -c "$gone_line" "$log")
+[ "$n" = 1 ] || fail "$n '$gone_line' lines, 1 expected (the killed client's): $(grep "$gone_line" "$log")"
+echo "log: one '$gone_line' line, for the client killed mid-stream only"
 
 # 2. a trace file is 0600; nothing temporary is left beside it or in the runtime dir
 mkdir "$dir/out.d"

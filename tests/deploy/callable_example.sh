@@ -1,19 +1,23 @@
 #!/bin/bash
-# callable_example.sh BUILDDIR - the out-of-tree callable example (docs/examples/markov)
-# as a user builds and runs it: BUILDDIR installed under a scratch prefix
-# (`cmake --install`), the example copied out of the source tree and built with only
-# that prefix's pkg-config file (chipd-callable.pc): the callable and its own sim
+# callable_example.sh BUILDDIR [--build-tree] - the out-of-tree callable example
+# (docs/examples/markov) as a user builds and runs it: BUILDDIR installed under a
+# scratch prefix (`cmake --install`), the example copied out of the source tree and
+# built with only that prefix's pkg-config file (chipd-callable.pc) - or, with
+# --build-tree, against BUILDDIR itself, not installed (PKG_CONFIG_PATH=BUILDDIR/kernels:
+# chipd-callable-uninstalled.pc, the source tree's headers), run by BUILDDIR's chipd
+# and chipctl with BUILDDIR's built-ins: the callable and its own sim
 # kernel file (markov_kernels_sim.so: every step runs its kernel), loaded with the
 # built-ins by the installed chipd (`--callables DIR`, two sim chips), then requests on
 # each chip whose tokens must equal the CPU walk (`markov-ref`), beside a built-in's
 # request; then the example registered again, from another file, while the node runs
 # (`chipctl register`), its tokens checked on both chips, and unregistered.
 set -eu
-[ $# -eq 1 ] || {
-	echo "usage: callable_example.sh BUILDDIR" >&2
+[ $# -eq 1 ] || { [ $# -eq 2 ] && [ "$2" = --build-tree ]; } || {
+	echo "usage: callable_example.sh BUILDDIR [--build-tree]" >&2
 	exit 64
 }
-build=$1
+build=$(cd "$1" && pwd)
+tree=${2:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 for tool in make cc pkg-config; do
 	command -v "$tool" >/dev/null || {
@@ -23,10 +27,11 @@ for tool in make cc pkg-config; do
 done
 dir=$(mktemp -d)
 prefix=$dir/prefix
+bin=
 export CHIPD_INSTANCE="cl-example-$$" CHIPD_RUNTIME_DIR="$dir/run"
 cleanup() {
 	local rc=$?
-	[ -x "$prefix/bin/chipctl" ] && timeout 10 "$prefix/bin/chipctl" stop >/dev/null 2>&1
+	[ -x "$bin/chipctl" ] && timeout 10 "$bin/chipctl" stop >/dev/null 2>&1
 	rm -rf "$dir"
 	exit $rc
 }
@@ -40,22 +45,30 @@ fail() {
 	exit 1
 }
 
-echo "== cmake --install $build --prefix (scratch)"
-cmake --install "$build" --prefix "$prefix" >"$dir/install.out" || fail "cmake --install"
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-chipctl=$prefix/bin/chipctl
+if [ -n "$tree" ]; then
+	bin=$build/bin
+	export PKG_CONFIG_PATH="$build/kernels"
+	headers=$root/kernels/include # the source tree's, through the -uninstalled file
+else
+	bin=$prefix/bin
+	echo "== cmake --install $build --prefix (scratch)"
+	cmake --install "$build" --prefix "$prefix" >"$dir/install.out" || fail "cmake --install"
+	export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+	headers=$prefix/
+fi
+chipctl=$bin/chipctl
 
-echo "== the example, out of the tree, against chipd-callable.pc only"
+echo "== the example, out of the tree, against $PKG_CONFIG_PATH's chipd-callable only"
 cp -r "$root/docs/examples/markov" "$dir/markov"
 make -s -C "$dir/markov" clean # a stale in-tree build
 make -C "$dir/markov" >"$dir/make.out" 2>&1 || fail "make"
-grep -q -- "-I$prefix/" "$dir/make.out" || fail "the build did not use the prefix's headers"
+grep -q -- "-I$headers" "$dir/make.out" || fail "the build did not use $headers"
 
 echo "== chipd --callables (the example and the built-ins)"
 mkdir -m 0755 "$dir/callables"
 install -m 0755 "$dir/markov/markov.so" "$dir/markov/markov_kernels_sim.so" \
 	"$(pkg-config --variable=callablesdir chipd-callable)"/*.so "$dir/callables/"
-timeout 30 "$prefix/bin/chipd" --chips 2 --log-level warn --callables "$dir/callables" \
+timeout 30 "$bin/chipd" --chips 2 --log-level warn --callables "$dir/callables" \
 	>"$dir/chipd.out" 2>&1 || fail "chipd did not start"
 timeout 10 "$chipctl" callables --json >"$dir/callables.out" || fail "chipctl callables"
 for cl in markov gemm synthetic paged_attention; do
@@ -114,4 +127,4 @@ fi
 [ "$(tokens 2 5 0 1)" = "$("$dir/markov/markov-ref" 2 5 0)" ] || fail "markov after unregister"
 
 timeout 10 "$chipctl" stop >/dev/null || fail "chipctl stop"
-echo "callable_example.sh: markov built out of tree against $prefix, tokens equal the CPU walk on both chips, loaded at start and registered at run time: ok"
+echo "callable_example.sh: markov built out of tree against ${tree:+the build tree }$PKG_CONFIG_PATH, tokens equal the CPU walk on both chips, loaded at start and registered at run time: ok"

@@ -38,6 +38,9 @@ RULES = [
     Rule(r"docs/callables\.md", r"/usr/lib/x86_64-linux-gnu/chipd/callables/",
          "the installed built-ins' directory; the build under test has its own",
          sub=(r"/usr/lib/x86_64-linux-gnu/chipd/callables/", "$CHIPD_EX_BUILD/callables/")),
+    Rule(r"docs/callables\.md", r"^PKG_CONFIG_PATH=build/kernels ",
+         "a build tree in build/; the build under test may lie elsewhere",
+         sub=(r"^PKG_CONFIG_PATH=build/", "PKG_CONFIG_PATH=$CHIPD_EX_BUILD/")),
     # README.md
     Rule(r"README\.md", r"^deploy/quickstart\.sh$",
          "installs packages (root) and builds a Release tree: minutes; the test command "

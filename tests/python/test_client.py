@@ -56,6 +56,19 @@ def test_explicit_id_chip_and_max_tokens(conn):
         assert [t.request for t in s.wait(timeout=CALL_TIMEOUT_S)] == [4242] * 3
 
 
+def test_params_mapping_takes_any_key(conn):
+    # a mapping merged with the keywords: the same request as keywords alone
+    with conn.submit("synthetic", params={"tokens": 3, "seed": 7}, device_us=100) as s:
+        got = [t.value for t in s.wait(timeout=CALL_TIMEOUT_S)]
+    want = conn.submit("synthetic", tokens=3, seed=7, device_us=100).wait(timeout=CALL_TIMEOUT_S)
+    assert got == [t.value for t in want]
+    # a key named like one of submit's own keywords goes to the callable from there
+    with pytest.raises(chipd.BadRequest, match="unknown parameter 'timeout'"):
+        conn.submit("synthetic", params={"timeout": 5}, timeout=CALL_TIMEOUT_S)
+    with pytest.raises(TypeError, match="'tokens' twice"):
+        conn.submit("synthetic", params={"tokens": 3}, tokens=4)
+
+
 def test_cancel_ends_stream_with_cancelled(conn):
     with conn.submit("synthetic", **LONG) as stream:
         first = stream.next(timeout=CALL_TIMEOUT_S)

@@ -376,6 +376,10 @@ START_TEST(range_outside_data_area_refused)
 	chipd_stream_close(s, CD_CALL_MS);
 	/* more than the area holds never leaves the client */
 	ck_assert_int_eq(submit_echo(&d, "echo", -1, 1, 0, in, 2000, 3000, &s, &err), -ENOSPC);
+	/* the area is taken by this request's own input, not by other requests */
+	ck_assert_str_eq(err.message, "\"output\": no free range of 3000 bytes in the data area "
+				      "(4096 bytes: 2048 free, 2048 held by this request's input, "
+				      "0 by other requests)");
 	ck_assert_int_eq(err.code, CHIPD_E_NO_CAPACITY);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 

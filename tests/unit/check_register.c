@@ -264,7 +264,9 @@ START_TEST(drain_and_cancel)
 	    chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err),
 	    -EREMOTEIO);
 	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
-	ck_assert_msg(strstr(err.message, "1 requests in flight (ids "), "%s", err.message);
+	ck_assert_msg(strstr(err.message, "callable tiny: 1 requests in flight (ids ") &&
+			  strstr(err.message, "): drain or cancel"),
+		      "%s", err.message);
 	/* a drain too short for it: timeout, and the name takes requests again */
 	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, 150, &err),
 			 -ETIMEDOUT);

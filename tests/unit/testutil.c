@@ -59,6 +59,33 @@ void tu_sleep_ms(unsigned ms)
 		;
 }
 
+void tu_stderr_begin(struct tu_capture *c)
+{
+	c->f = tmpfile();
+	ck_assert_ptr_nonnull(c->f);
+	fflush(stderr);
+	c->saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(c->saved, 0);
+	ck_assert_int_ge(dup2(fileno(c->f), STDERR_FILENO), 0);
+}
+
+char *tu_stderr_end(struct tu_capture *c)
+{
+	enum { CAP = 1 << 16 };
+	char *buf = calloc(1, CAP);
+	size_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	fflush(stderr);
+	ck_assert_int_ge(dup2(c->saved, STDERR_FILENO), 0);
+	close(c->saved);
+	rewind(c->f);
+	n = fread(buf, 1, CAP - 1, c->f);
+	buf[n] = '\0';
+	fclose(c->f);
+	return buf;
+}
+
 int tu_wait(pid_t pid, unsigned timeout_ms)
 {
 	int status;

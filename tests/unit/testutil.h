@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* One tcase of a suite: its name and its test. */
@@ -54,6 +55,17 @@ void tu_kill(pid_t pid);
 
 /* Sleeps @ms milliseconds. */
 void tu_sleep_ms(unsigned ms);
+
+/* What a test's own process writes to stderr (its in-process threads' log lines),
+ * kept from tu_stderr_begin to tu_stderr_end. */
+struct tu_capture {
+	int saved; /* the stderr to restore */
+	FILE *f;   /* where it went meanwhile */
+};
+void tu_stderr_begin(struct tu_capture *c);
+/* Restores stderr; what was written meanwhile (NUL-terminated, at most 64 KiB, the
+ * caller frees it). */
+char *tu_stderr_end(struct tu_capture *c);
 
 /* Polls @cond(@arg) every millisecond for up to @timeout_ms; true if it held. */
 bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms);

@@ -86,9 +86,13 @@ START_TEST(o_error_ends_request_and_worker_keeps_serving)
 	uint64_t t0, t1;
 	uint32_t n;
 
+	struct tu_capture log;
+	char *said;
+
 	wf_config(&cfg);
 	cfg.o_fault = wf_fail_at;
 	cfg.fault_arg = &fail;
+	tu_stderr_begin(&log);
 	wf_start(&f, &cfg, 64);
 	/* 8 shares the steps of 7 and must not be hurt by 7's failure */
 	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=10,device_us=100", 0, NULL),
@@ -107,6 +111,12 @@ START_TEST(o_error_ends_request_and_worker_keeps_serving)
 	}
 	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL));
 	ck_assert_uint_eq(rec[n - 1].seq, n - 1);
+	/* one log line, naming the request, its callable and the error */
+	said = tu_stderr_end(&log);
+	ck_assert_msg(strstr(said, "request 7: synthetic: build failed: Input/output error\n"),
+		      "%s", said);
+	ck_assert_msg(!strstr(strstr(said, "build failed") + 1, "build failed"), "%s", said);
+	free(said);
 	ck_assert_uint_lt(t1 - t0, 2000ull * 1000u * 1000u); /* promptly, not at a timeout */
 	ck_assert_uint_eq(wf_read(&f, 0, rec, 1, 10), 0);    /* nothing after it */
 	ck_assert_uint_eq(wf_read(&f, 1, rec, 32, READ_MS), 10);
@@ -160,12 +170,21 @@ START_TEST(request_that_never_fits_a_bank_fails_alone)
 	struct ring_rec rec[8];
 	struct wf f;
 
+	struct tu_capture log;
+	char *said;
+
 	wf_config(&cfg);
 	cfg.bank_tasks = 1; /* a synthetic step needs 2 tasks */
+	tu_stderr_begin(&log);
 	wf_start(&f, &cfg, 64);
 	ck_assert_int_eq(wf_assign(&f, 5, 0, "synthetic", "tokens=3", 0, NULL), CHIPD_OK);
 	ck_assert_uint_eq(wf_read(&f, 0, rec, 8, READ_MS), 1);
 	ck_assert_uint_eq(rec[0].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL));
+	said = tu_stderr_end(&log);
+	ck_assert_msg(strstr(said, "request 5: synthetic: build failed: No buffer space available "
+				   "(alone in an empty step)\n"),
+		      "%s", said);
+	free(said);
 	wf_stop(&f);
 	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
 }

@@ -22,7 +22,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple, TypeVar
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import _lib
 from .errors import BadRequest, CallTimeout, ChipdError, NotFound, from_struct
@@ -407,10 +407,14 @@ class Connection(_Closable):
         input: Optional[bytes] = None,
         output: int = 0,
         timeout: float = DEFAULT_TIMEOUT_S,
-        **params: int,
+        params: Optional[Mapping[str, int]] = None,
+        **kw_params: int,
     ) -> Stream:
-        """Submits a request for @workload with integer @params (at most 16) and returns
-        the stream of its tokens.
+        """Submits a request for @workload with integer parameters (at most 16) and
+        returns the stream of its tokens. The parameters are @params (a mapping, for
+        any key: one named like a keyword of this call, ``timeout`` or ``input``, can
+        only be given there) and the further keywords, merged (a key in both raises
+        ``TypeError``).
 
         @id: the request id (1..2^63-1, unique while live; None: the supervisor picks);
         @chip: the chip to run on (None: any); @max_tokens (None: the workload's
@@ -422,6 +426,11 @@ class Connection(_Closable):
         wait for the supervisor's answer. The stream's per-token ``timeout`` starts as
         None (no limit).
         """
+        both = set(params or ()) & set(kw_params)
+        if both:
+            key = sorted(both)[0]
+            raise TypeError(f"submit() got parameter {key!r} twice: in params and as a keyword")
+        params = {**(params or {}), **kw_params}
         keys = [k.encode() for k in params]  # kept alive for the call
         arr = (_lib.ParamStruct * max(1, len(params)))()
         if len(params) > _lib.MAX_PARAMS:
