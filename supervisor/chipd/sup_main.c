@@ -263,18 +263,23 @@ static void cleanup(struct sup *s)
 static int load_callables(const struct sup_config *cfg)
 {
 	char dir[WL_PATH_MAX], msg[WL_MSG_MAX + WL_PATH_MAX];
+	int rc;
 
 	if (cfg->callables[0])
 		snprintf(dir, sizeof(dir), "%s", cfg->callables);
 	else
 		wl_default_dir(dir, sizeof(dir));
-	if (wl_load_dir(dir, msg, sizeof(msg)) != 0 ||
-	    wl_kernels_check(cfg->backend == SUP_BACKEND_HIP ? DEV_HIP : DEV_SIM, msg,
-			     sizeof(msg)) != 0) {
-		fprintf(stderr, "chipd: %s\n", msg);
+	rc = wl_load_dir(dir, msg, sizeof(msg));
+	if (rc == -ENOSPC) { /* the option that sets the limit, as a registration names it */
+		fprintf(stderr, "chipd: %s (chipd --max-callables %u)\n", msg, cfg->max_callables);
 		return 1;
 	}
-	return 0;
+	if (rc == 0)
+		rc = wl_kernels_check(cfg->backend == SUP_BACKEND_HIP ? DEV_HIP : DEV_SIM, msg,
+				      sizeof(msg));
+	if (rc)
+		fprintf(stderr, "chipd: %s\n", msg);
+	return rc ? 1 : 0;
 }
 
 /* One line per loaded callable, once the start got past the instance checks. */

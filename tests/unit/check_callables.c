@@ -285,6 +285,7 @@ START_TEST(chipd_refuses_to_start)
 	char dir[WL_PATH_MAX], path[WL_PATH_MAX], err[4096];
 	const char *flag[] = {"chipd", "--foreground", "--callables", dir, NULL};
 	const char *plain[] = {"chipd", "--foreground", NULL};
+	const char *few[] = {"chipd", "--foreground", "--max-callables", "1", NULL};
 
 	tmpdir_make(dir, sizeof(dir));
 	put_test(dir, "tc_abi", "old.so", path, sizeof(path));
@@ -293,6 +294,10 @@ START_TEST(chipd_refuses_to_start)
 	ck_assert_int_eq(run_chipd(plain, dir, err, sizeof(err)), 1);
 	ck_assert_msg(strstr(err, path) && strstr(err, "ABI version 99"), "%s", err);
 	tmpdir_remove(dir);
+	/* more callables than --max-callables: the message names the option */
+	ck_assert_int_eq(run_chipd(few, NULL, err, sizeof(err)), 1);
+	ck_assert_msg(strstr(err, "more than 1 workloads (the limit) (chipd --max-callables 1)"),
+		      "%s", err);
 }
 END_TEST
 
