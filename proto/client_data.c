@@ -71,6 +71,12 @@ static int data_alloc(chipd_conn *c, uint32_t len, struct client_range *r, const
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
 				   "\"%s\": %" PRIu32 " bytes, the data area holds %" PRIu32, what,
 				   len, c->data_grains * CLIENT_DATA_GRAIN);
+	/* what this request needs at once can never fit: no retry would help */
+	if (need > c->data_grains - own_bytes / CLIENT_DATA_GRAIN)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+				   "\"%s\": %" PRIu32 " bytes and this request's input's %" PRIu32
+				   " together exceed the data area's %" PRIu32,
+				   what, len, own_bytes, c->data_grains * CLIENT_DATA_GRAIN);
 	pthread_mutex_lock(&c->data_lock);
 	for (uint32_t g = 0; g < c->data_grains; g++) {
 		run = grain_used(c, g) ? 0 : run + 1;

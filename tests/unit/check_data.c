@@ -345,7 +345,7 @@ START_TEST(range_outside_data_area_refused)
 	struct proto_msg *m = calloc(1, sizeof(*m));
 	uint8_t in[2000] = {0};
 	struct chipd_error err;
-	chipd_stream *s = NULL;
+	chipd_stream *s = NULL, *s2 = NULL;
 	struct proto_node n;
 	struct cd d;
 
@@ -374,13 +374,24 @@ START_TEST(range_outside_data_area_refused)
 		      err.message);
 	expect_output(s, 1, in, 2000);
 	chipd_stream_close(s, CD_CALL_MS);
-	/* more than the area holds never leaves the client */
-	ck_assert_int_eq(submit_echo(&d, "echo", -1, 1, 0, in, 2000, 3000, &s, &err), -ENOSPC);
-	/* the area is taken by this request's own input, not by other requests */
-	ck_assert_str_eq(err.message, "\"output\": no free range of 3000 bytes in the data area "
-				      "(4096 bytes: 2048 free, 2048 held by this request's input, "
-				      "0 by other requests)");
+	/* more than the area holds never leaves the client: this request's own input and
+	 * output cannot fit together, which no retry changes */
+	ck_assert_int_eq(submit_echo(&d, "echo", -1, 1, 0, in, 2000, 3000, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.message, "\"output\": 3000 bytes and this request's input's 2048 "
+				      "together exceed the data area's 4096");
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert(!err.retryable);
+	/* an area other requests hold is no_capacity, retryable: the first stream's output
+	 * range (3072 bytes) is held until it is closed */
+	ck_assert_msg(submit_echo(&d, "echo", -1, 1, 0, in, 10, 3000, &s, &err) == 0, "%s",
+		      err.message);
+	ck_assert_int_eq(submit_echo(&d, "echo", -1, 1, 0, in, 10, 2000, &s2, &err), -ENOSPC);
+	ck_assert_str_eq(err.message, "\"output\": no free range of 2000 bytes in the data area "
+				      "(4096 bytes: 1024 free, 0 held by this request's input, "
+				      "3072 by other requests)");
 	ck_assert_int_eq(err.code, CHIPD_E_NO_CAPACITY);
+	ck_assert(err.retryable);
+	chipd_stream_close(s, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 
 	cd_start(&d, none, NULL);
