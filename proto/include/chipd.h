@@ -112,6 +112,12 @@ typedef struct chipd_stream chipd_stream;
  * --allow-group; -EACCES when the caller is not in that group). */
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
 
+/* chipd_connect, waiting up to @timeout_ms (not CHIPD_TIMEOUT_MS) for the answer to
+ * the hello: -ETIMEDOUT (code timeout, retryable) when none came in time, e.g. from a
+ * stopped or hung supervisor. Otherwise the same returns as chipd_connect. */
+int chipd_connect_timeout(const char *instance, uint32_t timeout_ms, chipd_conn **out,
+			  struct chipd_error *err);
+
 /* Attaches like chipd_connect without the handshake: for monitoring, the handle reads
  * counters (chipd_stats) and nothing else; every call that sends a request fails with
  * -ENOTCONN. Same returns as chipd_connect, less those of the handshake. */

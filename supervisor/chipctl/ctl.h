@@ -110,8 +110,8 @@ int ctl_exit_for(int rc, bool connecting);
 int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
 	       bool connecting);
 
-/* Connects to the instance of @g. Returns CTL_EXIT_OK with *@c, or the exit status
- * after reporting the failure. */
+/* Connects to the instance of @g, waiting g->timeout_ms for the handshake. Returns
+ * CTL_EXIT_OK with *@c, or the exit status after reporting the failure. */
 int ctl_connect(const struct ctl *g, chipd_conn **c);
 
 /* As ctl_connect, without the handshake: a handle that reads counters only

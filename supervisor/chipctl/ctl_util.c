@@ -237,7 +237,7 @@ int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd
 int ctl_connect(const struct ctl *g, chipd_conn **c)
 {
 	struct chipd_error err;
-	int rc = chipd_connect(g->instance, c, &err);
+	int rc = chipd_connect_timeout(g->instance, g->timeout_ms, c, &err);
 
 	return rc ? ctl_report(g, g->cmd ? g->cmd : "connect", rc, &err, true) : CTL_EXIT_OK;
 }

@@ -266,6 +266,32 @@ START_TEST(cli_json_error_document)
 }
 END_TEST
 
+/* --timeout-ms bounds the handshake too: a supervisor that takes the connection and
+ * never answers the hello (stopped) makes chipctl exit 75 after about --timeout-ms,
+ * not after libchipd's default 5 s. */
+START_TEST(cli_timeout_bounds_the_handshake)
+{
+	struct run *r = malloc(sizeof(*r));
+	struct cx x;
+	uint64_t t0;
+
+	cx_start(&x, 4);
+	atomic_store(&x.hello.mute, 1);
+	t0 = shm_now_ns();
+	RUN(r, "--instance", x.instance, "--timeout-ms", "300", "ping");
+	EXPECT(r, 75);
+	/* 300 ms asked; a bound generous for a loaded machine, well under 5 s */
+	ck_assert_uint_lt(shm_now_ns() - t0, 3000ull * SHM_NS_PER_MS);
+	ck_assert_msg(strstr(r->err, "no answer to hello within 300 ms [timeout, retryable]"),
+		      "%s", r->err);
+	atomic_store(&x.hello.mute, 0);
+	RUN(r, "--instance", x.instance, "--timeout-ms", "300", "ping");
+	EXPECT(r, 0);
+	cx_stop(&x);
+	free(r);
+}
+END_TEST
+
 START_TEST(cli_calls_against_server)
 {
 	struct run *r = malloc(sizeof(*r));
@@ -479,6 +505,7 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_no_instance_exits_69", cli_no_instance_exits_69},
 	    {"cli_bad_instance_is_usage_error", cli_bad_instance_is_usage_error},
 	    {"cli_json_error_document", cli_json_error_document},
+	    {"cli_timeout_bounds_the_handshake", cli_timeout_bounds_the_handshake},
 	    {"cli_calls_against_server", cli_calls_against_server},
 	    {"cli_submit_follows_tokens", cli_submit_follows_tokens},
 	    {"cli_submit_ctrl_c_cancels", cli_submit_ctrl_c_cancels},
