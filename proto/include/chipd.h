@@ -232,7 +232,10 @@ void chipd_stream_set_spin(chipd_stream *s, uint32_t spin_us);
  * supervisor gets through; a cancel call is also made, best effort, within
  * @timeout_ms. Nothing reads the ring after that: the supervisor gives it to another
  * stream once the request has ended. What is left of @timeout_ms waits for that end,
- * so after a close given the time, the request's id may be submitted again at once. */
+ * so after a close given the time, the request's id may be submitted again at once.
+ * A stream of a lost node (the supervisor gone and no live worker producing it, as
+ * chipd_stream_next's -EPIPE says) closes at once: nobody would answer the cancel or
+ * end the stream. */
 void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms);
 
 /* Cancels request @id. Returns 0 (the stream will end with "cancelled"),
