@@ -399,8 +399,9 @@ int ctl_cmd_submit(struct ctl *g, int argc, char **argv)
 	rc = parse_params(g, &sb, argc - optind - 1, argv + optind + 1);
 	if (rc)
 		return rc;
-	if (sb.req.id && sb.req.id > (uint64_t)INT64_MAX - sb.count)
-		return ctl_usage(g, "--id + --count passes 2^63-1");
+	/* the last id, id + count - 1, is at most 2^63-1 */
+	if (sb.req.id && sb.req.id - 1 > (uint64_t)INT64_MAX - sb.count)
+		return ctl_usage(g, "--id + --count - 1 passes 2^63-1");
 	rc = check_data(g, &sb);
 	if (rc)
 		return rc;

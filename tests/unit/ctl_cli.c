@@ -354,6 +354,20 @@ START_TEST(cli_submit_follows_tokens)
 	ck_assert_msg(strstr(r->out, "\"ids\":[4611686018427387908]"), "%s", r->out);
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id", "@0");
 	EXPECT(r, 64);
+	/* the last id is 2^63-1 (printed @2^62-1), with --count as without it */
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id",
+	    "9223372036854775807", "--follow");
+	EXPECT(r, 0);
+	ck_assert_msg(strstr(r->out, "request @4611686018427387903: completed"), "%s", r->out);
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id",
+	    "9223372036854775806", "--count", "2", "--json");
+	EXPECT(r, 0);
+	ck_assert_msg(strstr(r->out, "\"ids\":[9223372036854775806,9223372036854775807]"), "%s",
+		      r->out);
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id",
+	    "9223372036854775806", "--count", "3");
+	EXPECT(r, 64);
+	ck_assert_msg(strstr(r->err, "passes 2^63-1"), "%s", r->err);
 	RUN(r, "--instance", x.instance, "submit", "fail", "--follow", "--json");
 	EXPECT(r, 1);
 	ck_assert_msg(strstr(r->out, "\"end\":\"failed\"") &&
