@@ -296,7 +296,7 @@ START_TEST(cli_calls_against_server)
 {
 	struct run *r = malloc(sizeof(*r));
 	struct cx x;
-	char pid[32];
+	char pid[32], want[128];
 
 	cx_start(&x, 4);
 	snprintf(pid, sizeof(pid), "pid %d ", (int)getpid());
@@ -320,6 +320,13 @@ START_TEST(cli_calls_against_server)
 	RUN(r, "--instance", x.instance, "top", "--iterations", "2", "--interval", "0.05");
 	EXPECT(r, 0);
 	ck_assert_int_eq(count_of(r->out, "tokens/s"), 2);
+	/* the header names the instance watched, also when a variable chose it */
+	snprintf(want, sizeof(want), "chipctl top: instance %s, every 1.0 s\n", x.instance);
+	setenv("CHIPD_INSTANCE", x.instance, 1);
+	RUN(r, "top", "--iterations", "1");
+	unsetenv("CHIPD_INSTANCE");
+	EXPECT(r, 0);
+	ck_assert_msg(strncmp(r->out, want, strlen(want)) == 0, "%s", r->out);
 	RUN(r, "--instance", x.instance, "drain");
 	EXPECT(r, 1); /* the fixture does not serve drain: bad_request */
 	cx_stop(&x);
