@@ -104,6 +104,11 @@ int ctl_parse_seconds(const char *s, double *out);
  * chipd_connect (where -EAGAIN means "starting", not "every slot busy"). */
 int ctl_exit_for(int rc, bool connecting);
 
+/* Writes the failure @rc (a negative errno), @err as the JSON error object of
+ * chipctl(1): {"code":STR|null,"errno":N,"message":STR,"retryable":BOOL} and, when it
+ * concerns one request or chip, "request":N, "chip":N. */
+void ctl_json_error(FILE *f, int rc, const struct chipd_error *err);
+
 /* Reports the failure of a call (@what names it) on stderr, and with --json also as
  * the document on stdout ({"v":1,"ok":false,"exit":N,"error":{...}}, chipctl(1)),
  * except for a usage error (exit 64). Returns the exit status. */

@@ -191,9 +191,9 @@ static void print_end(const struct ctl *g, const struct submit *sb, const struct
 	       CTL_JSON_VERSION, (unsigned long long)f->id, rc == 0 ? "completed" : "failed",
 	       (unsigned long long)f->tokens, ms);
 	if (rc) {
-		printf(",\"exit\":%d,\"error\":{\"code\":\"%s\",\"message\":", f->status, code);
-		ctl_json_str(stdout, err->message);
-		printf(",\"retryable\":%s}", err->retryable ? "true" : "false");
+		/* the error object of a command's failure document, keys and all */
+		printf(",\"exit\":%d,\"error\":", f->status);
+		ctl_json_error(stdout, rc, err);
 	} else if (sb->req.output_cap) {
 		printf(",\"output_len\":%u", (unsigned)f->out_len);
 		if (!sb->output_path) {

@@ -349,6 +349,7 @@ START_TEST(cli_submit_follows_tokens)
 	EXPECT(r, 0);
 	ck_assert_int_eq(count_of(r->out, "\"end\":\"completed\",\"tokens\":2"), 3);
 	ck_assert_int_eq(count_of(r->out, "\"seq\":1,\"value\":101"), 3);
+	ck_assert_int_eq(count_of(r->out, ",\"final\":true}\n"), 3); /* on each last token */
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=2");
 	EXPECT(r, 0);
 	ck_assert_str_eq(r->out, "1\n"); /* the fixture's first chosen id */
@@ -375,10 +376,19 @@ START_TEST(cli_submit_follows_tokens)
 	    "9223372036854775806", "--count", "3");
 	EXPECT(r, 64);
 	ck_assert_msg(strstr(r->err, "passes 2^63-1"), "%s", r->err);
-	RUN(r, "--instance", x.instance, "submit", "fail", "--follow", "--json");
+	/* a stream's failure is its end line (no "ok"), whose error object is the one of
+	 * a command's failure document: errno always (121, the server's code) */
+	RUN(r, "--instance", x.instance, "submit", "fail", "--id", "31", "--follow", "--json");
 	EXPECT(r, 1);
-	ck_assert_msg(strstr(r->out, "\"end\":\"failed\"") &&
-			  strstr(r->out, "\"code\":\"device_error\""),
+	ck_assert_msg(strstr(r->out, "{\"v\":1,\"id\":31,\"seq\":0,\"value\":100,\"ts_ns\":") ==
+			      r->out &&
+			  strstr(r->out, "\n{\"v\":1,\"id\":31,\"end\":\"failed\",\"tokens\":1,"
+					 "\"elapsed_ms\":") &&
+			  strstr(r->out, ",\"exit\":1,\"error\":{\"code\":\"device_error\","
+					 "\"errno\":121,\"message\":\"request 31 on chip ") &&
+			  strstr(r->out, ": device_error\",\"retryable\":false,\"request\":31,"
+					 "\"chip\":") &&
+			  !strstr(r->out, "\"ok\"") && !strstr(r->out, "\"final\""),
 		      "%s", r->out);
 	RUN(r, "--instance", x.instance, "submit", "refuse");
 	EXPECT(r, 1);
