@@ -294,7 +294,8 @@ static int grace_cmd(struct ctl *g, int argc, char **argv, const char *usage, bo
 	"  --grace-ms N      time for in-flight requests, 1..3600000 ms\n"                         \
 	"                    (default: the supervisor's configured grace period)\n"                \
 	"  --json            "                                                                     \
-	"{\"v\":1,\"ok\":true,\"action\":...,\"grace_ms\":N}\n" CTL_HELP_COMMON
+	"{\"v\":1,\"ok\":true,\"action\":...,\"grace_ms\":N}\n"                                    \
+	"                    (N 0: no --grace-ms, the configured grace applies)\n" CTL_HELP_COMMON
 
 static const char drain_usage[] =
     "Usage: chipctl drain [--grace-ms N] [--json]\n"

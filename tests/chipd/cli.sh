@@ -109,7 +109,9 @@ assert names, "no thread_name metadata"
 print("trace: %d events, %d spans" % (len(ev), len(xs)))
 PY
 
-timeout 10 "$chipctl" stop >/dev/null || fail "stop"
+# without --grace-ms, chipd's configured grace applies: the document says 0
+out=$(timeout 10 "$chipctl" stop --json) || fail "stop"
+[ "$out" = '{"v":1,"ok":true,"action":"stop","grace_ms":0}' ] || fail "stop --json: $out"
 for _ in $(seq 1 100); do
 	[ -r "/proc/$pid/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$pid/stat" || break
 	sleep 0.1

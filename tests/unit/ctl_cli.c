@@ -136,6 +136,7 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"cancel", "@0", NULL},
 	    {"stats", "--prom", "--json", NULL},
 	    {"drain", "--grace-ms", "-1", NULL},
+	    {"stop", "--grace-ms", "3600001", NULL},
 	    {"top", "--interval", "0", NULL},
 	    {"trace", NULL},
 	    {"trace", "--out", "x", "--seconds", "abc", NULL},
