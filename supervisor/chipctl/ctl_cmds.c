@@ -166,7 +166,8 @@ out:
 static const char cancel_usage[] =
     "Usage: chipctl cancel [--json] ID\n"
     "Cancels request ID (as submit printed it: @N or a number); its stream ends with\n"
-    "\"cancelled\".\n" CTL_HELP_COMMON;
+    "\"cancelled\".\n"
+    "  --json            {\"v\":1,\"ok\":true,\"id\":N}\n" CTL_HELP_COMMON;
 
 int ctl_cmd_cancel(struct ctl *g, int argc, char **argv)
 {
