@@ -255,12 +255,13 @@ static int attach(chipd_conn *c, const char *instance, struct chipd_error *err)
 	}
 }
 
-/* The handshake (docs/protocol.md §9): the connection stays open in c->fd. */
-static int hello(chipd_conn *c, struct chipd_error *err)
+/* The handshake (docs/protocol.md §9), waiting up to @timeout_ms for the answer: the
+ * connection stays open in c->fd. */
+static int hello(chipd_conn *c, uint32_t timeout_ms, struct chipd_error *err)
 {
 	struct proto_hello h;
 	char why[CHIPD_MSG_MAX];
-	int rc = proto_hello(&c->node, CHIPD_TIMEOUT_MS, &h, why, sizeof(why));
+	int rc = proto_hello(&c->node, timeout_ms, &h, why, sizeof(why));
 
 	if (rc == -EREMOTEIO)
 		return from_proto(err, rc, &h.err);
@@ -277,7 +278,8 @@ static int hello(chipd_conn *c, struct chipd_error *err)
 	return 0;
 }
 
-int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err)
+int chipd_connect_timeout(const char *instance, uint32_t timeout_ms, chipd_conn **out,
+			  struct chipd_error *err)
 {
 	chipd_conn *c = calloc(1, sizeof(*c));
 	int rc;
@@ -288,7 +290,7 @@ int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *er
 	rc = attach(c, instance, err);
 	if (rc)
 		goto err_free;
-	rc = hello(c, err);
+	rc = hello(c, timeout_ms, err);
 	if (rc)
 		goto err_detach;
 	if (client_data_init(c)) {
@@ -304,6 +306,11 @@ err_detach:
 err_free:
 	free(c);
 	return rc;
+}
+
+int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err)
+{
+	return chipd_connect_timeout(instance, CHIPD_TIMEOUT_MS, out, err);
 }
 
 int chipd_connect_monitor(const char *instance, chipd_conn **out, struct chipd_error *err)

@@ -270,6 +270,28 @@ int chipd_stream_output(chipd_stream *s, void *buf, uint32_t cap, uint32_t *len,
 	return rc;
 }
 
+/* Waits until @s's stream is over, @deadline passes, or the node is found lost (looked
+ * at once a slice, as a short read does), whichever comes first: what is left of a
+ * close's timeout, so that a caller that gave time may resubmit the id at once. */
+static void close_wait(chipd_stream *s, uint64_t deadline)
+{
+	uint64_t checked = shm_now_ns();
+
+	while (!stream_over(s)) {
+		struct timespec ts = {0, ORPHAN_POLL_NS};
+		uint64_t now = shm_now_ns();
+
+		if (now >= deadline)
+			return;
+		if (now - checked >= UNNAMED_SLICE_NS) {
+			checked = now;
+			if (node_lost(s))
+				return;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
 void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
 {
 	uint64_t deadline = client_deadline_ms(timeout_ms);
@@ -287,14 +309,13 @@ void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
 	if (!s->ended &&
 	    atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) == s->gen) {
 		ring_close_reader(&s->ring);
-		/* best effort, sooner than the worker's own look when it gets through */
-		chipd_cancel(s->conn, s->id, timeout_ms, NULL);
-		/* what is left of @timeout_ms waits for the end, so a caller that gave
-		 * time may resubmit the id once this returns */
-		while (!stream_over(s) && shm_now_ns() < deadline) {
-			struct timespec ts = {0, ORPHAN_POLL_NS};
-
-			nanosleep(&ts, NULL);
+		/* A lost node (the supervisor gone, no live producer) answers no cancel
+		 * and ends nothing: there is nothing to wait for, so return at once. */
+		if (!node_lost(s)) {
+			/* best effort, sooner than the worker's own look when it gets
+			 * through */
+			chipd_cancel(s->conn, s->id, timeout_ms, NULL);
+			close_wait(s, deadline);
 		}
 	}
 	/* its output's range once no worker will write it: the stream ended (else it

@@ -115,6 +115,12 @@ typedef struct chipd_stream chipd_stream;
  * --allow-group; -EACCES when the caller is not in that group). */
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
 
+/* chipd_connect, waiting up to @timeout_ms (not CHIPD_TIMEOUT_MS) for the answer to
+ * the hello: -ETIMEDOUT (code timeout, retryable) when none came in time, e.g. from a
+ * stopped or hung supervisor. Otherwise the same returns as chipd_connect. */
+int chipd_connect_timeout(const char *instance, uint32_t timeout_ms, chipd_conn **out,
+			  struct chipd_error *err);
+
 /* Attaches like chipd_connect without the handshake: for monitoring, the handle reads
  * counters (chipd_stats) and nothing else; every call that sends a request fails with
  * -ENOTCONN. Same returns as chipd_connect, less those of the handshake. */
@@ -229,7 +235,10 @@ void chipd_stream_set_spin(chipd_stream *s, uint32_t spin_us);
  * supervisor gets through; a cancel call is also made, best effort, within
  * @timeout_ms. Nothing reads the ring after that: the supervisor gives it to another
  * stream once the request has ended. What is left of @timeout_ms waits for that end,
- * so after a close given the time, the request's id may be submitted again at once. */
+ * so after a close given the time, the request's id may be submitted again at once.
+ * A stream of a lost node (the supervisor gone and no live worker producing it, as
+ * chipd_stream_next's -EPIPE says) closes at once: nobody would answer the cancel or
+ * end the stream. */
 void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms);
 
 /* Cancels request @id. Returns 0 (the stream will end with "cancelled"),

@@ -104,14 +104,19 @@ int ctl_parse_seconds(const char *s, double *out);
  * chipd_connect (where -EAGAIN means "starting", not "every slot busy"). */
 int ctl_exit_for(int rc, bool connecting);
 
+/* Writes the failure @rc (a negative errno), @err as the JSON error object of
+ * chipctl(1): {"code":STR|null,"errno":N,"message":STR,"retryable":BOOL} and, when it
+ * concerns one request or chip, "request":N, "chip":N. */
+void ctl_json_error(FILE *f, int rc, const struct chipd_error *err);
+
 /* Reports the failure of a call (@what names it) on stderr, and with --json also as
  * the document on stdout ({"v":1,"ok":false,"exit":N,"error":{...}}, chipctl(1)),
  * except for a usage error (exit 64). Returns the exit status. */
 int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
 	       bool connecting);
 
-/* Connects to the instance of @g. Returns CTL_EXIT_OK with *@c, or the exit status
- * after reporting the failure. */
+/* Connects to the instance of @g, waiting g->timeout_ms for the handshake. Returns
+ * CTL_EXIT_OK with *@c, or the exit status after reporting the failure. */
 int ctl_connect(const struct ctl *g, chipd_conn **c);
 
 /* As ctl_connect, without the handshake: a handle that reads counters only

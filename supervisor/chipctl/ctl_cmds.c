@@ -166,7 +166,8 @@ out:
 static const char cancel_usage[] =
     "Usage: chipctl cancel [--json] ID\n"
     "Cancels request ID (as submit printed it: @N or a number); its stream ends with\n"
-    "\"cancelled\".\n" CTL_HELP_COMMON;
+    "\"cancelled\".\n"
+    "  --json            {\"v\":1,\"ok\":true,\"id\":N}\n" CTL_HELP_COMMON;
 
 int ctl_cmd_cancel(struct ctl *g, int argc, char **argv)
 {
@@ -294,7 +295,8 @@ static int grace_cmd(struct ctl *g, int argc, char **argv, const char *usage, bo
 	"  --grace-ms N      time for in-flight requests, 1..3600000 ms\n"                         \
 	"                    (default: the supervisor's configured grace period)\n"                \
 	"  --json            "                                                                     \
-	"{\"v\":1,\"ok\":true,\"action\":...,\"grace_ms\":N}\n" CTL_HELP_COMMON
+	"{\"v\":1,\"ok\":true,\"action\":...,\"grace_ms\":N}\n"                                    \
+	"                    (N 0: no --grace-ms, the configured grace applies)\n" CTL_HELP_COMMON
 
 static const char drain_usage[] =
     "Usage: chipctl drain [--grace-ms N] [--json]\n"

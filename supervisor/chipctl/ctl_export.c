@@ -11,9 +11,12 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXPORT_FILE	   "chipd.prom"
+/* node_exporter reads the file as its own user: readable by all, whatever the umask */
+#define EXPORT_MODE 0644
 #define INTERVAL_DEFAULT_S 15.0 /* node_exporter's usual scrape interval */
 
 struct export
@@ -44,14 +47,22 @@ static int write_file(const char *dir, const struct chipd_stat *st, uint32_t n, 
 {
 	char tmp[PATH_MAX], dst[PATH_MAX];
 	FILE *f;
-	int rc;
+	int fd, rc;
 
 	if (snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, EXPORT_FILE) >= (int)sizeof(tmp) ||
 	    snprintf(dst, sizeof(dst), "%s/%s", dir, EXPORT_FILE) >= (int)sizeof(dst))
 		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, EXPORT_MODE);
+	if (fd < 0)
 		return -errno;
+	/* the umask may have taken bits away, and a file left by an earlier run keeps its
+	 * mode: set it */
+	if (fchmod(fd, EXPORT_MODE) || !(f = fdopen(fd, "w"))) {
+		rc = -errno;
+		close(fd);
+		unlink(tmp);
+		return rc;
+	}
 	rc = ctl_prom_write(f, st, n, up);
 	if (rc == 0 && (fflush(f) || fsync(fileno(f))))
 		rc = -errno;
@@ -72,7 +83,8 @@ static const char export_usage[] =
     "  --textfile DIR    the collector's directory (required)\n"
     "  --interval S      rewrite every S seconds (default 15) until Ctrl-C or SIGTERM\n"
     "  --once            write once and exit (the exit status says whether chipd was\n"
-    "                    up)\n" CTL_HELP_COMMON;
+    "                    up: 0, else 69 or 3 as for any command; chipd_up 0 written)\n"
+    "The files are mode 0644.\n" CTL_HELP_COMMON;
 
 int ctl_cmd_export(struct ctl *g, int argc, char **argv)
 {

@@ -49,14 +49,18 @@ static const char submit_usage[] =
     "Submits a request for WORKLOAD with integer parameters KEY=VALUE (at most 16).\n"
     "Prints the request id(s), then reads the stream(s) to the end: a stream lives\n"
     "as long as its reader, so submit returns when the request has ended.\n"
-    "  --id N            request id, 1..2^63-1 or @N (default: the supervisor picks\n"
-    "                    one; it prints the ids it picks as @N, N = id - 2^62)\n"
-    "  --chip N          run on chip N (default: any)\n"
+    "  --id N            request id, 1..2^63-1 or @N for 2^62+N (default: the\n"
+    "                    supervisor picks one); ids above 2^62, the supervisor's and\n"
+    "                    any other, print as @N\n"
+    "  --chip N          run on chip N, 0..63 (default: any)\n"
     "  --max-tokens N    at most N tokens, 1..1048576 (default: the workload's)\n"
-    "  --deadline-ms N   the request fails with \"timeout\" after N ms\n"
+    "  --deadline-ms N   the request fails with \"timeout\" (exit 1) after N ms,\n"
+    "                    1..86400000\n"
     "  --count N         submit N requests at once (ids N, N+1, ... with --id), 1..256\n"
-    "  --follow          print each token (ID SEQ VALUE) and each request's end\n"
-    "  --wait-ms N       give up (exit 75) when a stream is silent N ms (default 60000)\n"
+    "  --follow          print each token (ID SEQ VALUE) and each request's end, and\n"
+    "                    no id lines\n"
+    "  --wait-ms N       give up (exit 75) when a stream is silent N ms, 1..86400000\n"
+    "                    (default 60000)\n"
     "  --input FILE      the request's input: FILE's bytes (- for standard input),\n"
     "                    1..1048576; a token's payload prints as hex after its value\n"
     "  --output-cap N    take an output of at most N bytes, 1..1048576; it prints as\n"
@@ -191,9 +195,9 @@ static void print_end(const struct ctl *g, const struct submit *sb, const struct
 	       CTL_JSON_VERSION, (unsigned long long)f->id, rc == 0 ? "completed" : "failed",
 	       (unsigned long long)f->tokens, ms);
 	if (rc) {
-		printf(",\"exit\":%d,\"error\":{\"code\":\"%s\",\"message\":", f->status, code);
-		ctl_json_str(stdout, err->message);
-		printf(",\"retryable\":%s}", err->retryable ? "true" : "false");
+		/* the error object of a command's failure document, keys and all */
+		printf(",\"exit\":%d,\"error\":", f->status);
+		ctl_json_error(stdout, rc, err);
 	} else if (sb->req.output_cap) {
 		printf(",\"output_len\":%u", (unsigned)f->out_len);
 		if (!sb->output_path) {
@@ -399,8 +403,9 @@ int ctl_cmd_submit(struct ctl *g, int argc, char **argv)
 	rc = parse_params(g, &sb, argc - optind - 1, argv + optind + 1);
 	if (rc)
 		return rc;
-	if (sb.req.id && sb.req.id > (uint64_t)INT64_MAX - sb.count)
-		return ctl_usage(g, "--id + --count passes 2^63-1");
+	/* the last id, id + count - 1, is at most 2^63-1 */
+	if (sb.req.id && sb.req.id - 1 > (uint64_t)INT64_MAX - sb.count)
+		return ctl_usage(g, "--id + --count - 1 passes 2^63-1");
 	rc = check_data(g, &sb);
 	if (rc)
 		return rc;

@@ -140,10 +140,16 @@ int ctl_cmd_top(struct ctl *g, int argc, char **argv)
 	bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
 	struct termios saved, raw;
 	struct chipd_error err;
+	char instance[CHIPD_INSTANCE_MAX];
 	int rc = ctl_args(g, argc, argv, &a);
 
 	if (rc)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
+	/* the header names the instance watched: --instance, else the variables, as
+	 * every connection resolves it (ctl_args checked that it does) */
+	rc = chipd_resolve_instance(g->instance, instance, &err);
+	if (rc)
+		return ctl_report(g, "top", rc, &err, true);
 	rc = ctl_snapshot(g, &cur, &n, &err);
 	if (rc)
 		return ctl_report(g, "top", rc, &err, true);
@@ -167,8 +173,7 @@ int ctl_cmd_top(struct ctl *g, int argc, char **argv)
 		now = ctl_now_ns();
 		rc = ctl_snapshot(g, &cur, &n, &err);
 		fputs(tty_out ? ANSI_CLEAR : (i ? "\n" : ""), stdout);
-		printf("chipctl top: instance %s, every %.1f s%s\n",
-		       g->instance ? g->instance : "(default)", t.interval,
+		printf("chipctl top: instance %s, every %.1f s%s\n", instance, t.interval,
 		       tty_in ? " (q quits)" : "");
 		if (rc) {
 			printf("not available: %s\n", err.message);

@@ -202,42 +202,53 @@ int ctl_exit_for(int rc, bool connecting)
 	}
 }
 
+/* The message of a failure @rc, @err: its own, else the errno's text. */
+static const char *err_message(int rc, const struct chipd_error *err)
+{
+	return err && err->message[0] ? err->message : strerror(-rc);
+}
+
+void ctl_json_error(FILE *f, int rc, const struct chipd_error *err)
+{
+	fputs("{\"code\":", f);
+	if (err && err->code != CHIPD_OK)
+		ctl_json_str(f, chipd_code_name(err->code));
+	else
+		fputs("null", f);
+	fprintf(f, ",\"errno\":%d,\"message\":", -rc);
+	ctl_json_str(f, err_message(rc, err));
+	fprintf(f, ",\"retryable\":%s", err && err->retryable ? "true" : "false");
+	if (err && err->has_request)
+		fprintf(f, ",\"request\":%llu", (unsigned long long)err->request);
+	if (err && err->has_chip)
+		fprintf(f, ",\"chip\":%u", (unsigned)err->chip);
+	fputc('}', f);
+}
+
 int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
 	       bool connecting)
 {
 	int status = ctl_exit_for(rc, connecting);
-	const char *msg = err && err->message[0] ? err->message : strerror(-rc);
 	const char *code = err && err->code != CHIPD_OK ? chipd_code_name(err->code) : NULL;
-	bool retryable = err && err->retryable;
 
-	fprintf(stderr, "chipctl %s: %s", what, msg);
+	fprintf(stderr, "chipctl %s: %s", what, err_message(rc, err));
 	if (code)
-		fprintf(stderr, " [%s%s]", code, retryable ? ", retryable" : "");
+		fprintf(stderr, " [%s%s]", code, err->retryable ? ", retryable" : "");
 	fputc('\n', stderr);
 	/* A usage error (a value libchipd refused before sending) prints no document, as
 	 * the ones found while parsing the command line: chipctl(1). */
 	if (!g->json || status == CTL_EXIT_USAGE)
 		return status;
-	printf("{\"v\":%d,\"ok\":false,\"exit\":%d,\"error\":{\"code\":", CTL_JSON_VERSION, status);
-	if (code)
-		ctl_json_str(stdout, code);
-	else
-		fputs("null", stdout);
-	printf(",\"errno\":%d,\"message\":", -rc);
-	ctl_json_str(stdout, msg);
-	printf(",\"retryable\":%s", retryable ? "true" : "false");
-	if (err && err->has_request)
-		printf(",\"request\":%llu", (unsigned long long)err->request);
-	if (err && err->has_chip)
-		printf(",\"chip\":%u", (unsigned)err->chip);
-	fputs("}}\n", stdout);
+	printf("{\"v\":%d,\"ok\":false,\"exit\":%d,\"error\":", CTL_JSON_VERSION, status);
+	ctl_json_error(stdout, rc, err);
+	fputs("}\n", stdout);
 	return status;
 }
 
 int ctl_connect(const struct ctl *g, chipd_conn **c)
 {
 	struct chipd_error err;
-	int rc = chipd_connect(g->instance, c, &err);
+	int rc = chipd_connect_timeout(g->instance, g->timeout_ms, c, &err);
 
 	return rc ? ctl_report(g, g->cmd ? g->cmd : "connect", rc, &err, true) : CTL_EXIT_OK;
 }

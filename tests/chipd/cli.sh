@@ -1,11 +1,10 @@
 #!/bin/sh
 # cli.sh CHIPD CHIPCTL - chipctl against a real chipd (two sim chips): status, a
 # followed submit, `workloads` (table and JSON), `register`/`callables` (with its
-# counts)/`unregister`,
-# `stats --prom` through `promtool
-# check metrics` (when promtool is installed), `trace` written as Chrome trace JSON
-# (docs/architecture.md, "Trace"), `stop`, and nothing left in /dev/shm. Every step is
-# bounded by `timeout`.
+# counts)/`unregister`, a chip the node lacks and a --deadline-ms that passes (both
+# exit 1), `stats --prom` through `promtool check metrics` (when promtool is
+# installed), `trace` written as Chrome trace JSON (docs/architecture.md, "Trace"),
+# `stop --json`, and nothing left in /dev/shm. Every step is bounded by `timeout`.
 set -eu
 chipd=$1
 chipctl=$2
@@ -25,6 +24,9 @@ timeout 30 "$chipd" --chips 2 --log-level warn --pidfile "$dir/chipd.pid" ||
 	fail "chipd did not start"
 pid=$(cat "$dir/chipd.pid")
 timeout 10 "$chipctl" status | grep -q ready || fail "status: no ready chip"
+timeout 10 "$chipctl" status | grep -q '^0  .* sim ' || fail "status: chip 0 is not sim"
+timeout 10 "$chipctl" status --json | grep -q '{"chip":0,"pid":[0-9]*,"gpu":-1,' ||
+	fail "status --json: a sim chip's gpu is not -1"
 
 out=$(timeout 60 "$chipctl" submit --follow --json synthetic tokens=5 device_us=100)
 [ "$(printf '%s\n' "$out" | grep -c '"seq"')" -ge 5 ] || fail "submit: $out"
@@ -91,6 +93,18 @@ timeout 20 "$chipctl" unregister abcdefghijklmnopqrstuvw >/dev/null ||
 	fail "unregister of a name of 23 characters"
 echo "register, callables, unregister: ok"
 
+# a chip the node lacks is the request's bad_request (exit 1); a request past its
+# --deadline-ms fails with the code timeout, exit 1 (75 is chipctl's own timeouts)
+rc=0
+timeout 30 "$chipctl" submit --chip 2 synthetic tokens=1 >/dev/null 2>"$dir/chip.err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q 'this node has 2 \[bad_request\]$' "$dir/chip.err" ||
+	fail "submit --chip 2: exit $rc, $(cat "$dir/chip.err")"
+rc=0
+timeout 30 "$chipctl" submit --deadline-ms 50 synthetic tokens=100000 device_us=1000 \
+	>/dev/null 2>"$dir/deadline.err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q ': timeout \[timeout, retryable\]$' "$dir/deadline.err" ||
+	fail "submit --deadline-ms 50: exit $rc, $(cat "$dir/deadline.err")"
+
 if command -v promtool >/dev/null 2>&1; then
 	timeout 10 "$chipctl" stats --prom >"$dir/m.prom"
 	promtool check metrics <"$dir/m.prom" || fail "promtool rejected stats --prom"
@@ -120,7 +134,9 @@ assert names, "no thread_name metadata"
 print("trace: %d events, %d spans" % (len(ev), len(xs)))
 PY
 
-timeout 10 "$chipctl" stop >/dev/null || fail "stop"
+# without --grace-ms, chipd's configured grace applies: the document says 0
+out=$(timeout 10 "$chipctl" stop --json) || fail "stop"
+[ "$out" = '{"v":1,"ok":true,"action":"stop","grace_ms":0}' ] || fail "stop --json: $out"
 for _ in $(seq 1 100); do
 	[ -r "/proc/$pid/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$pid/stat" || break
 	sleep 0.1

@@ -11,7 +11,7 @@
 #  4. refused before submitting (exit 64, the limit named): input over 1048576 bytes,
 #     empty input, --output without --output-cap, --output with --count 2, --output-cap
 #     with nowhere to put the output, an --output FILE that cannot be opened; and by
-#     libchipd: more input than the data area;
+#     libchipd: more input than the data area ([bad_request], no --json document);
 #  5. --output-cap for a callable without output: the request is refused bad_request
 #     (exit 1), the supervisor's message shown;
 #  6. a callable without payloads prints its tokens as before (three fields, no
@@ -107,7 +107,10 @@ refused "not --count 2" "$chipctl" submit --output-cap 8 --output "$dir/o" --cou
 refused "--output-cap: the output prints with --follow" "$chipctl" submit --output-cap 8 echo
 refused "--output: cannot open" "$chipctl" submit --output-cap 8 --output "$dir/no/o" echo
 head -c 9000 /dev/zero >"$dir/over.bin"
-refused "the data area holds 8192" "$chipctl" submit --input "$dir/over.bin" echo
+refused "the data area holds 8192 [bad_request]" "$chipctl" submit --input "$dir/over.bin" echo
+# libchipd's refusal is a usage error: with --json too, no document
+refused "the data area holds 8192 [bad_request]" "$chipctl" submit --json --input "$dir/over.bin" echo
+[ ! -s "$dir/out" ] || fail "a usage error printed a document: $(cat "$dir/out")"
 [ ! -e "$dir/o" ] || fail "a refused submit wrote --output's file"
 echo "refusals: ok"
 

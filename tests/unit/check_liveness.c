@@ -20,6 +20,10 @@
 /* A generous liveness bound for a loaded 2-core machine or a sanitizer build: the
  * protocol's bound is about 20 ms (protocol.md 5.4). */
 #define LIVENESS_MS 5000u
+/* How soon closing the streams of a dead node returns, and chipctl exits: far under
+ * --timeout-ms's default (5 s), which such a close used to wait out; generous for a
+ * loaded machine (the streams end within about 20 ms). */
+#define CTL_EXIT_MS 2000u
 
 static const char *const two_chips[] = {"--chips", "2", NULL};
 
@@ -81,7 +85,7 @@ static void forget_node(struct cd *d)
 /* Streams open (each has produced a token) when the node is SIGKILLed: a reader that
  * polls them all with timeout 0 (as a reader of many streams does) and one that waits
  * with a long timeout each learn within the liveness bound that nobody will end them:
- * -EPIPE, node_lost, retryable. */
+ * -EPIPE, node_lost, retryable; closing them returns at once. */
 START_TEST(dead_node_ends_every_stream_node_lost)
 {
 	enum { N = 4 };
@@ -131,70 +135,110 @@ START_TEST(dead_node_ends_every_stream_node_lost)
 	ck_assert_int_eq(rc, -EPIPE);
 	ck_assert_int_eq(err.code, CHIPD_E_NODE_LOST);
 	ck_assert_uint_lt(now_ms() - t0, LIVENESS_MS);
+	/* closing a stream nobody can end returns at once, whatever time it is given */
+	t0 = now_ms();
 	for (int i = 0; i < N; i++)
-		chipd_stream_close(s[i], 0);
+		chipd_stream_close(s[i], 60000);
+	ck_assert_uint_lt(now_ms() - t0, CTL_EXIT_MS);
 	forget_node(&d);
 }
 END_TEST
 
-/* chipctl submit --count 3 reading three streams when the node is SIGKILLed: it ends
- * at once with exit 3 (not running), not after --wait-ms. */
-START_TEST(chipctl_count_exits_when_node_dies)
+/* chipctl submit with @args (NULL-ended, after "submit"), reading @n streams when the
+ * node is SIGKILLed: it exits 3 (not running) at once, not after --wait-ms or
+ * --timeout-ms, each stream's end reported node_lost on stderr; its stdout is left
+ * in @out (@cap bytes). */
+static void chipctl_exits_when_node_dies(const char *const *args, int n, char *out, size_t cap)
 {
-	char out[96], errf[96];
+	char outf[96], errf[96], buf[4096] = {0}, *p = buf;
+	const char *argv[24];
+	int status, ended = 0, na = 0, fd;
 	struct cd d;
 	pid_t ctl;
 	uint64_t t0;
-	int status;
+	ssize_t got;
 
 	cd_start(&d, two_chips, NULL);
-	snprintf(out, sizeof(out), "/tmp/check_liveness.%d.out", (int)getpid());
+	argv[na++] = CHIPCTL_BIN;
+	argv[na++] = "--instance";
+	argv[na++] = d.instance;
+	argv[na++] = "submit";
+	while (*args && na < 23)
+		argv[na++] = *args++;
+	argv[na] = NULL;
+	snprintf(outf, sizeof(outf), "/tmp/check_liveness.%d.out", (int)getpid());
 	snprintf(errf, sizeof(errf), "/tmp/check_liveness.%d.err", (int)getpid());
 	ctl = fork();
 	ck_assert_int_ge(ctl, 0);
 	if (ctl == 0) {
-		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fo = open(outf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int fe = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
 		if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
 			_exit(126);
-		execl(CHIPCTL_BIN, CHIPCTL_BIN, "--instance", d.instance, "submit", "synthetic",
-		      "tokens=1000000", "device_us=1000", "--count", "3", "--wait-ms", "60000",
-		      (char *)NULL);
+		execv(CHIPCTL_BIN, (char *const *)argv);
 		_exit(127);
 	}
-	/* all three admitted and streaming */
+	/* all admitted and streaming */
 	t0 = now_ms();
-	while (now_ms() - t0 < 15000 &&
-	       stat_of(d.conn, "chip0", "admitted") + stat_of(d.conn, "chip1", "admitted") < 3)
+	while (now_ms() - t0 < 15000 && stat_of(d.conn, "chip0", "admitted") +
+						stat_of(d.conn, "chip1", "admitted") <
+					    (uint64_t)n)
 		usleep(10000);
 	ck_assert_uint_ge(
-	    stat_of(d.conn, "chip0", "admitted") + stat_of(d.conn, "chip1", "admitted"), 3);
+	    stat_of(d.conn, "chip0", "admitted") + stat_of(d.conn, "chip1", "admitted"), n);
 	usleep(100000);
 	kill_node(&d);
 	t0 = now_ms();
 	status = tu_wait(ctl, 20000);
-	ck_assert_msg(status == 3, "chipctl exit %d after %llu ms (expected 3, at once)", status,
-		      (unsigned long long)(now_ms() - t0));
-	ck_assert_uint_lt(now_ms() - t0, 20000);
-	/* each of the three streams reported its end: node_lost, retryable */
-	{
-		char buf[4096] = {0}, *p = buf;
-		int fd = open(errf, O_RDONLY), ended = 0;
-		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-
-		if (fd >= 0)
-			close(fd);
-		ck_assert_int_gt(n, 0);
-		while ((p = strstr(p, "[node_lost, retryable]")) != NULL) {
-			ended++;
-			p++;
-		}
-		ck_assert_msg(ended == 3, "stderr: %s", buf);
+	ck_assert_msg(status == 3 && now_ms() - t0 < CTL_EXIT_MS,
+		      "chipctl exit %d after %llu ms (expected 3 within %u ms)", status,
+		      (unsigned long long)(now_ms() - t0), CTL_EXIT_MS);
+	/* each stream reported its end: node_lost, retryable */
+	fd = open(errf, O_RDONLY);
+	got = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	ck_assert_int_gt(got, 0);
+	while ((p = strstr(p, "[node_lost, retryable]")) != NULL) {
+		ended++;
+		p++;
 	}
-	unlink(out);
+	ck_assert_msg(ended == n, "stderr: %s", buf);
+	fd = open(outf, O_RDONLY);
+	got = fd >= 0 ? read(fd, out, cap - 1) : -1;
+	out[got > 0 ? got : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	unlink(outf);
 	unlink(errf);
 	forget_node(&d);
+}
+
+/* chipctl submit --count 3 reading three streams (polled without blocking). */
+START_TEST(chipctl_count_exits_when_node_dies)
+{
+	static const char *const args[] = {"synthetic", "tokens=1000000", "device_us=1000",
+					   "--count",	"3",		  "--wait-ms",
+					   "60000",	NULL};
+	char out[4096];
+
+	chipctl_exits_when_node_dies(args, 3, out, sizeof(out));
+}
+END_TEST
+
+/* chipctl submit --follow reading one stream (blocking reads): its end line says
+ * node_lost, and closing the stream of the dead node does not wait out --timeout-ms. */
+START_TEST(chipctl_follow_exits_when_node_dies)
+{
+	static const char *const args[] = {"synthetic", "tokens=1000000", "device_us=1000",
+					   "--follow",	"--wait-ms",	  "60000",
+					   NULL};
+	char out[1 << 16];
+
+	chipctl_exits_when_node_dies(args, 1, out, sizeof(out));
+	ck_assert_msg(strstr(out, ": node_lost, "), "stdout ends: %s",
+		      out + (strlen(out) > 200 ? strlen(out) - 200 : 0));
 }
 END_TEST
 
@@ -436,6 +480,7 @@ int main(void)
 	const struct tu_case cases[] = {
 	    {"dead_node_ends_every_stream_node_lost", dead_node_ends_every_stream_node_lost},
 	    {"chipctl_count_exits_when_node_dies", chipctl_count_exits_when_node_dies},
+	    {"chipctl_follow_exits_when_node_dies", chipctl_follow_exits_when_node_dies},
 	    {"requeued_requests_stream_to_their_clients",
 	     requeued_requests_stream_to_their_clients},
 	    {"requeue_to_a_stuck_worker_stalls_nothing", requeue_to_a_stuck_worker_stalls_nothing},

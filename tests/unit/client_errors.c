@@ -1,6 +1,7 @@
 /* client_errors.c - libchipd's failures: every connect error distinct and
  * explained, instance discovery order, a server that never answers (timeout, then
- * the acknowledged reset frees the slot for the next call), a full mailbox, requests
+ * the acknowledged reset frees the slot for the next call), a hello never answered
+ * (the connect's own timeout), a full mailbox, requests
  * refused before they are sent. */
 #include "client_fixture.h"
 #include "testutil.h"
@@ -195,6 +196,34 @@ START_TEST(silent_server_times_out_then_slot_is_reused)
 }
 END_TEST
 
+/* A supervisor that takes the connection and never answers the hello (stopped, or
+ * hung): chipd_connect_timeout gives up after its own timeout, not CHIPD_TIMEOUT_MS,
+ * with timeout (retryable), and connects once the hello is answered again. */
+START_TEST(unanswered_hello_gives_up_at_the_timeout)
+{
+	struct chipd_error err;
+	struct cx x;
+	chipd_conn *c = NULL;
+	uint64_t t0;
+
+	cx_start(&x, 4);
+	atomic_store(&x.hello.mute, 1);
+	t0 = shm_now_ns();
+	ck_assert_int_eq(chipd_connect_timeout(x.instance, 100, &c, &err), -ETIMEDOUT);
+	/* well under CHIPD_TIMEOUT_MS, with room for a loaded machine */
+	ck_assert_uint_lt(shm_now_ns() - t0, 3000ull * SHM_NS_PER_MS);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert(err.retryable);
+	ck_assert_msg(strstr(err.message, "no answer to hello within 100 ms"), "%s", err.message);
+	atomic_store(&x.hello.mute, 0);
+	ck_assert_int_eq(chipd_connect_timeout(x.instance, T_MS, &c, &err), 0);
+	ck_assert_int_eq(chipd_ping(c, T_MS, NULL, &err), 0);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(busy_mailbox_is_queue_full)
 {
 	struct chipd_error err;
@@ -261,6 +290,7 @@ void client_add_error_tcases(Suite *s)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("giving_up");
 	tcase_add_test(tc, silent_server_times_out_then_slot_is_reused);
+	tcase_add_test(tc, unanswered_hello_gives_up_at_the_timeout);
 	tcase_add_test(tc, busy_mailbox_is_queue_full);
 	tcase_add_test(tc, bad_request_refused_before_sending);
 	suite_add_tcase(s, tc);

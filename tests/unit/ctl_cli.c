@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define RUN_MS	20000u
@@ -110,6 +111,9 @@ START_TEST(cli_help_exits_0)
 		snprintf(want, sizeof(want), "Usage: chipctl %s", commands[i]);
 		ck_assert_msg(strncmp(r->out, want, strlen(want)) == 0, "%s", r->out);
 		ck_assert_msg(strstr(r->out, "Exit status"), "%s", r->out);
+		/* a command that takes --json lists it */
+		if (strstr(r->out, "[--json]"))
+			ck_assert_msg(strstr(r->out, "\n  --json "), "%s", r->out);
 	}
 	free(r);
 }
@@ -136,6 +140,7 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"cancel", "@0", NULL},
 	    {"stats", "--prom", "--json", NULL},
 	    {"drain", "--grace-ms", "-1", NULL},
+	    {"stop", "--grace-ms", "3600001", NULL},
 	    {"top", "--interval", "0", NULL},
 	    {"trace", NULL},
 	    {"trace", "--out", "x", "--seconds", "abc", NULL},
@@ -266,11 +271,37 @@ START_TEST(cli_json_error_document)
 }
 END_TEST
 
+/* --timeout-ms bounds the handshake too: a supervisor that takes the connection and
+ * never answers the hello (stopped) makes chipctl exit 75 after about --timeout-ms,
+ * not after libchipd's default 5 s. */
+START_TEST(cli_timeout_bounds_the_handshake)
+{
+	struct run *r = malloc(sizeof(*r));
+	struct cx x;
+	uint64_t t0;
+
+	cx_start(&x, 4);
+	atomic_store(&x.hello.mute, 1);
+	t0 = shm_now_ns();
+	RUN(r, "--instance", x.instance, "--timeout-ms", "300", "ping");
+	EXPECT(r, 75);
+	/* 300 ms asked; a bound generous for a loaded machine, well under 5 s */
+	ck_assert_uint_lt(shm_now_ns() - t0, 3000ull * SHM_NS_PER_MS);
+	ck_assert_msg(strstr(r->err, "no answer to hello within 300 ms [timeout, retryable]"),
+		      "%s", r->err);
+	atomic_store(&x.hello.mute, 0);
+	RUN(r, "--instance", x.instance, "--timeout-ms", "300", "ping");
+	EXPECT(r, 0);
+	cx_stop(&x);
+	free(r);
+}
+END_TEST
+
 START_TEST(cli_calls_against_server)
 {
 	struct run *r = malloc(sizeof(*r));
 	struct cx x;
-	char pid[32];
+	char pid[32], want[128];
 
 	cx_start(&x, 4);
 	snprintf(pid, sizeof(pid), "pid %d ", (int)getpid());
@@ -294,6 +325,13 @@ START_TEST(cli_calls_against_server)
 	RUN(r, "--instance", x.instance, "top", "--iterations", "2", "--interval", "0.05");
 	EXPECT(r, 0);
 	ck_assert_int_eq(count_of(r->out, "tokens/s"), 2);
+	/* the header names the instance watched, also when a variable chose it */
+	snprintf(want, sizeof(want), "chipctl top: instance %s, every 1.0 s\n", x.instance);
+	setenv("CHIPD_INSTANCE", x.instance, 1);
+	RUN(r, "top", "--iterations", "1");
+	unsetenv("CHIPD_INSTANCE");
+	EXPECT(r, 0);
+	ck_assert_msg(strncmp(r->out, want, strlen(want)) == 0, "%s", r->out);
 	RUN(r, "--instance", x.instance, "drain");
 	EXPECT(r, 1); /* the fixture does not serve drain: bad_request */
 	cx_stop(&x);
@@ -309,13 +347,16 @@ START_TEST(cli_submit_follows_tokens)
 	cx_start(&x, 4);
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=3", "--id", "7", "--follow");
 	EXPECT(r, 0);
-	ck_assert_msg(strstr(r->out, "7 0 100\n7 1 101\n7 2 102\nrequest 7: completed, 3 tokens"),
+	/* no id line: the first line is the first token */
+	ck_assert_msg(strstr(r->out, "7 0 100\n7 1 101\n7 2 102\nrequest 7: completed, 3 tokens") ==
+			  r->out,
 		      "%s", r->out);
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=2", "--id", "20", "--count", "3",
 	    "--follow", "--json");
 	EXPECT(r, 0);
 	ck_assert_int_eq(count_of(r->out, "\"end\":\"completed\",\"tokens\":2"), 3);
 	ck_assert_int_eq(count_of(r->out, "\"seq\":1,\"value\":101"), 3);
+	ck_assert_int_eq(count_of(r->out, ",\"final\":true}\n"), 3); /* on each last token */
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=2");
 	EXPECT(r, 0);
 	ck_assert_str_eq(r->out, "1\n"); /* the fixture's first chosen id */
@@ -328,10 +369,33 @@ START_TEST(cli_submit_follows_tokens)
 	ck_assert_msg(strstr(r->out, "\"ids\":[4611686018427387908]"), "%s", r->out);
 	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id", "@0");
 	EXPECT(r, 64);
-	RUN(r, "--instance", x.instance, "submit", "fail", "--follow", "--json");
+	/* the last id is 2^63-1 (printed @2^62-1), with --count as without it */
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id",
+	    "9223372036854775807", "--follow");
+	EXPECT(r, 0);
+	ck_assert_msg(strstr(r->out, "request @4611686018427387903: completed"), "%s", r->out);
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id",
+	    "9223372036854775806", "--count", "2", "--json");
+	EXPECT(r, 0);
+	ck_assert_msg(strstr(r->out, "\"ids\":[9223372036854775806,9223372036854775807]"), "%s",
+		      r->out);
+	RUN(r, "--instance", x.instance, "submit", "synthetic", "n=1", "--id",
+	    "9223372036854775806", "--count", "3");
+	EXPECT(r, 64);
+	ck_assert_msg(strstr(r->err, "passes 2^63-1"), "%s", r->err);
+	/* a stream's failure is its end line (no "ok"), whose error object is the one of
+	 * a command's failure document: errno always (121, the server's code) */
+	RUN(r, "--instance", x.instance, "submit", "fail", "--id", "31", "--follow", "--json");
 	EXPECT(r, 1);
-	ck_assert_msg(strstr(r->out, "\"end\":\"failed\"") &&
-			  strstr(r->out, "\"code\":\"device_error\""),
+	ck_assert_msg(strstr(r->out, "{\"v\":1,\"id\":31,\"seq\":0,\"value\":100,\"ts_ns\":") ==
+			      r->out &&
+			  strstr(r->out, "\n{\"v\":1,\"id\":31,\"end\":\"failed\",\"tokens\":1,"
+					 "\"elapsed_ms\":") &&
+			  strstr(r->out, ",\"exit\":1,\"error\":{\"code\":\"device_error\","
+					 "\"errno\":121,\"message\":\"request 31 on chip ") &&
+			  strstr(r->out, ": device_error\",\"retryable\":false,\"request\":31,"
+					 "\"chip\":") &&
+			  !strstr(r->out, "\"ok\"") && !strstr(r->out, "\"final\""),
 		      "%s", r->out);
 	RUN(r, "--instance", x.instance, "submit", "refuse");
 	EXPECT(r, 1);
@@ -447,13 +511,20 @@ START_TEST(cli_export_writes_textfile)
 {
 	struct run *r = malloc(sizeof(*r));
 	char dir[] = "/tmp/check_ctl.XXXXXX", path[64], buf[OUT_CAP];
+	struct stat st;
+	mode_t old_mask;
 	struct cx x;
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/chipd.prom", dir);
 	cx_start(&x, 4);
+	/* mode 0644 whatever the umask: node_exporter reads it as another user */
+	old_mask = umask(077);
 	RUN(r, "--instance", x.instance, "export", "--textfile", dir, "--once");
+	umask(old_mask);
 	EXPECT(r, 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0644);
 	slurp(path, buf, sizeof(buf));
 	ck_assert_msg(strstr(buf, "chipd_up 1\n") && strstr(buf, "chipd_worker_tokens_total"), "%s",
 		      buf);
@@ -479,6 +550,7 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_no_instance_exits_69", cli_no_instance_exits_69},
 	    {"cli_bad_instance_is_usage_error", cli_bad_instance_is_usage_error},
 	    {"cli_json_error_document", cli_json_error_document},
+	    {"cli_timeout_bounds_the_handshake", cli_timeout_bounds_the_handshake},
 	    {"cli_calls_against_server", cli_calls_against_server},
 	    {"cli_submit_follows_tokens", cli_submit_follows_tokens},
 	    {"cli_submit_ctrl_c_cancels", cli_submit_ctrl_c_cancels},

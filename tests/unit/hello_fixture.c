@@ -47,7 +47,7 @@ static void *serve(void *arg)
 		if (fd < 0)
 			continue;
 		p = (struct pollfd){.fd = fd, .events = POLLIN};
-		if (poll(&p, 1, 2000) == 1)
+		if (!atomic_load(&h->mute) && poll(&p, 1, 2000) == 1)
 			answer(fd, h->nconns + 1, h->xfd);
 		if (h->nconns < HX_CONNS)
 			h->conns[h->nconns++] = fd;

@@ -19,6 +19,9 @@ struct hx {
 	char path[PROTO_NODE_SOCK_MAX];
 	pthread_t thread;
 	_Atomic int stop;
+	/* set: connections are taken and kept, their hello never answered (a stopped
+	 * supervisor) */
+	_Atomic int mute;
 	int conns[HX_CONNS];
 	int nconns;
 };

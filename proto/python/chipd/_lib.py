@@ -228,6 +228,7 @@ _PROTOTYPES = {
     "chipd_code_name": (c_char_p, [c_enum]),
     "chipd_code_retryable": (c_bool, [c_enum]),
     "chipd_connect": (c_int, [c_char_p, POINTER(_CONN), _ERR]),
+    "chipd_connect_timeout": (c_int, [c_char_p, c_uint32, POINTER(_CONN), _ERR]),
     "chipd_close": (None, [_CONN]),
     "chipd_instance": (c_char_p, [_CONN]),
     "chipd_ping": (c_int, [_CONN, c_uint32, POINTER(c_uint32), _ERR]),

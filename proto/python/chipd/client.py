@@ -641,16 +641,17 @@ class Connection(_Closable):
             _lib.lib().chipd_close(self._handle)
 
 
-def connect(instance: Optional[str] = None) -> Connection:
+def connect(instance: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT_S) -> Connection:
     """Connects to chipd @instance (None: $CHIPD_INSTANCE, then $SLURM_JOB_ID, then
     "default", as chipd and chipctl choose it), served by the user $CHIPD_USER names
-    (unset: this process's own; chipd --allow-group). Raises ``NoSuchInstance`` when it does
-    not exist, ``NotRunning`` when its supervisor is not running, ``ChipdError``
-    otherwise; OSError when libchipd cannot be loaded. A connection belongs to the
+    (unset: this process's own; chipd --allow-group), waiting up to @timeout seconds for
+    the supervisor to answer the handshake (``CallTimeout`` after that). Raises
+    ``NoSuchInstance`` when it does not exist, ``NotRunning`` when its supervisor is not
+    running, ``ChipdError`` otherwise; OSError when libchipd cannot be loaded. A connection belongs to the
     process that made it (docs/protocol.md §9): a forked child, multiprocessing's
     included, calls connect() itself; its parent's connection is refused there with
     ``bad_request``."""
     handle = ctypes.c_void_p()
     name = None if instance is None else instance.encode()
-    _call(_lib.lib().chipd_connect, name, ctypes.byref(handle))
+    _call(_lib.lib().chipd_connect_timeout, name, _ms(timeout), ctypes.byref(handle))
     return Connection(handle.value)
