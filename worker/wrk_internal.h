@@ -141,6 +141,7 @@ struct wrk_entry {
 	bool recorded;		/* done was recorded: the lane ends when it completes */
 	bool counted;		/* counted in S's lanes in flight on its stream */
 	bool pending;		/* launched, not yet finished */
+	bool held_back;		/* failed: finished once its step is judged (err) */
 };
 
 struct wrk_bank {

@@ -277,14 +277,17 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 					sc->bad[e->stream] = true;
 			}
 			res = e->err ? e->err : q;
+			e->pending = false;
 			if (res) {
 				b->failed = true;
 				last_err = res;
+				/* its end waits for the step's verdict (below) */
+				e->err = res;
+				e->held_back = true;
 			} else {
 				b->ok = true;
+				finish_entry(w, e, res);
 			}
-			e->pending = false;
-			finish_entry(w, e, res);
 			b->npending--;
 			n++;
 		}
@@ -298,6 +301,16 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 			sc->streak = b->ok ? 0 : b->failed ? sc->streak + 1 : sc->streak;
 		if (last_err)
 			*fatal_err = last_err;
+		/* the step that makes S give up: the chip leaves the router's choice before
+		 * any of its failed requests can end, so a client that reads that end and
+		 * submits again is never sent back here (O sees s_done after this) */
+		if (sc->streak >= sc->fatal_at)
+			wrk_mark_unhealthy(w);
+		for (uint32_t i = 0; i < b->nents; i++)
+			if (b->ents[i].held_back) {
+				b->ents[i].held_back = false;
+				finish_entry(w, &b->ents[i], b->ents[i].err);
+			}
 		if (sc->nheld == 1)
 			run_piece(sc); /* the last held bank goes: S's busy time ends */
 		for (uint32_t k = h + 1; k < sc->nheld; k++)
