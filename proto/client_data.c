@@ -3,8 +3,8 @@
  * bytes, under one mutex per connection; the input bytes of a submit too long to go
  * inline are copied into one range, and its output goes into another. A range the
  * workers may still read or write is never given out again: the input's goes back
- * once the submit was answered, the output's once its stream ended (a stream closed
- * before it ended keeps its range until chipd_close). */
+ * once the submit was answered, the output's when its stream is closed after its end
+ * was seen (a stream closed before that keeps its range until chipd_close). */
 #include "client_internal.h"
 
 #include <errno.h>

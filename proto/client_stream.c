@@ -257,6 +257,10 @@ int chipd_stream_output(chipd_stream *s, void *buf, uint32_t cap, uint32_t *len,
 	if (!s->out.len)
 		rc = client_fail(err, -ENODATA, CHIPD_E_BAD_REQUEST,
 				 "request %" PRIu64 ": no output was asked for", s->id);
+	else if (!s->out_ready && s->ended) /* the end was an ERROR record: never any */
+		rc = client_fail(err, -ENODATA, CHIPD_OK,
+				 "request %" PRIu64 ": its stream ended with an error: no output",
+				 s->id);
 	else if (!s->out_ready)
 		rc = client_fail(err, -EAGAIN, CHIPD_OK,
 				 "request %" PRIu64 ": its final token has not been read", s->id);

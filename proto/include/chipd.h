@@ -14,8 +14,11 @@
  *   may succeed, and a one-line message.
  * - A server's error envelope is returned as -EREMOTEIO with @err filled from it.
  * - Every call that waits for the supervisor has a timeout in milliseconds (0: do not
- *   wait beyond a brief spin). A call that gives up resets its mailbox slot through
- *   the acknowledged-reset path, so the slot is never lost.
+ *   wait beyond a brief spin). A round trip through the supervisor needs more than
+ *   that spin (its router sleeps when idle), so a call given 0 usually ends
+ *   -ETIMEDOUT; 0 is for chipd_stream_next (a poll) and chipd_stream_close (no
+ *   wait). A call that gives up resets its mailbox slot through the
+ *   acknowledged-reset path, so the slot is never lost.
  * - A connection may be used by several threads at once. A stream is read by one
  *   thread at a time (calls on one stream are serialized by a lock).
  */
@@ -68,8 +71,10 @@ enum chipd_code {
 #define CHIPD_INPUT_MAX	       (1u << 20) /* input bytes of a request */
 #define CHIPD_OUTPUT_MAX       (1u << 20) /* output bytes of a request */
 
-/* What chipd_workloads returns at most. */
-#define CHIPD_MAX_WORKLOADS 8	/* workloads a supervisor lists */
+/* The page size of the workloads answer: a supervisor lists at most this many per
+ * answer, and chipd_workloads asks for the next page until it has them all (a node
+ * may hold up to chipd --max-callables). */
+#define CHIPD_MAX_WORKLOADS 8	/* workloads in one answer */
 #define CHIPD_DOC_MAX	    128 /* a one-line description, NUL included */
 
 /* A failure, local or from the server's error envelope. */
@@ -155,7 +160,7 @@ struct chipd_request {
 	const struct chipd_param *params;
 	uint32_t nparams;     /* 0..CHIPD_MAX_PARAMS */
 	uint64_t id;	      /* 0: the supervisor chooses; else 1..2^63-1, unique while live */
-	int32_t chip;	      /* -1: any chip */
+	int32_t chip;	      /* -1 (any negative value): any chip */
 	uint32_t max_tokens;  /* 0: the workload's default */
 	uint32_t deadline_ms; /* 0: none; else the request fails with timeout after this */
 	/* The request's input bytes (NULL and 0: none), at most the callable's input_max
@@ -166,20 +171,25 @@ struct chipd_request {
 	const void *input;
 	uint32_t input_len;
 	/* Room for the request's output, 0..CHIPD_OUTPUT_MAX bytes (0: none): a range of
-	 * the data area held until the stream ended; chipd_stream_output reads it. */
+	 * the data area, held until the stream is closed (chipd_stream_close) after its
+	 * end was read or seen by the close; chipd_stream_output reads it. */
 	uint32_t output_cap;
 };
 
 /* Submits @req. Returns 0 with the request id in *@id and an open stream in
  * *@stream (close it with chipd_stream_close), or a failure: -EREMOTEIO with the
  * server's error, -EAGAIN every mailbox slot busy (queue_full), -ETIMEDOUT, -EPIPE
- * the supervisor died, -ECONNRESET the slot was taken back (retryable: queue_full when
- * this process held more than max-client-slots slots, no code when the supervisor
- * restarted), -EINVAL a malformed @req (nothing was sent), -ENOSPC (no_capacity) no
- * free range of the data area for its input or output (this process's other requests
- * hold it). The data area's ranges of a submit whose fate is unknown (-ETIMEDOUT,
+ * the supervisor died, -ECONNRESET the slot was taken back (no code, retryable: the
+ * supervisor restarted and dropped it, or no longer serves this connection),
+ * -EINVAL (bad_request, nothing was sent) a malformed @req, or input or output that
+ * needs the data area on a node without one (chipd --client-data-kib 0), or that can
+ * never fit it (this request's input and output together exceed it), -ENOSPC
+ * (no_capacity, retryable) no free range of the data area for its input or output
+ * now (this process's other requests hold it; the message says how much each part
+ * holds). The data area's ranges of a submit whose fate is unknown (-ETIMEDOUT,
  * -EPIPE, -ECONNRESET, a forward given up) stay held until chipd_close, as does the
- * output range of a stream closed before it ended: a worker may still use them. */
+ * output range of a stream closed before its end was seen: a worker may still use
+ * them. */
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err);
 
@@ -212,9 +222,9 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 
 /* The output of @s's request, once its final token was read: copies it into @buf
  * (@cap bytes) and its length into *@len. Returns 0, -ENODATA when the request asked
- * for no output (output_cap 0), -EAGAIN while the final token has not been read (a
- * stream that ended with an error has no output), -ENOSPC when @cap is too small
- * (*@len says how much is needed). */
+ * for no output (output_cap 0) or its stream ended with an error (it has none), -EAGAIN
+ * while neither the final token nor the error has been read, -ENOSPC when @cap is too
+ * small (*@len says how much is needed). */
 int chipd_stream_output(chipd_stream *s, void *buf, uint32_t cap, uint32_t *len,
 			struct chipd_error *err);
 
@@ -304,8 +314,11 @@ struct chipd_stat {
 int chipd_stats(chipd_conn *c, struct chipd_stat *out, uint32_t cap, uint32_t *n,
 		struct chipd_error *err);
 
-/* Asks the supervisor to refuse new work and finish what it has (within @grace_ms;
- * 0: its default). */
+/* Asks the supervisor to refuse new work, finish what it has (within @grace_ms; 0:
+ * its --grace-ms; a request still running then ends cancelled), and then stop: end
+ * its workers and exit, as chipd_stop does (a drain is a stop that says so: chipd(8)).
+ * Returns once the supervisor took the request; later calls on @c fail -EPIPE once
+ * it is gone. */
 int chipd_drain(chipd_conn *c, uint32_t grace_ms, uint32_t timeout_ms, struct chipd_error *err);
 
 /* Asks the supervisor to stop (drain, then end the workers and exit). */
@@ -390,8 +403,9 @@ enum chipd_unregister_mode {
  * they did not, the name takes requests again and the error is timeout, naming how
  * many are left. Returns 0, -EINVAL for a bad @name or @mode, -EREMOTEIO with the
  * server's error (not_found: no such registered callable; bad_request: requests in
- * flight with CHIPD_UNREGISTER_REFUSE, or a callable loaded at start; timeout), or
- * the call's failures. */
+ * flight with CHIPD_UNREGISTER_REFUSE, or a callable loaded at start), -ETIMEDOUT
+ * (code timeout, retryable) when the requests did not end within @timeout_ms (this
+ * library's own wait: the message says how many are left), or the call's failures. */
 int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
 		     struct chipd_error *err);
 

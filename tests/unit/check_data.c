@@ -294,7 +294,11 @@ START_TEST(output_over_cap_and_input_over_max)
 		      err.message);
 	ck_assert_uint_eq(cd_drain_stream(s, &code, BOUND_MS), 2); /* FINAL never came */
 	ck_assert_int_eq(code, CHIPD_E_TOO_LARGE);
-	ck_assert_int_eq(chipd_stream_output(s, in, sizeof(in), &got, &err), -EAGAIN);
+	/* an ERROR end: never any output, which no retry changes */
+	ck_assert_int_eq(chipd_stream_output(s, in, sizeof(in), &got, &err), -ENODATA);
+	ck_assert(!err.retryable);
+	ck_assert_msg(strstr(err.message, "its stream ended with an error: no output"), "%s",
+		      err.message);
 	chipd_stream_close(s, CD_CALL_MS);
 	ck_assert_int_eq(submit_echo(&d, "echo", -1, 3, 0, in, 65537, 0, &s, &err), -EREMOTEIO);
 	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);

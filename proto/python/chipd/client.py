@@ -517,8 +517,10 @@ class Connection(_Closable):
             return {f"{s.block.decode()}.{s.name.decode()}": s.value for s in out[: n.value]}
 
     def drain(self, grace: Optional[float] = None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
-        """Asks the supervisor to refuse new work and finish what it has within @grace
-        seconds (None: its default)."""
+        """Asks the supervisor to refuse new work, finish what it has within @grace
+        seconds (None: its default; a request still running then ends cancelled), and
+        then end its workers and exit, as stop() does (they differ in chipd's log
+        line only). Later calls raise NotRunning once it is gone."""
         with self._guard.use():
             _call(_lib.lib().chipd_drain, self._handle, _grace_ms(grace), _ms(timeout))
 

@@ -4,7 +4,8 @@ local failures (no such instance, supervisor not running, call timed out).
 Every exception is a ``ChipdError`` carrying what libchipd's ``struct chipd_error``
 said: ``code`` (the protocol code's name, None for a local failure), ``retryable``,
 ``request`` and ``chip`` (None when the failure names none), ``message`` and
-``errno`` (the positive errno of the failing call).
+``errno`` (the positive errno of the failing libchipd call; 0 when the Python layer
+refused a value itself, before calling libchipd: an ``id`` or ``output`` out of range).
 """
 
 from __future__ import annotations
