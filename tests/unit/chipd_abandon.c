@@ -45,7 +45,8 @@ START_TEST(stream_close_without_time_cancels)
 
 	cd_start(&d, args, NULL);
 	/* runs until its ring is full, then waits for a reader for good */
-	ck_assert_int_eq(submit(&d, ABANDON_ID, 1000000, &s, &err), 0);
+	ck_assert_msg(submit(&d, ABANDON_ID, 1000000, &s, &err) == 0, "submit: %s (%s)",
+		      chipd_code_name(err.code), err.message);
 	ck_assert_int_eq(chipd_stream_next(s, &tok, CD_CALL_MS, &err), 0);
 	chipd_stream_close(s, 0);
 	ck_assert_msg(tu_eventually(chip0_cancelled, &d, END_MS),
@@ -54,7 +55,8 @@ START_TEST(stream_close_without_time_cancels)
 	/* its id and ring come back: the same id runs again, and once that stream is
 	 * read to its end no ring is held */
 	ck_assert_msg(tu_eventually(no_ring_held, &d, END_MS), "the closed stream's ring is held");
-	ck_assert_int_eq(submit(&d, ABANDON_ID, 3, &s, &err), 0);
+	ck_assert_msg(submit(&d, ABANDON_ID, 3, &s, &err) == 0, "resubmit: %s (%s)",
+		      chipd_code_name(err.code), err.message);
 	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 3);
 	ck_assert_int_eq(code, CHIPD_OK);
 	chipd_stream_close(s, 0);
