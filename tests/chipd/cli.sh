@@ -8,17 +8,9 @@
 set -eu
 chipd=$1
 chipctl=$2
-export CHIPD_INSTANCE="cli-test-$$"
-dir=$(mktemp -d)
-cleanup() {
-	"$chipctl" stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "cli.sh: $*" >&2
-	exit 1
-}
+# shellcheck source=tests/chipd/lib.sh
+. "$(dirname "$0")/lib.sh"
+chipd_test cli.sh
 
 timeout 30 "$chipd" --chips 2 --log-level warn --pidfile "$dir/chipd.pid" ||
 	fail "chipd did not start"

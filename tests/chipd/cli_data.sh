@@ -21,17 +21,9 @@ set -eu
 chipd=$1
 chipctl=$2
 echo_so=$3
-export CHIPD_INSTANCE="clidata-test-$$"
-dir=$(mktemp -d)
-cleanup() {
-	"$chipctl" stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "cli_data.sh: $*" >&2
-	exit 1
-}
+# shellcheck source=tests/chipd/lib.sh
+. "$(dirname "$0")/lib.sh"
+chipd_test cli_data.sh
 # refused WANT-TEXT CMD...: CMD exits 64 and says WANT-TEXT on standard error
 refused() {
 	want=$1

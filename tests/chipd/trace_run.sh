@@ -9,17 +9,9 @@
 set -eu
 chipd=$1
 chipctl=$2
-export CHIPD_INSTANCE="trace-run-$$"
-dir=$(mktemp -d)
-cleanup() {
-	"$chipctl" stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "trace_run.sh: $*" >&2
-	exit 1
-}
+# shellcheck source=tests/chipd/lib.sh
+. "$(dirname "$0")/lib.sh"
+chipd_test trace_run.sh
 # chip_field CHIP KEY: that chip's KEY in `chipctl status --json`
 chip_field() {
 	timeout 10 "$chipctl" status --json | python3 -c '
