@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # lib.sh - sourced by the tests of this folder that drive a real chipd with chipctl:
 # chipd_test NAME sets CHIPD_INSTANCE to a name of this run, makes the scratch folder
 # $dir, and on exit stops the instance ($chipctl) and removes $dir; fail MSG prints
@@ -9,7 +10,7 @@ chipd_test() {
 	trap chipd_test_cleanup EXIT
 }
 chipd_test_cleanup() {
-	"$chipctl" stop >/dev/null 2>&1 || true
+	"${chipctl:?}" stop >/dev/null 2>&1 || true
 	rm -rf "$dir"
 }
 fail() {
