@@ -37,6 +37,12 @@ void client_data_fini(chipd_conn *c)
 	pthread_mutex_destroy(&c->data_lock);
 }
 
+/* The granules that hold @len bytes. */
+static uint32_t grains(uint32_t len)
+{
+	return (len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN;
+}
+
 static bool grain_used(const chipd_conn *c, uint32_t g)
 {
 	return c->data_used[g / BITS] >> (g % BITS) & 1u;
@@ -58,9 +64,8 @@ static void mark(chipd_conn *c, uint32_t from, uint32_t n, bool used)
 static int data_alloc(chipd_conn *c, uint32_t len, struct client_range *r, const char *what,
 		      const struct client_range *own, struct chipd_error *err)
 {
-	uint32_t need = (len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN, run = 0, used = 0;
-	uint32_t own_bytes = (own->len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN *
-			     CLIENT_DATA_GRAIN;
+	uint32_t need = grains(len), run = 0, used = 0;
+	uint32_t own_bytes = grains(own->len) * CLIENT_DATA_GRAIN;
 
 	if (!c->data_grains)
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
@@ -72,7 +77,7 @@ static int data_alloc(chipd_conn *c, uint32_t len, struct client_range *r, const
 				   "\"%s\": %" PRIu32 " bytes, the data area holds %" PRIu32, what,
 				   len, c->data_grains * CLIENT_DATA_GRAIN);
 	/* what this request needs at once can never fit: no retry would help */
-	if (need > c->data_grains - own_bytes / CLIENT_DATA_GRAIN)
+	if (need > c->data_grains - grains(own->len))
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
 				   "\"%s\": %" PRIu32 " bytes and this request's input's %" PRIu32
 				   " together exceed the data area's %" PRIu32,
@@ -108,8 +113,7 @@ void client_data_free(chipd_conn *c, struct client_range *r)
 	if (!r->len)
 		return;
 	pthread_mutex_lock(&c->data_lock);
-	mark(c, r->off / CLIENT_DATA_GRAIN, (r->len + CLIENT_DATA_GRAIN - 1) / CLIENT_DATA_GRAIN,
-	     false);
+	mark(c, r->off / CLIENT_DATA_GRAIN, grains(r->len), false);
 	pthread_mutex_unlock(&c->data_lock);
 	r->len = 0;
 }

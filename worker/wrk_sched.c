@@ -304,8 +304,10 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 		/* the step that makes S give up: the chip leaves the router's choice before
 		 * any of its failed requests can end, so a client that reads that end and
 		 * submits again is never sent back here (O sees s_done after this) */
-		if (sc->streak >= sc->fatal_at)
+		if (sc->streak >= sc->fatal_at) {
 			wrk_mark_unhealthy(w);
+			*fatal = true;
+		}
 		for (uint32_t i = 0; i < b->nents; i++)
 			if (b->ents[i].held_back) {
 				b->ents[i].held_back = false;
@@ -319,8 +321,6 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 		wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_PUBLISH, t0, shm_now_ns(),
 			       (uint32_t)b->epoch);
 		wrk_bank_release(w, b);
-		if (sc->streak >= sc->fatal_at)
-			*fatal = true;
 	}
 	if (dev_lost(w->dev)) { /* every later step would fail: give the device up now */
 		*fatal = true;

@@ -106,6 +106,28 @@ int sup_rundir_check(const char *dir, char *msg, size_t cap)
 	return sup_rundir_check_group(dir, (gid_t)-1, msg, cap);
 }
 
+/* Opens @dir into *@fd and checks it as sup_rundir_check_group says, changing
+ * nothing; its stat in *@st. Returns 0 (with *@fd open) or -errno with @msg filled. */
+static int inspect_dir(const char *dir, gid_t gid, int *fd, struct stat *st, char *msg,
+		       size_t cap)
+{
+	int rc;
+
+	*fd = open_dir(dir, msg, cap);
+	if (*fd < 0)
+		return *fd;
+	rc = fstat(*fd, st) != 0 ? -errno : 0;
+	if (rc)
+		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
+	else if (gid == (gid_t)-1 || st->st_uid != geteuid())
+		rc = check_private(st, dir, "runtime directory", msg, cap);
+	else
+		rc = check_shareable(st, dir, msg, cap);
+	if (rc)
+		close(*fd);
+	return rc;
+}
+
 int sup_rundir_check_group(const char *dir, gid_t gid, char *msg, size_t cap)
 {
 	struct stat st;
@@ -117,35 +139,21 @@ int sup_rundir_check_group(const char *dir, gid_t gid, char *msg, size_t cap)
 			 strerror(-rc));
 		return rc;
 	}
-	fd = open_dir(dir, msg, cap);
-	if (fd < 0)
-		return fd;
-	rc = fstat(fd, &st) != 0 ? -errno : 0;
-	if (rc)
-		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
-	else if (gid == (gid_t)-1 || st.st_uid != geteuid())
-		rc = check_private(&st, dir, "runtime directory", msg, cap);
-	else
-		rc = check_shareable(&st, dir, msg, cap);
-	close(fd);
+	rc = inspect_dir(dir, gid, &fd, &st, msg, cap);
+	if (rc == 0)
+		close(fd);
 	return rc;
 }
 
 int sup_rundir_share(const char *dir, gid_t gid, char *msg, size_t cap)
 {
 	struct stat st;
-	int fd = open_dir(dir, msg, cap), rc;
+	int fd, rc = inspect_dir(dir, gid, &fd, &st, msg, cap);
 
-	if (fd < 0)
-		return fd;
-	rc = fstat(fd, &st) != 0 ? -errno : 0;
-	if (rc)
-		snprintf(msg, cap, "runtime directory %s: %s", dir, strerror(-rc));
-	else if (st.st_uid != geteuid())
-		rc = check_private(&st, dir, "runtime directory", msg, cap);
-	else if ((rc = check_shareable(&st, dir, msg, cap)) == 0)
+	if (rc == 0) {
 		rc = share_dir(fd, &st, dir, gid, msg, cap);
-	close(fd);
+		close(fd);
+	}
 	return rc;
 }
 
