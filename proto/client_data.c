@@ -102,8 +102,8 @@ static int data_alloc(chipd_conn *c, uint32_t len, struct client_range *r, const
 	/* free space may lack a range long enough: each part named, this request's own */
 	return client_fail(err, -ENOSPC, CHIPD_E_NO_CAPACITY,
 			   "\"%s\": no free range of %" PRIu32 " bytes in the data area (%" PRIu32
-			   " bytes: %" PRIu32 " free, %" PRIu32 " held by this request's input, %" PRIu32
-			   " by other requests)",
+			   " bytes: %" PRIu32 " free, %" PRIu32
+			   " held by this request's input, %" PRIu32 " by other requests)",
 			   what, len, c->data_grains * CLIENT_DATA_GRAIN,
 			   c->data_grains * CLIENT_DATA_GRAIN - used, own_bytes, used - own_bytes);
 }

@@ -210,7 +210,8 @@ struct chipd_token {
 /* The next token of @s, in order, waiting up to @timeout_ms. Returns 0 with *@tok
  * (tok->final marks the last one), -EREMOTEIO when the stream ended with an error
  * (@err holds its code and the request; returned once), -ENODATA once the stream has
- * ended and everything was read (its final token or its error), -ETIMEDOUT (code timeout) when nothing came within @timeout_ms
+ * ended and everything was read (its final token or its error), -ETIMEDOUT (code
+ * timeout) when nothing came within @timeout_ms
  * — also while a dead worker's stream waits for the supervisor to end it or move it
  * to another chip; the stream goes on, and the next call continues it —, -EPIPE (code
  * node_lost) when the request is lost: the supervisor is gone and no live worker
