@@ -4,7 +4,12 @@
  * crash, never read outside the input, never allocate" (ASan and libFuzzer's malloc
  * limit watch those), it checks one property: whatever decodes must encode again
  * and decode to the same struct, so the decoder accepts nothing the encoder cannot
- * produce. Any finding becomes a test in tests/unit/proto_malformed.c. */
+ * produce. Any finding becomes a test in tests/unit/proto_malformed.c.
+ *
+ * A decode clears the answers' lists (the message's 36 KiB tail) only for the ops
+ * that have them (proto/msg_init.c), so both messages are cleared whole before each
+ * decode: what is compared is what this input decoded to, never what an earlier
+ * input left in the tail. */
 #include "proto.h"
 
 #include <stdint.h>
@@ -22,6 +27,7 @@ static void round_trip(enum proto_op answer_of)
 	size_t len;
 	int rc;
 
+	memset(&again, 0, sizeof(again));
 	if (answer_of == PROTO_OP_NONE) {
 		if (proto_encode_request(&m, out, PROTO_REQ_MAX, &len, &err))
 			abort();
@@ -41,11 +47,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct proto_error err;
 
+	memset(&m, 0, sizeof(m));
 	if (proto_decode_request(data, size, &m, &err) == 0)
 		round_trip(PROTO_OP_NONE);
-	for (int op = 1; op < PROTO_NOPS; op++)
+	for (int op = 1; op < PROTO_NOPS; op++) {
+		memset(&m, 0, sizeof(m));
 		if (proto_decode_answer((enum proto_op)op, data, size, &m, &err) == 0 &&
 		    (m.ok || m.err.retryable == chipd_code_retryable((enum chipd_code)m.err.code)))
 			round_trip((enum proto_op)op);
+	}
 	return 0;
 }
