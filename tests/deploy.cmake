@@ -11,7 +11,7 @@ if(NOT CHIPD_SANITIZE)
 endif()
 foreach(t ${chipd_deploy_tests})
   add_test(NAME deploy_${t}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/${t}.sh
+           COMMAND ${CHIPD_SKIP_CHECK} bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/${t}.sh
                    $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl>)
   set_tests_properties(deploy_${t} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
@@ -20,7 +20,7 @@ endforeach()
 # The lock keeps it away from the other tests of the machine's chipd, units and dpkg.
 if(NOT CHIPD_SANITIZE)
   add_test(NAME deploy_packages
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/packages.sh
+           COMMAND ${CHIPD_SKIP_CHECK} bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/packages.sh
                    ${CMAKE_BINARY_DIR}/deploy-packages)
   set_tests_properties(deploy_packages PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                        RESOURCE_LOCK chipd_system)
@@ -37,7 +37,7 @@ else()
   set(chipd_allow_group_py $<TARGET_FILE:libchipd> ${PROJECT_SOURCE_DIR}/proto/python)
 endif()
 add_test(NAME deploy_allow_group
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/allow_group.sh
+         COMMAND ${CHIPD_SKIP_CHECK} bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/allow_group.sh
                  $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl> ${chipd_allow_group_py})
 set_tests_properties(deploy_allow_group PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      RESOURCE_LOCK chipd_system)
@@ -55,12 +55,12 @@ endif()
 # sanitizers' chipd is covered by the other suites.
 if(NOT CHIPD_SANITIZE)
   add_test(NAME deploy_callable_example
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
+           COMMAND ${CHIPD_SKIP_CHECK} bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
                    ${CMAKE_BINARY_DIR})
   set_tests_properties(deploy_callable_example PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
   # the same against the build tree itself, not installed (chipd-callable-uninstalled.pc)
   add_test(NAME deploy_callable_example_build_tree
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
+           COMMAND ${CHIPD_SKIP_CHECK} bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/callable_example.sh
                    ${CMAKE_BINARY_DIR} --build-tree)
   set_tests_properties(deploy_callable_example_build_tree PROPERTIES TIMEOUT 300
                        SKIP_RETURN_CODE 77)

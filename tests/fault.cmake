@@ -41,8 +41,9 @@ chipd_fault_check(check_load 300)
 # 60 seconds of libFuzzer on node-region attach, beside the decoder's (proto.cmake);
 # its build carries its own ASan+UBSan, so it runs from the plain build only.
 if(CHIPD_SANITIZE STREQUAL "")
-  add_test(NAME fuzz_region COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh 60
-           ${CMAKE_BINARY_DIR}/fuzz-region region)
+  add_test(NAME fuzz_region
+           COMMAND ${CHIPD_SKIP_CHECK} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh 60
+                   ${CMAKE_BINARY_DIR}/fuzz-region region)
   set_tests_properties(fuzz_region PROPERTIES LABELS fuzz TIMEOUT 400 SKIP_RETURN_CODE 77)
 endif()
 
@@ -51,7 +52,8 @@ endif()
 # Plain build only (valgrind does not run sanitizer builds); skipped (77) without
 # valgrind.
 if(CHIPD_SANITIZE STREQUAL "")
-  add_test(NAME memcheck_clients COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault/memcheck.sh
+  add_test(NAME memcheck_clients COMMAND ${CHIPD_SKIP_CHECK}
+           ${CMAKE_CURRENT_SOURCE_DIR}/fault/memcheck.sh
            $<TARGET_FILE:chipd> $<TARGET_FILE:chipctl> $<TARGET_FILE:check_load>)
   set_tests_properties(memcheck_clients PROPERTIES LABELS "memcheck;fault" TIMEOUT 300
                        SKIP_RETURN_CODE 77)
