@@ -86,12 +86,14 @@ static int set_tick(struct loop *l, uint32_t ms)
 }
 
 /* Whether anything may need the fine tick: a phase other than RUN, a chip not
- * READY (starting, backing off, failed) or a live request. (A heartbeat's answer is
- * read at the next tick either way; the stuck limit is seconds.) */
+ * READY (starting, backing off, failed), a live request, or a watchdog whose half
+ * interval is shorter than the idle tick. (A heartbeat's answer is read at the next
+ * tick either way; the stuck limit is seconds.) */
 static bool node_busy(struct loop *l)
 {
 	struct sup *s = l->s;
-	bool busy = l->phase != PH_RUN;
+	bool busy = l->phase != PH_RUN ||
+		    (s->cfg.watchdog_usec && s->cfg.watchdog_usec / 2u < SUP_IDLE_TICK_MS * 1000u);
 
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->cfg.chips && !busy; i++)
@@ -487,7 +489,10 @@ static void on_tick(struct loop *l)
 	stop_tick(l, now);
 	if (node_busy(l) != (l->tick_ms == SUP_TICK_MS))
 		(void)set_tick(l, l->tick_ms == SUP_TICK_MS ? SUP_IDLE_TICK_MS : SUP_TICK_MS);
-	if (s->cfg.watchdog_usec && now >= s->watchdog_next_ns) {
+	/* WATCHDOG=1 at least every half of WATCHDOG_USEC: sent on the last tick before
+	 * the half is over, not on the first tick after it (a tick later, up to 250 ms) */
+	if (s->cfg.watchdog_usec &&
+	    now + (uint64_t)l->tick_ms * SHM_NS_PER_MS >= s->watchdog_next_ns) {
 		sup_notify(s->cfg.notify_socket, "WATCHDOG=1");
 		s->watchdog_next_ns = now + (uint64_t)s->cfg.watchdog_usec * 1000u / 2;
 	}
