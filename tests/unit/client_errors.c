@@ -56,7 +56,8 @@ static void expect_private_refusal_whole(const char *instance)
 		chipd_conn *c = NULL;
 		int rc;
 
-		if (setenv("CHIPD_USER", "0", 1) || setresgid(FOREIGN_UID, FOREIGN_UID, FOREIGN_UID) ||
+		if (setenv("CHIPD_USER", "0", 1) ||
+		    setresgid(FOREIGN_UID, FOREIGN_UID, FOREIGN_UID) ||
 		    setresuid(FOREIGN_UID, FOREIGN_UID, FOREIGN_UID))
 			_exit(2);
 		rc = chipd_connect(instance, &c, &err);
