@@ -511,10 +511,11 @@ static void on_tick(struct loop *l)
 	stop_tick(l, now);
 	if (node_busy(l) != (l->tick_ms == SUP_TICK_MS))
 		(void)set_tick(l, l->tick_ms == SUP_TICK_MS ? SUP_IDLE_TICK_MS : SUP_TICK_MS);
-	/* WATCHDOG=1 at least every half of WATCHDOG_USEC: sent on the last tick before
-	 * the half is over, not on the first tick after it (a tick later, up to 250 ms) */
+	/* WATCHDOG=1 at least every half of WATCHDOG_USEC: sent a tick before the last
+	 * tick before the half is over (a late tick stays in time), not on the first tick
+	 * after it (up to 250 ms late) */
 	if (s->cfg.watchdog_usec &&
-	    now + (uint64_t)l->tick_ms * SHM_NS_PER_MS >= s->watchdog_next_ns) {
+	    now + 2ull * l->tick_ms * SHM_NS_PER_MS >= s->watchdog_next_ns) {
 		sup_notify(s->cfg.notify_socket, "WATCHDOG=1");
 		s->watchdog_next_ns = now + (uint64_t)s->cfg.watchdog_usec * 1000u / 2;
 	}
