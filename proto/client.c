@@ -236,8 +236,9 @@ static int attach(chipd_conn *c, const char *instance, struct chipd_error *err)
 				   c->instance, name);
 	case -EPERM:
 	case -EACCES:
-		return client_fail(err, rc, CHIPD_OK, "instance \"%s\": wrong owner or mode: %s",
-				   c->instance, diag.msg);
+		/* diag names the region, and the instance with it: the message must leave
+		 * room for the explanation's last words within CHIPD_MSG_MAX */
+		return client_fail(err, rc, CHIPD_OK, "wrong owner or mode: %s", diag.msg);
 	case -EPROTONOSUPPORT:
 		return client_fail(err, rc, CHIPD_OK, "instance \"%s\": version mismatch: %s",
 				   c->instance, diag.msg);

@@ -65,6 +65,9 @@ struct loop {
 	enum phase phase;
 	uint64_t deadline_ns; /* of the current phase */
 	uint32_t tick_ms;     /* the timer's period now: SUP_TICK_MS or SUP_IDLE_TICK_MS */
+	/* 0, or when chipd's own grace after a SIGTERM or SIGINT ends: the drain ends then
+	 * at the latest, even one a request began first with a longer grace */
+	uint64_t signal_deadline_ns;
 	int exit_code;
 	/* SHUTDOWN: each chip's shutdown call, and whether it went out (posted, or the
 	 * worker was gone or killed); one not out yet is posted again on the next tick */
@@ -86,12 +89,14 @@ static int set_tick(struct loop *l, uint32_t ms)
 }
 
 /* Whether anything may need the fine tick: a phase other than RUN, a chip not
- * READY (starting, backing off, failed) or a live request. (A heartbeat's answer is
- * read at the next tick either way; the stuck limit is seconds.) */
+ * READY (starting, backing off, failed), a live request, or a watchdog whose half
+ * interval is shorter than the idle tick. (A heartbeat's answer is read at the next
+ * tick either way; the stuck limit is seconds.) */
 static bool node_busy(struct loop *l)
 {
 	struct sup *s = l->s;
-	bool busy = l->phase != PH_RUN;
+	bool busy = l->phase != PH_RUN ||
+		    (s->cfg.watchdog_usec && s->cfg.watchdog_usec / 2u < SUP_IDLE_TICK_MS * 1000u);
 
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->cfg.chips && !busy; i++)
@@ -258,6 +263,22 @@ static void loop_close(struct loop *l)
 		close(l->timerfd);
 }
 
+/* A SIGTERM or SIGINT stops chipd within its own grace (--grace-ms), also when a drain
+ * or stop request with a longer grace came first: scancel and systemctl stop SIGKILL
+ * after their own limits (Slurm's KillWait, 30 s; TimeoutStopSec). */
+static void signal_grace(struct loop *l)
+{
+	uint64_t end = shm_now_ns() + (uint64_t)l->s->cfg.grace_ms * SHM_NS_PER_MS;
+
+	if (!l->signal_deadline_ns || end < l->signal_deadline_ns)
+		l->signal_deadline_ns = end;
+	if (l->phase == PH_DRAIN && l->deadline_ns > l->signal_deadline_ns) {
+		SUP_INFO(-1, 0, "grace cut to %u ms (chipd's own, at a signal)",
+			 l->s->cfg.grace_ms);
+		l->deadline_ns = l->signal_deadline_ns;
+	}
+}
+
 static void on_signals(struct loop *l)
 {
 	struct signalfd_siginfo si;
@@ -269,6 +290,7 @@ static void on_signals(struct loop *l)
 			SUP_INFO(-1, 0, "signal %u from pid %u: stopping", si.ssi_signo,
 				 si.ssi_pid);
 			sup_ask_stop(l->s, l->s->cfg.grace_ms);
+			signal_grace(l);
 			break;
 		case SIGHUP:
 			SUP_INFO(-1, 0,
@@ -434,6 +456,8 @@ static void stop_tick(struct loop *l, uint64_t now)
 		SUP_INFO(-1, 0, "draining: grace %u ms", grace);
 		l->phase = PH_DRAIN;
 		l->deadline_ns = now + (uint64_t)grace * SHM_NS_PER_MS;
+		if (l->signal_deadline_ns && l->deadline_ns > l->signal_deadline_ns)
+			l->deadline_ns = l->signal_deadline_ns;
 	}
 		return;
 	case PH_DRAIN:
@@ -487,7 +511,11 @@ static void on_tick(struct loop *l)
 	stop_tick(l, now);
 	if (node_busy(l) != (l->tick_ms == SUP_TICK_MS))
 		(void)set_tick(l, l->tick_ms == SUP_TICK_MS ? SUP_IDLE_TICK_MS : SUP_TICK_MS);
-	if (s->cfg.watchdog_usec && now >= s->watchdog_next_ns) {
+	/* WATCHDOG=1 at least every half of WATCHDOG_USEC: sent a tick before the last
+	 * tick before the half is over (a late tick stays in time), not on the first tick
+	 * after it (up to 250 ms late) */
+	if (s->cfg.watchdog_usec &&
+	    now + 2ull * l->tick_ms * SHM_NS_PER_MS >= s->watchdog_next_ns) {
 		sup_notify(s->cfg.notify_socket, "WATCHDOG=1");
 		s->watchdog_next_ns = now + (uint64_t)s->cfg.watchdog_usec * 1000u / 2;
 	}

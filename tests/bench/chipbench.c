@@ -12,7 +12,8 @@ struct mode {
 };
 
 static const struct mode modes[] = {
-    {"mailbox", "mailbox round trip vs raw spin, futex, unix socket, iceoryx", mode_mailbox},
+    {"mailbox", "mailbox round trip vs raw spin, futex, unix socket, pipes, iceoryx, chipd",
+     mode_mailbox},
     {"overlap", "worker tokens/s with O/S overlap vs --no-overlap (synthetic)", mode_overlap},
     {"dispatch", "empty tasks through the step executor: ns/task, vs StarPU if installed",
      mode_dispatch},

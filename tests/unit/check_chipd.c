@@ -237,6 +237,30 @@ START_TEST(draining_refuses_new_work)
 }
 END_TEST
 
+/* A SIGTERM during a drain whose grace is longer than chipd's own stops chipd within
+ * its own grace (scancel and systemctl stop SIGKILL after 30 s and TimeoutStopSec):
+ * the long request ends cancelled, chipd exits 0 well before the drain's grace. */
+START_TEST(sigterm_cuts_a_longer_drain_grace)
+{
+	static const char *const args[] = {"--chips", "1", "--grace-ms", "500", NULL};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s;
+	struct cd d;
+
+	cd_start(&d, args, NULL);
+	s = cd_submit(&d, 100000, 1000); /* ~100 s */
+	ck_assert_int_eq(chipd_drain(d.conn, 600000, CD_CALL_MS, &err), 0);
+	usleep(300 * 1000); /* the drain began (the next tick) */
+	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
+	cd_drain_stream(s, &code, 10000);
+	ck_assert_int_eq(code, CHIPD_E_CANCELLED);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, 0, 10000), 0); /* it exits by itself, in about 0.5 s */
+	ck_assert(!cd_region_exists(&d));
+}
+END_TEST
+
 /* Runs chipd with the NULL-ended @args (and nothing else) to its exit; its standard
  * error lands in @err. Returns its exit status. */
 static int run_chipd(const char *const *args, char *err, size_t cap)
@@ -607,6 +631,7 @@ int main(void)
 	    {"crash_loop", crash_loop_marks_the_chip_failed},
 	    {"sigterm_inflight", sigterm_lets_inflight_requests_finish},
 	    {"draining", draining_refuses_new_work},
+	    {"sigterm_cuts_drain_grace", sigterm_cuts_a_longer_drain_grace},
 	    {"second_refused", second_chipd_on_the_instance_is_refused},
 	    {"stale_reclaim", killed_chipd_leaves_a_region_the_next_start_reclaims},
 	    {"print_config", print_config_shows_sources},

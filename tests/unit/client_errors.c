@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define T_MS	    2000u
@@ -41,6 +42,39 @@ START_TEST(connect_missing_instance_is_enoent)
 }
 END_TEST
 
+/* In a child as uid FOREIGN_UID naming root as chipd's user (CHIPD_USER=0): connecting
+ * to root's private region fails -EACCES with the whole explanation, its last words
+ * included (the message is CHIPD_MSG_MAX bytes). Root only. */
+static void expect_private_refusal_whole(const char *instance)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct chipd_error err;
+		chipd_conn *c = NULL;
+		int rc;
+
+		if (setenv("CHIPD_USER", "0", 1) ||
+		    setresgid(FOREIGN_UID, FOREIGN_UID, FOREIGN_UID) ||
+		    setresuid(FOREIGN_UID, FOREIGN_UID, FOREIGN_UID))
+			_exit(2);
+		rc = chipd_connect(instance, &c, &err);
+		if (rc != -EACCES || !strstr(err.message, instance)) {
+			fprintf(stderr, "rc %d: %s\n", rc, err.message);
+			_exit(3);
+		}
+		if (!strstr(err.message, "may not use it (no chipd --allow-group)")) {
+			fprintf(stderr, "cut short: %s\n", err.message);
+			_exit(4);
+		}
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+}
+
 START_TEST(connect_wrong_mode_or_owner_refused)
 {
 	char path[96];
@@ -52,6 +86,7 @@ START_TEST(connect_wrong_mode_or_owner_refused)
 	expect_connect_fails(x.instance, -EACCES, "wrong owner or mode");
 	ck_assert_int_eq(chmod(path, 0600), 0);
 	if (geteuid() == 0) { /* only root can give a file away */
+		expect_private_refusal_whole(x.instance);
 		ck_assert_int_eq(chown(path, FOREIGN_UID, FOREIGN_UID), 0);
 		expect_connect_fails(x.instance, -EPERM, "wrong owner or mode");
 	}
