@@ -4,7 +4,7 @@
  * A connection is immutable after chipd_connect (the mailbox handle's only mutable
  * field, its claim cursor, is atomic), so any number of threads may call through it.
  * A stream's state is guarded by its own lock. Messages are built in heap memory:
- * a struct proto_msg is about 41 KiB, too much for the stack of an arbitrary caller's
+ * a struct proto_msg is about 42 KiB, too much for the stack of an arbitrary caller's
  * thread. */
 #include "client_internal.h"
 #include "hello.h"

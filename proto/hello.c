@@ -113,7 +113,7 @@ int proto_hello(struct proto_node *n, uint32_t timeout_ms, struct proto_hello *o
 		goto err_close;
 	}
 	out->server_pid = cr.pid;
-	m = malloc(sizeof(*m)); /* about 41 KiB: not for an arbitrary caller's stack */
+	m = malloc(sizeof(*m)); /* about 42 KiB: not for an arbitrary caller's stack */
 	if (!m) {
 		rc = say(why, cap, -ENOMEM, "out of memory");
 		goto err_close;

@@ -144,13 +144,13 @@ void wrk_config_default(struct wrk_config *cfg);
  *   cancel     ends a live request cancelled at its next step
  *   heartbeat  echoes seq; queued (admission queue) and active (O's requests)
  *   shutdown   stops admission; O ends what is left after grace_ms; the answer comes
- *              once both threads have exited, and meanwhile the mailbox keeps
+ *              once O, S and L have exited, and meanwhile the mailbox keeps
  *              answering (heartbeat, cancel, trace; assign gets draining)
  *   trace      start / stop recording spans; collect writes this worker's Chrome
  *              trace fragment (wrk_trace_write_fragment) to the absolute "path" and
  *              answers events and dropped
  * Every stream ends exactly once (FINAL or ERROR), also after a thread failed; after
- * a shutdown both threads are joined and everything is released. Returns 0 after a
+ * a shutdown O, S and L are joined and everything is released. Returns 0 after a
  * shutdown, -EINVAL for a bad configuration, -EBUSY when another server holds the
  * mailbox, or -errno when the device, the pool or the threads cannot be set up. */
 int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct proto_node *node);

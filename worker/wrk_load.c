@@ -183,8 +183,8 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 	w->queue[(w->q_head + w->q_len) % w->cfg.queue_cap] = rq;
 	w->q_len++;
 	rq->state = WRK_RQ_QUEUED;
-	/* queue_depth's writers (L here, O when it takes the queue) both hold the lock:
-	 * the last store is the current length */
+	/* queue_depth's writers (L here, M when it queues a request itself, O when it
+	 * takes the queue) all hold the lock: the last store is the current length */
 	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), w->q_len);
 	pthread_mutex_unlock(&w->lock);
 	wrk_kick_o(w);

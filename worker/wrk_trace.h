@@ -42,7 +42,7 @@
 enum wrk_trace_thread { WRK_TR_M = 0, WRK_TR_O = 1, WRK_TR_S = 2, WRK_TR_NTHREADS = 3 };
 
 enum wrk_span_kind {
-	WRK_SPAN_MBOX_OP = 1, /* M: one mailbox request served; arg = op */
+	WRK_SPAN_MBOX_OP = 1, /* M: one mailbox request served; arg 0 */
 	WRK_SPAN_O_BUILD,     /* O: a step built; arg = epoch */
 	WRK_SPAN_O_WAIT,      /* O: waiting for a free bank; arg = epoch */
 	WRK_SPAN_S_WAIT,      /* S: waiting for an epoch; arg = epoch */

@@ -6,7 +6,7 @@
  * the block tables, attends over every cached position (QK, softmax prepare, PV,
  * online-softmax update) and adds the output projection to the hidden state. The
  * token is the argmax of the final hidden state projected onto the vocabulary. The
- * prompt's `context` positions are cached at reservation with seeded values; each
+ * prompt's `context` positions are cached by the fill hook with seeded values; each
  * step adds one position. Every weight comes from the seed (cl_rand).
  */
 #include "ref.h"

@@ -301,7 +301,7 @@ static bool hello(struct sup *s, struct sup_conn *c)
 			 why);
 		return false;
 	}
-	m = malloc(sizeof(*m)); /* about 41 KiB: not for the event loop's stack */
+	m = malloc(sizeof(*m)); /* about 42 KiB: not for the event loop's stack */
 	if (!m) {
 		refuse(c->fd, CHIPD_E_INTERNAL, "out of memory");
 		return false;
