@@ -14,6 +14,7 @@ secs=${1:?usage: run.sh SECONDS [BUILD_DIR] [decode|region|selftest]}
 out=${2:-$root/build/fuzz}
 target=${3:-decode}
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # the fuzzer runs from there: a relative BUILD_DIR would miss it
 
 cc=""
 for c in clang clang-16 clang-15 clang-14; do
