@@ -66,7 +66,7 @@ struct loop {
 	uint64_t deadline_ns; /* of the current phase */
 	uint32_t tick_ms;     /* the timer's period now: SUP_TICK_MS or SUP_IDLE_TICK_MS */
 	/* 0, or when chipd's own grace after a SIGTERM or SIGINT ends: the drain ends then
-	 * at the latest, even one a request began first with a longer grace */
+	 * at the latest, even one a request began first with a longer grace (drain_over) */
 	uint64_t signal_deadline_ns;
 	int exit_code;
 	/* SHUTDOWN: each chip's shutdown call, and whether it went out (posted, or the
@@ -272,11 +272,15 @@ static void signal_grace(struct loop *l)
 
 	if (!l->signal_deadline_ns || end < l->signal_deadline_ns)
 		l->signal_deadline_ns = end;
-	if (l->phase == PH_DRAIN && l->deadline_ns > l->signal_deadline_ns) {
+	if (l->phase == PH_DRAIN && l->deadline_ns > l->signal_deadline_ns)
 		SUP_INFO(-1, 0, "grace cut to %u ms (chipd's own, at a signal)",
 			 l->s->cfg.grace_ms);
-		l->deadline_ns = l->signal_deadline_ns;
-	}
+}
+
+/* Whether the drain's grace is over at @now: its own, or a signal's if that ends first. */
+static bool drain_over(const struct loop *l, uint64_t now)
+{
+	return now >= l->deadline_ns || (l->signal_deadline_ns && now >= l->signal_deadline_ns);
 }
 
 static void on_signals(struct loop *l)
@@ -456,15 +460,13 @@ static void stop_tick(struct loop *l, uint64_t now)
 		SUP_INFO(-1, 0, "draining: grace %u ms", grace);
 		l->phase = PH_DRAIN;
 		l->deadline_ns = now + (uint64_t)grace * SHM_NS_PER_MS;
-		if (l->signal_deadline_ns && l->deadline_ns > l->signal_deadline_ns)
-			l->deadline_ns = l->signal_deadline_ns;
 	}
 		return;
 	case PH_DRAIN:
 		pthread_mutex_lock(&s->lock);
 		live = sup_table_live(s);
 		pthread_mutex_unlock(&s->lock);
-		if (live == 0 || now >= l->deadline_ns) {
+		if (live == 0 || drain_over(l, now)) {
 			if (live)
 				SUP_WARN(-1, 0, "grace over with %u requests in flight", live);
 			start_shutdown(l, now);
