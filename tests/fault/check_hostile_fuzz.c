@@ -103,8 +103,15 @@ static unsigned g_ms = 1500;
 static uint64_t g_seed = 16;
 
 /* The hostile process's shared page. */
+/* Where the hostile process is, for the report of one that does not stop in time. */
+enum hostile_phase { H_STARTING, H_CONNECTING, H_SUBMITTING, H_WRITING, H_RETURNING };
+
+static const char *const phase_names[] = {"starting", "connecting", "submitting its own requests",
+					  "writing", "returning"};
+
 struct hostile {
 	_Atomic int stop;
+	_Atomic int phase; /* enum hostile_phase */
 	_Atomic uint64_t writes;
 	enum area area;
 	uint64_t seed;
@@ -366,8 +373,10 @@ static int own_requests(struct hostile *h, struct hs_view *v)
 	struct chipd_error err;
 	chipd_conn *conn;
 
+	atomic_store(&h->phase, H_CONNECTING);
 	if (chipd_connect(h->d->instance, &conn, &err))
 		return 40;
+	atomic_store(&h->phase, H_SUBMITTING);
 	for (uint32_t i = 0; i < OWN_REQUESTS; i++) {
 		chipd_stream *st;
 		uint64_t id;
@@ -408,6 +417,7 @@ static int hostile_main(void *arg)
 		return 30;
 	area_bounds(&v, h->area, &lo, &hi);
 	h->pids[h->npids++] = (uint32_t)getpid();
+	atomic_store(&h->phase, H_WRITING);
 	if (h->area == A_READ_ONLY) {
 		rc = read_only_main(h, &v, hi, &s);
 		hs_view_detach(&v);
@@ -424,6 +434,7 @@ static int hostile_main(void *arg)
 		atomic_fetch_add_explicit(&h->writes, 8, memory_order_relaxed);
 		usleep(200);
 	}
+	atomic_store(&h->phase, H_RETURNING);
 	if (!in_xchg(h->area))
 		hs_view_detach(&v);
 	return 0;
@@ -433,6 +444,59 @@ static int exit_at_once(void *arg)
 {
 	(void)arg;
 	return 0;
+}
+
+/* The first line of /proc/@pid/@file into @buf (empty when unreadable). */
+static void proc_line(pid_t pid, const char *file, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+/* Waits up to @ms for the hostile process @hp, told to stop, to exit, and returns its
+ * exit status. One still running is described on stderr (its phase and writes, the
+ * kernel's state, wait channel and system call of its main thread), then killed: -1. */
+static int hostile_wait(struct hostile *h, pid_t hp, unsigned ms, const char *what)
+{
+	uint64_t end = ft_now_ms() + ms;
+	char stat[256], wchan[64], sys[128];
+	const char *state;
+	int status, werr = 0;
+
+	for (;;) {
+		pid_t r = waitpid(hp, &status, WNOHANG);
+
+		if (r == hp)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		if (r < 0) {
+			werr = errno; /* not our child any more: a bug of the test */
+			break;
+		}
+		if (ft_now_ms() >= end)
+			break;
+		tu_sleep_ms(1);
+	}
+	proc_line(hp, "stat", stat, sizeof(stat));
+	state = strrchr(stat, ')'); /* "pid (comm) S ...": the state after the name */
+	proc_line(hp, "wchan", wchan, sizeof(wchan));
+	proc_line(hp, "syscall", sys, sizeof(sys));
+	fprintf(stderr,
+		"%s: the hostile process %d did not exit %u ms after told to stop (waitpid: %s): "
+		"phase %s, %llu writes; state %c, wchan '%s', syscall '%s'\n",
+		what, (int)hp, ms, werr ? strerror(werr) : "still running", phase_names[atomic_load(&h->phase)],
+		(unsigned long long)atomic_load(&h->writes), state && state[1] ? state[2] : '?', wchan,
+		sys);
+	tu_kill(hp);
+	return -1;
 }
 
 /* What an attach validates, as it was before the hostile writes (hostile.h). */
@@ -564,7 +628,7 @@ static void fuzz_area(enum area a)
 		tu_sleep_ms(50);
 	}
 	atomic_store(&h->stop, 1);
-	rc = tu_wait(hp, 5000);
+	rc = hostile_wait(h, hp, 5000, what);
 	ck_assert_msg(rc == 0, "%s: the hostile process exit status %d", what, rc);
 	fprintf(stderr, "%s: %llu hostile writes\n", what, (unsigned long long)h->writes);
 	hs_node_alive(&node, what);
