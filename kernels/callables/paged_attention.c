@@ -33,7 +33,8 @@ static const struct chipd_cl_param specs[] = {
     [P_HEAD_DIM] = {"head_dim", CHIPD_CL_INT64, 64, 1, DEV_MAX_HEAD_DIM,
 		    "elements per head; the hidden size is heads * head_dim"},
     [P_BLOCK] = {"block_size", CHIPD_CL_INT64, 16, 1, DEV_ATTN_PART,
-		 "positions per KV cache block; a power of two"},
+		 "positions per KV cache block; a power of two; block_size * kv_heads * "
+		 "head_dim floats at most 4096"},
     [P_CONTEXT] = {"context", CHIPD_CL_INT64, 128, 0, DEV_MAX_CTX - 1,
 		   "prompt positions cached (seeded) before the first step; context + tokens "
 		   "at most 1048576"},

@@ -430,33 +430,54 @@ END_TEST
 
 START_TEST(kv_pool_exhausted_answers_no_capacity)
 {
-	const char *const args[] = {"--chips", "1", "--kv-blocks", "4", NULL};
-	struct chipd_param big[] = {{"layers", 8}, {"context", 1000}, {"tokens", 4}};
+	const char *const args[] = {"--chips", "1", "--kv-blocks", "48", NULL};
+	/* 2 * 4096 / 256 = 32 of the 48 blocks, held while its 4096 tokens wait to be read
+	 * (a ring holds 1024) */
+	struct chipd_param hold[] = {{"layers", 1},	 {"heads", 1},	  {"kv_heads", 1},
+				     {"head_dim", 16},	 {"block_size", 256}, {"context", 0},
+				     {"tokens", 4096}};
+	struct chipd_param never[] = {{"layers", 8}, {"context", 1000}, {"tokens", 4}};
 	struct chipd_param small[] = {{"layers", 1}, {"context", 8}, {"tokens", 2}};
 	struct chipd_request req = {.workload = "paged_attention", .chip = -1};
 	struct ft_ledger l = {0};
 	struct chipd_error err;
 	struct ft_stats st;
-	chipd_stream *s;
+	chipd_stream *s, *held;
 	uint64_t id;
 	struct cd d;
 
 	ft_start(&d, args);
-	req.params = big;
+	/* more blocks than the chip's whole cache: never, so not retryable */
+	req.params = never;
 	req.nparams = 3;
+	expect_refused(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), &err,
+		       CHIPD_E_BAD_REQUEST);
+	ck_assert(!err.retryable);
+	ck_assert_msg(strstr(err.message, "more than the chip's KV cache holds (kv-blocks=48)"),
+		      "message: %s", err.message);
+	req.params = hold;
+	req.nparams = 7;
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &held, &err), 0);
+	l.submitted++;
+	/* a second one does not fit now: retryable */
 	expect_refused(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), &err,
 		       CHIPD_E_NO_CAPACITY);
 	ck_assert(err.retryable);
-	ck_assert_msg(err.message[0], "no_capacity without a message");
+	ck_assert_msg(strstr(err.message, "32 KV blocks needed, 16 free"), "message: %s",
+		      err.message);
 	/* one that fits still runs */
 	req.params = small;
+	req.nparams = 3;
 	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
 	l.submitted++;
 	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
 	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(ft_drain(held, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(held, CD_CALL_MS);
 	ft_check_accounting(&d, &l, 0);
 	ft_stats(&d, &st);
 	ck_assert_uint_eq(st.sup[PROTO_SUP_err_no_capacity], 1);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_err_bad_request], 1);
 	ck_assert_uint_eq(st.chip[0][PROTO_WRK_kv_blocks_used], 0);
 	ft_stop_clean(&d, NULL, 0);
 }

@@ -8,6 +8,7 @@
 #include <check.h>
 #include "wl.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,22 +269,37 @@ END_TEST
 
 START_TEST(kv_blocks_reserved_at_admission)
 {
+	struct wf_gate g = {.id = 1};
 	struct wrk_config cfg;
 	char msg[CHIPD_MSG_MAX];
-	const char *small = "layers=1,heads=2,kv_heads=1,head_dim=8,block_size=16,context=16,"
-			    "tokens=2";
+	/* 2 * ceil((144 + 16) / 16) = 20 of the pool's 32 blocks */
+	const char *half = "layers=1,heads=2,kv_heads=1,head_dim=8,block_size=16,context=144,"
+			   "tokens=16";
 	const char *big = "layers=1,heads=2,kv_heads=1,head_dim=8,block_size=16,context=4096,"
 			  "tokens=2";
-	struct ring_rec rec[4];
+	struct ring_rec rec[20];
 	struct wf f;
 
 	wf_config(&cfg);
 	cfg.kv_blocks = 32;
+	cfg.l_fault = wf_gate_hook; /* request 1 keeps its blocks while L holds its fill */
+	cfg.fault_arg = &g;
 	wf_start(&f, &cfg, 64);
-	ck_assert_int_eq(wf_assign(&f, 1, 0, "paged_attention", big, 0, msg), CHIPD_E_NO_CAPACITY);
-	ck_assert_int_eq(wf_assign(&f, 2, 1, "paged_attention", small, 0, msg), CHIPD_OK);
-	ck_assert_uint_eq(wf_read(&f, 1, rec, 4, READ_MS), 2);
-	ck_assert_uint_eq(rec[1].flags, RING_F_FINAL);
+	/* more blocks than the whole pool: it can never run here, not retryable */
+	ck_assert_int_eq(wf_assign(&f, 9, 0, "paged_attention", big, 0, msg), CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(msg, "paged_attention: 514 KV blocks needed, more than the chip's KV "
+				  "cache holds (kv-blocks=32)"),
+		      "message: %s", msg);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "paged_attention", half, 0, msg), CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &g, READ_MS));
+	/* the pool is held now: retryable no_capacity, and the same request fits later */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "paged_attention", half, 0, msg), CHIPD_E_NO_CAPACITY);
+	ck_assert_msg(strstr(msg, "paged_attention: 20 KV blocks needed, 12 free"), "message: %s",
+		      msg);
+	atomic_store(&g.open, 1);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 20, RING_F_FINAL), 16);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "paged_attention", half, 0, msg), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 20, RING_F_FINAL), 16);
 	wf_stop(&f);
 	ck_assert_uint_eq(wf_ctr(&f, "kv_blocks_used"), 0);
 }
