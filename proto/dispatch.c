@@ -27,7 +27,7 @@ int proto_dispatch(const struct proto_server *srv, void *ctx, const void *req, s
 
 	proto_msg_init(&rq, PROTO_OP_NONE);
 	if (!req) { /* longer than the slot: the bytes are not there to read */
-		proto_fail(&err, CHIPD_E_TOO_LARGE, "message: %zu bytes, more than the slot holds",
+		proto_fail(&err, CHIPD_E_TOO_LARGE, "\"message\": %zu bytes, more than the slot holds",
 			   len);
 		goto envelope;
 	}
