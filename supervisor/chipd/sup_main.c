@@ -110,12 +110,13 @@ static int create_region(struct sup *s)
 }
 
 /* Says why the detached log @path cannot be used (@rc from sup_file_append): for a file
- * that is not ours alone, what it is and what it must be. */
+ * that is not ours alone, or not a regular file at all (a directory: -EISDIR), what it
+ * is and what it must be. */
 static void log_refused(const char *path, int rc)
 {
 	struct stat st;
 
-	if (rc == -EPERM && lstat(path, &st) == 0)
+	if (lstat(path, &st) == 0 && (rc == -EPERM || !S_ISREG(st.st_mode)))
 		fprintf(stderr,
 			"chipd: log file %s: %s of uid %u, mode %04o: refusing it (it must be a "
 			"regular file of uid %u with mode 0600 or stricter; remove it)\n",

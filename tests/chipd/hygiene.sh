@@ -141,7 +141,16 @@ grep -q "log file $log2: a file of uid $uid, mode 0644: refusing it" "$dir/err" 
 [ ! -e "$dir/run2/chipd.$uid.$CHIPD_INSTANCE.pid" ] ||
 	fail "log file 0644: a pid file was left: $(ls -l "$dir/run2")"
 [ ! -e "$region" ] || fail "log file 0644: a region was made"
-echo "log file: one open to others refused, its mode named, no pid file left"
+rm "$log2"
+mkdir -m 0700 "$log2"
+rc=0
+CHIPD_RUNTIME_DIR=$dir/run2 timeout 30 "$chipd" --chips 1 2>"$dir/err" || rc=$?
+[ "$rc" = 1 ] || fail "log file a directory: exit $rc, expected 1 ($(cat "$dir/err"))"
+grep -q "log file $log2: not a regular file of uid $uid, mode 0700: refusing it" "$dir/err" ||
+	fail "log file a directory: the message does not say what it is: $(cat "$dir/err")"
+[ ! -e "$dir/run2/chipd.$uid.$CHIPD_INSTANCE.pid" ] ||
+	fail "log file a directory: a pid file was left: $(ls -l "$dir/run2")"
+echo "log file: one open to others, or a directory, refused, its owner and mode named, no pid file left"
 
 # 4. the spawner SIGKILLed while streams run
 "$chipd" --foreground --chips 2 --grace-ms 20000 --notify-fd 3 3>"$dir/ready" 2>"$dir/fg.log" &
