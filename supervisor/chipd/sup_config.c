@@ -140,7 +140,8 @@ static const struct opt opts[] = {
      SRC(allow_group), 0, 0, 0,
      "let the members of GROUP (a name or a gid) use the node too: the node region "
      "becomes mode 0440 and the runtime directory 0750 and the socket 0660 of GROUP; "
-     "needs CHIPD_RUNTIME_DIR; clients name chipd's user with CHIPD_USER",
+     "not in a user's own runtime directory (XDG_RUNTIME_DIR, /run/user/UID: set "
+     "CHIPD_RUNTIME_DIR); clients name chipd's user with CHIPD_USER",
      "none"},
     {"grace_ms", "grace-ms", "MS", "CHIPD_GRACE_MS", K_U32, FIELD(grace_ms), SRC(grace_ms), 0,
      600000, 0, "stop: time for in-flight requests before the workers are killed", NULL},
