@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define RUN_MS	20000u
@@ -542,6 +543,80 @@ START_TEST(cli_export_writes_textfile)
 }
 END_TEST
 
+static bool exists(void *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* Whether chipctl's stderr (from start()) holds the text @want so far. */
+static bool err_says(void *want)
+{
+	char out[64], err[64], buf[4096] = "";
+	int fd;
+
+	out_paths(out, err, sizeof(out));
+	fd = open(err, O_RDONLY);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+		buf[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	return strstr(buf, want) != NULL;
+}
+
+/* Removes the directory @dir that export keeps writing into (it may put a
+ * chipd.prom.tmp back between the unlinks and the rmdir: try again). */
+static bool dir_removed(void *dir)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "%s/chipd.prom", (char *)dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/chipd.prom.tmp", (char *)dir);
+	unlink(path);
+	return rmdir(dir) == 0;
+}
+
+/* export's loop: a write that fails after the first one (here: the directory removed
+ * while it runs) is said on stderr and tried again every interval; the loop goes on
+ * and writes the file again once it can, and SIGTERM then ends it with 0. (It used
+ * to exit 1 at the first failed write of the loop.) */
+START_TEST(cli_export_loop_survives_a_later_failure)
+{
+	struct run *r = malloc(sizeof(*r));
+	char dir[] = "/tmp/check_ctl.XXXXXX", path[64], fail[128];
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/chipd.prom", dir);
+	snprintf(fail, sizeof(fail), "%s: No such file or directory; trying again", path);
+	pid = start((const char *const[]){"export", "--textfile", dir, "--interval", "0.05",
+					  "--instance", "nosuch", NULL});
+	ck_assert(tu_eventually(exists, path, RUN_MS));
+	ck_assert(tu_eventually(dir_removed, dir, RUN_MS));
+	/* a bound under the tcase's timeout: a chipctl that exited instead fails here */
+	ck_assert_msg(tu_eventually(err_says, fail, 3000), "no '%s' on stderr", fail);
+	tu_sleep_ms(200); /* four more intervals, each failing */
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert(tu_eventually(exists, path, RUN_MS));
+	ck_assert(tu_eventually(err_says, "chipd.prom: written again", RUN_MS));
+	kill(pid, SIGTERM);
+	finish(r, pid);
+	EXPECT(r, 0);
+	ck_assert_int_eq(count_of(r->err, "trying again"), 1); /* said once, not each time */
+	ck_assert(dir_removed(dir));
+	/* the first write failing is a wrong DIR: exit 1 at once, loop or not */
+	RUN(r, "export", "--textfile", "/nonexistent/dir", "--interval", "0.05", "--instance",
+	    "nosuch");
+	EXPECT(r, 1);
+	ck_assert_msg(strstr(r->err, "/nonexistent/dir/chipd.prom: No such file or directory\n"),
+		      "%s", r->err);
+	free(r);
+}
+END_TEST
+
 void ctl_add_cli_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -557,6 +632,7 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_trace_writes_and_summarizes", cli_trace_writes_and_summarizes},
 	    {"cli_workloads_against_server", cli_workloads_against_server},
 	    {"cli_export_writes_textfile", cli_export_writes_textfile},
+	    {"cli_export_loop_survives_a_later_failure", cli_export_loop_survives_a_later_failure},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
