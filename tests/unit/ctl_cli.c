@@ -617,6 +617,38 @@ START_TEST(cli_export_loop_survives_a_later_failure)
 }
 END_TEST
 
+/* A stream's failure found on this side names its request in the end line's error
+ * object, as the node's errors do: --wait-ms (code timeout, errno 110) and an --output
+ * FILE that cannot be written (code null, errno 5). (Both used to leave "request"
+ * out.) */
+START_TEST(cli_submit_local_failure_names_request)
+{
+	struct run *r = malloc(sizeof(*r));
+	struct cx x;
+
+	cx_start(&x, 4);
+	RUN(r, "--instance", x.instance, "submit", "hold", "--id", "41", "--wait-ms", "100",
+	    "--follow", "--json");
+	EXPECT(r, 75);
+	ck_assert_msg(strstr(r->out, "{\"v\":1,\"id\":41,\"end\":\"failed\",\"tokens\":2,") &&
+			  strstr(r->out, ",\"exit\":75,\"error\":{\"code\":\"timeout\","
+					 "\"errno\":110,\"message\":\"no token for 100 ms "
+					 "(--wait-ms)\",\"retryable\":true,\"request\":41}}\n"),
+		      "%s", r->out);
+	ck_assert_msg(strstr(r->err, "chipctl submit: request 41: no token for 100 ms "
+				     "(--wait-ms) [timeout, retryable]\n"),
+		      "%s", r->err);
+	/* without --follow: no end line, the error's line on stderr names the request */
+	RUN(r, "--instance", x.instance, "submit", "hold", "--id", "@42", "--wait-ms", "100");
+	EXPECT(r, 75);
+	ck_assert_str_eq(r->out, "@42\n");
+	ck_assert_msg(strstr(r->err, "chipctl submit: request @42: no token for 100 ms"), "%s",
+		      r->err);
+	cx_stop(&x);
+	free(r);
+}
+END_TEST
+
 void ctl_add_cli_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -633,6 +665,7 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_workloads_against_server", cli_workloads_against_server},
 	    {"cli_export_writes_textfile", cli_export_writes_textfile},
 	    {"cli_export_loop_survives_a_later_failure", cli_export_loop_survives_a_later_failure},
+	    {"cli_submit_local_failure_names_request", cli_submit_local_failure_names_request},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
