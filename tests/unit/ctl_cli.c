@@ -408,21 +408,28 @@ START_TEST(cli_submit_follows_tokens)
 }
 END_TEST
 
-static bool has_two_tokens(void *arg)
+/* Whether the stdout (@on_err: the stderr) of the chipctl start() runs holds @want so
+ * far. */
+static bool says_so_far(bool on_err, const char *want)
 {
-	char out[64], err[64], buf[256] = "";
+	char out[64], err[64], buf[4096] = "";
 	int fd;
 
-	(void)arg;
 	out_paths(out, err, sizeof(out));
-	fd = open(out, O_RDONLY);
+	fd = open(on_err ? err : out, O_RDONLY);
 	if (fd >= 0) {
 		ssize_t n = read(fd, buf, sizeof(buf) - 1);
 
 		buf[n > 0 ? n : 0] = '\0';
 		close(fd);
 	}
-	return strstr(buf, "9 1 101\n") != NULL;
+	return strstr(buf, want) != NULL;
+}
+
+static bool has_two_tokens(void *arg)
+{
+	(void)arg;
+	return says_so_far(false, "9 1 101\n");
 }
 
 /* Ctrl-C while following a stream that does not end: the request is cancelled (the
@@ -548,21 +555,9 @@ static bool exists(void *path)
 	return access(path, F_OK) == 0;
 }
 
-/* Whether chipctl's stderr (from start()) holds the text @want so far. */
 static bool err_says(void *want)
 {
-	char out[64], err[64], buf[4096] = "";
-	int fd;
-
-	out_paths(out, err, sizeof(out));
-	fd = open(err, O_RDONLY);
-	if (fd >= 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-
-		buf[n > 0 ? n : 0] = '\0';
-		close(fd);
-	}
-	return strstr(buf, want) != NULL;
+	return says_so_far(true, want);
 }
 
 /* Removes the directory @dir that export keeps writing into (it may put a
@@ -618,9 +613,10 @@ START_TEST(cli_export_loop_survives_a_later_failure)
 END_TEST
 
 /* A stream's failure found on this side names its request in the end line's error
- * object, as the node's errors do: --wait-ms (code timeout, errno 110) and an --output
- * FILE that cannot be written (code null, errno 5). (Both used to leave "request"
- * out.) */
+ * object, as the node's errors do: here --wait-ms (code timeout, errno 110); an
+ * --output FILE that cannot be written (code null, errno 5) needs a callable with an
+ * output, so chipctl_data (tests/chipd/cli_data.sh) checks that one. (Both used to
+ * leave "request" out.) */
 START_TEST(cli_submit_local_failure_names_request)
 {
 	struct run *r = malloc(sizeof(*r));
