@@ -201,8 +201,9 @@ static const char stats_usage[] =
     "Usage: chipctl stats [--json | --prom]\n"
     "Prints every counter of the supervisor and of each worker, read from shared\n"
     "memory (no round trip: it works while the supervisor is busy).\n"
-    "  --json            one document: {\"v\":1,\"ok\":true,\"blocks\":{...}}\n"
-    "  --prom            Prometheus text format 0.0.4 (chipd_* metrics)\n" CTL_HELP_COMMON;
+    "  --json            one document: {\"v\":1,\"ok\":true,\"instance\":...,\"blocks\":{...}}\n"
+    "  --prom            Prometheus text format 0.0.4 (chipd_* metrics)\n"
+    "--json and --prom exclude each other.\n" CTL_HELP_COMMON;
 
 enum { OPT_PROM = 1 };
 

@@ -82,9 +82,13 @@ static const char export_usage[] =
     "While the instance is not running the file holds only chipd_up 0.\n"
     "  --textfile DIR    the collector's directory (required)\n"
     "  --interval S      rewrite every S seconds (default 15) until Ctrl-C or SIGTERM\n"
+    "                    (then exit 0); a failed write after the first is said on\n"
+    "                    stderr and tried again at the next interval\n"
     "  --once            write once and exit (the exit status says whether chipd was\n"
-    "                    up: 0, else 69 or 3 as for any command; chipd_up 0 written)\n"
-    "The files are mode 0644.\n" CTL_HELP_COMMON;
+    "                    up: 0, else 69, 3 or 77 as for any command; chipd_up 0\n"
+    "                    written all the same)\n"
+    "Exit 1 when the first write fails (--once: its only one). The files are mode\n"
+    "0644.\n" CTL_HELP_COMMON;
 
 int ctl_cmd_export(struct ctl *g, int argc, char **argv)
 {
@@ -94,7 +98,8 @@ int ctl_cmd_export(struct ctl *g, int argc, char **argv)
 					    {NULL, 0, NULL, 0}};
 	struct export x = {.interval = INTERVAL_DEFAULT_S};
 	const struct ctl_args a = {.usage = export_usage, .own = own, .opt = export_opt, .ctx = &x};
-	int rc = ctl_args(g, argc, argv, &a), last = 0, status = CTL_EXIT_OK;
+	int rc = ctl_args(g, argc, argv, &a), last = 0, last_wrc = 0, status = CTL_EXIT_OK;
+	bool first = true;
 
 	if (rc)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
@@ -110,11 +115,22 @@ int ctl_cmd_export(struct ctl *g, int argc, char **argv)
 		rc = ctl_snapshot(g, &st, &n, &err);
 		wrc = write_file(x.dir, st, n, rc == 0);
 		free(st);
-		if (wrc) {
+		/* The first write finds a wrong DIR at once; a later failure (a full disk, the
+		 * directory removed) must not end an exporter that runs for months: it is
+		 * said when it starts or changes, and the next interval tries again. */
+		if (wrc && (first || x.once)) {
 			fprintf(stderr, "chipctl export: %s/%s: %s\n", x.dir, EXPORT_FILE,
 				strerror(-wrc));
 			return CTL_EXIT_FAILED;
 		}
+		if (wrc && wrc != last_wrc)
+			fprintf(stderr, "chipctl export: %s/%s: %s; trying again every %g s\n",
+				x.dir, EXPORT_FILE, strerror(-wrc), x.interval);
+		else if (!wrc && last_wrc)
+			fprintf(stderr, "chipctl export: %s/%s: written again\n", x.dir,
+				EXPORT_FILE);
+		first = false;
+		last_wrc = wrc;
 		/* Say it when chipd goes away or comes back, not every interval. */
 		status = rc ? ctl_exit_for(rc, true) : CTL_EXIT_OK;
 		if (rc && (rc != last || x.once))

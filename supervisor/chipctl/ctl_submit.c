@@ -282,6 +282,12 @@ static bool step(const struct ctl *g, const struct submit *sb, struct flow *f, u
 	}
 	if (rc == -ENODATA) /* ended before: cannot happen after a final, but be exact */
 		rc = 0;
+	/* A failure found on this side (--wait-ms, --output) is this request's too: its
+	 * error object names it, as the node's errors do (chipctl(1)). */
+	if (rc && !err.has_request) {
+		err.has_request = true;
+		err.request = f->id;
+	}
 	f->status = ctl_exit_for(rc, false);
 	if (sb->follow)
 		print_end(g, sb, f, rc, &err);

@@ -8,6 +8,7 @@
 #  2. --follow as text: "ID SEQ VALUE PAYLOAD" lines, the output's hex in the end line;
 #  3. --input - (2000 bytes: through the data area) and --output FILE: FILE holds the
 #     reversed input, byte for byte;
+#     an --output FILE that cannot be written: the end line's error names the request;
 #  4. refused before submitting (exit 64, the limit named): input over 1048576 bytes,
 #     empty input, --output without --output-cap, --output with --count 2, --output-cap
 #     with nowhere to put the output, an --output FILE that cannot be opened; and by
@@ -86,6 +87,26 @@ python3 -c 'import sys; open(sys.argv[2], "wb").write(open(sys.argv[1], "rb").re
 	"$dir/big.bin" "$dir/want.bin"
 cmp "$dir/out.bin" "$dir/want.bin" || fail "--output FILE is not the input reversed"
 echo "--input - --output FILE: 2000 bytes, byte for byte"
+
+# 3b. an --output FILE that opens but cannot be written (/dev/full: ftruncate fails):
+#     the request's end line names it ("request"), code null, errno 5 (EIO), exit 1
+if [ -w /dev/full ]; then
+	rc=0
+	timeout 60 "$chipctl" submit --follow --json --input "$dir/in.bin" --output-cap 4096 \
+		--output /dev/full echo tokens=1 >"$dir/full.json" 2>"$dir/full.err" || rc=$?
+	[ "$rc" -eq 1 ] || fail "--output /dev/full: exit $rc, not 1: $(cat "$dir/full.err")"
+	python3 - "$dir/full.json" <<'PY' || fail "--output /dev/full: $(cat "$dir/full.json")"
+import json, sys
+end = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+e = end["error"]
+assert end["end"] == "failed" and end["exit"] == 1, end
+assert e["code"] is None and e["errno"] == 5 and e["request"] == end["id"], end
+assert "chip" not in e, end
+PY
+	grep -q '^chipctl submit: request @[0-9]*: --output /dev/full: .* \[local\]$' \
+		"$dir/full.err" || fail "--output /dev/full: $(cat "$dir/full.err")"
+	echo "--output FILE not written: the end line names the request"
+fi
 
 # 4. refused, the limit named
 head -c 1048577 /dev/zero >"$dir/huge.bin"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define RUN_MS	20000u
@@ -407,21 +408,28 @@ START_TEST(cli_submit_follows_tokens)
 }
 END_TEST
 
-static bool has_two_tokens(void *arg)
+/* Whether the stdout (@on_err: the stderr) of the chipctl start() runs holds @want so
+ * far. */
+static bool says_so_far(bool on_err, const char *want)
 {
-	char out[64], err[64], buf[256] = "";
+	char out[64], err[64], buf[4096] = "";
 	int fd;
 
-	(void)arg;
 	out_paths(out, err, sizeof(out));
-	fd = open(out, O_RDONLY);
+	fd = open(on_err ? err : out, O_RDONLY);
 	if (fd >= 0) {
 		ssize_t n = read(fd, buf, sizeof(buf) - 1);
 
 		buf[n > 0 ? n : 0] = '\0';
 		close(fd);
 	}
-	return strstr(buf, "9 1 101\n") != NULL;
+	return strstr(buf, want) != NULL;
+}
+
+static bool has_two_tokens(void *arg)
+{
+	(void)arg;
+	return says_so_far(false, "9 1 101\n");
 }
 
 /* Ctrl-C while following a stream that does not end: the request is cancelled (the
@@ -542,6 +550,101 @@ START_TEST(cli_export_writes_textfile)
 }
 END_TEST
 
+static bool exists(void *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+static bool err_says(void *want)
+{
+	return says_so_far(true, want);
+}
+
+/* Removes the directory @dir that export keeps writing into (it may put a
+ * chipd.prom.tmp back between the unlinks and the rmdir: try again). */
+static bool dir_removed(void *dir)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "%s/chipd.prom", (char *)dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/chipd.prom.tmp", (char *)dir);
+	unlink(path);
+	return rmdir(dir) == 0;
+}
+
+/* export's loop: a write that fails after the first one (here: the directory removed
+ * while it runs) is said on stderr and tried again every interval; the loop goes on
+ * and writes the file again once it can, and SIGTERM then ends it with 0. (It used
+ * to exit 1 at the first failed write of the loop.) */
+START_TEST(cli_export_loop_survives_a_later_failure)
+{
+	struct run *r = malloc(sizeof(*r));
+	char dir[] = "/tmp/check_ctl.XXXXXX", path[64], fail[128];
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/chipd.prom", dir);
+	snprintf(fail, sizeof(fail), "%s: No such file or directory; trying again", path);
+	pid = start((const char *const[]){"export", "--textfile", dir, "--interval", "0.05",
+					  "--instance", "nosuch", NULL});
+	ck_assert(tu_eventually(exists, path, RUN_MS));
+	ck_assert(tu_eventually(dir_removed, dir, RUN_MS));
+	/* a bound under the tcase's timeout: a chipctl that exited instead fails here */
+	ck_assert_msg(tu_eventually(err_says, fail, 3000), "no '%s' on stderr", fail);
+	tu_sleep_ms(200); /* four more intervals, each failing */
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert(tu_eventually(exists, path, RUN_MS));
+	ck_assert(tu_eventually(err_says, "chipd.prom: written again", RUN_MS));
+	kill(pid, SIGTERM);
+	finish(r, pid);
+	EXPECT(r, 0);
+	ck_assert_int_eq(count_of(r->err, "trying again"), 1); /* said once, not each time */
+	ck_assert(dir_removed(dir));
+	/* the first write failing is a wrong DIR: exit 1 at once, loop or not */
+	RUN(r, "export", "--textfile", "/nonexistent/dir", "--interval", "0.05", "--instance",
+	    "nosuch");
+	EXPECT(r, 1);
+	ck_assert_msg(strstr(r->err, "/nonexistent/dir/chipd.prom: No such file or directory\n"),
+		      "%s", r->err);
+	free(r);
+}
+END_TEST
+
+/* A stream's failure found on this side names its request in the end line's error
+ * object, as the node's errors do: here --wait-ms (code timeout, errno 110); an
+ * --output FILE that cannot be written (code null, errno 5) needs a callable with an
+ * output, so chipctl_data (tests/chipd/cli_data.sh) checks that one. (Both used to
+ * leave "request" out.) */
+START_TEST(cli_submit_local_failure_names_request)
+{
+	struct run *r = malloc(sizeof(*r));
+	struct cx x;
+
+	cx_start(&x, 4);
+	RUN(r, "--instance", x.instance, "submit", "hold", "--id", "41", "--wait-ms", "100",
+	    "--follow", "--json");
+	EXPECT(r, 75);
+	ck_assert_msg(strstr(r->out, "{\"v\":1,\"id\":41,\"end\":\"failed\",\"tokens\":2,") &&
+			  strstr(r->out, ",\"exit\":75,\"error\":{\"code\":\"timeout\","
+					 "\"errno\":110,\"message\":\"no token for 100 ms "
+					 "(--wait-ms)\",\"retryable\":true,\"request\":41}}\n"),
+		      "%s", r->out);
+	ck_assert_msg(strstr(r->err, "chipctl submit: request 41: no token for 100 ms "
+				     "(--wait-ms) [timeout, retryable]\n"),
+		      "%s", r->err);
+	/* without --follow: no end line, the error's line on stderr names the request */
+	RUN(r, "--instance", x.instance, "submit", "hold", "--id", "@42", "--wait-ms", "100");
+	EXPECT(r, 75);
+	ck_assert_str_eq(r->out, "@42\n");
+	ck_assert_msg(strstr(r->err, "chipctl submit: request @42: no token for 100 ms"), "%s",
+		      r->err);
+	cx_stop(&x);
+	free(r);
+}
+END_TEST
+
 void ctl_add_cli_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -557,6 +660,8 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_trace_writes_and_summarizes", cli_trace_writes_and_summarizes},
 	    {"cli_workloads_against_server", cli_workloads_against_server},
 	    {"cli_export_writes_textfile", cli_export_writes_textfile},
+	    {"cli_export_loop_survives_a_later_failure", cli_export_loop_survives_a_later_failure},
+	    {"cli_submit_local_failure_names_request", cli_submit_local_failure_names_request},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
