@@ -125,9 +125,11 @@ struct sup_req {
 	bool used;
 	bool forwarding; /* the router is between ring reset and the worker's answer */
 	bool ended;	 /* ended by the supervisor or seen finished */
-	/* its outcome is in err_<code> (or needs none: FINAL, or a client of 0, whose
-	 * submit was answered with the error already counted) */
+	/* its outcome is in err_<code> (or needs none: FINAL, or answered_error) */
 	bool counted;
+	/* its submit was answered with an error, counted in err_<code> then (the
+	 * forward failed): the stream's own end is not counted again */
+	bool answered_error;
 	/* ended, and read to its end or closed by its reader, as an admission's look at
 	 * its client's usage saw it (sup_table_client_usage): counted for nothing there
 	 * any more without reading the ring again; a reader's later writes to its own

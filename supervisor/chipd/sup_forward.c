@@ -64,6 +64,7 @@ static void forward_failed(struct sup *s, struct sup_fwd *f, struct sup_req *e, 
 	SUP_WARN((int)f->chip, e->id, "worker pid %d did not answer the assign (%s): given up",
 		 (int)f->pid, strerror(-rc));
 	abandon(s, e);
+	e->answered_error = true; /* complete answers worker_lost, counted there */
 	if (w->pid != f->pid)
 		sup_table_end(s, e, CHIPD_E_WORKER_LOST);
 }

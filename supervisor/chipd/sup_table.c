@@ -122,7 +122,8 @@ void sup_table_release(struct sup *s, struct sup_req *e)
  * (end_of; 0: none yet, nothing to count), after @tokens tokens: in its callable's
  * counts (sup_clstat.c), and the code of an ERROR record in err_<code>. FINAL
  * (completed) needs no err_<code>, nor a stream whose submit was answered with an
- * error (client 0: counted then). The one place a request's end is counted: the
+ * error (answered_error: counted then); one whose client gave up on its successful
+ * answer (abandoned) is counted by its end, cancelled as a rule. The one place a request's end is counted: the
  * supervisor's own ends (sup_table_end, take_back) and the ones it sees (the sweep,
  * sup_table_live) all come here, and a re-queued request keeps its entry. */
 static void count_end(struct sup *s, struct sup_req *e, uint32_t flags, uint64_t tokens)
@@ -134,7 +135,7 @@ static void count_end(struct sup *s, struct sup_req *e, uint32_t flags, uint64_t
 		return;
 	e->counted = true;
 	sup_clstat_end(s, e, flags, tokens);
-	if (e->client == 0 || (flags & RING_F_FINAL))
+	if (e->answered_error || (flags & RING_F_FINAL))
 		return;
 	code = RING_CODE_OF(flags);
 	if (code == CHIPD_OK || code >= CHIPD_NCODES)
