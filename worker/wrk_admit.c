@@ -326,16 +326,21 @@ static int run_assign(void *ctx, const struct proto_msg *req, struct proto_msg *
 		put_slot(w, rq);
 		goto out;
 	}
-	/* admitted: the answer goes now; L fills it and queues it for O (marked failed,
-	 * for O to end, if the fill fails) */
+	/* admitted, counted before the request can move on: from here L, O and S may
+	 * fill, run and end it (and count its end) at once, and a death of the worker
+	 * in between must not lose the admission (admitted = completed + failed +
+	 * cancelled + ...). The answer goes now; L fills it and queues it for O (marked
+	 * failed, for O to end, if the fill fails) */
+	ctr_m(w, PROTO_WRK_admitted);
 	wrk_load_submit(w, rq);
 	ans->id = req->id;
 	w->assigned = rq; /* serve() cancels it if the answer finds the slot reset */
 	w->assigned_id = (uint64_t)req->id;
 	if (w->cfg.m_assigned)
 		(void)w->cfg.m_assigned(w->cfg.fault_arg, (uint64_t)req->id, 0);
+	return CHIPD_OK;
 out:
-	ctr_m(w, code == CHIPD_OK ? PROTO_WRK_admitted : PROTO_WRK_rejected);
+	ctr_m(w, PROTO_WRK_rejected);
 	return code;
 }
 

@@ -149,6 +149,9 @@ START_TEST(abandoned_assign_is_cancelled)
 	/* the request fills its 64-record ring and would then wait for a reader forever */
 	wf_assign_post(&f, 9, 0, "synthetic", ENDLESS, &t);
 	ck_assert(tu_eventually(wf_gate_entered, &g, END_MS));
+	/* counted before the request moved on to L and O, not after M's answer: a worker
+	 * dying here would otherwise take the admission with it */
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 1);
 	/* the caller gives up while M holds the slot: it is reset, and the answer M is
 	 * about to write will be lost */
 	ck_assert_int_eq(mbox_give_up(&f.mb, t), 1);
