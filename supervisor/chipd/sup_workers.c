@@ -429,13 +429,19 @@ static struct sup_worker *pick_ready(struct sup *s)
 
 /* Ends the re-queue of @e with worker_lost: the supervisor holds its ring, so it
  * writes the terminal record as the producer's stand-in. Under sup.lock. */
-static void requeue_end(struct sup *s, struct sup_req *e, const char *why)
+static void requeue_end_as(struct sup *s, struct sup_req *e, enum chipd_code code,
+			   const char *why)
 {
 	e->requeue = false;
 	e->forwarding = false; /* so that sup_table_end counts the end */
-	sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-	SUP_INFO((int)e->chip, e->id, "re-queue from chip %u failed (%s): worker_lost", e->rq_from,
-		 why);
+	sup_table_end(s, e, code);
+	SUP_INFO((int)e->chip, e->id, "re-queue from chip %u failed (%s): %s", e->rq_from, why,
+		 chipd_code_name(code));
+}
+
+static void requeue_end(struct sup *s, struct sup_req *e, const char *why)
+{
+	requeue_end_as(s, e, CHIPD_E_WORKER_LOST, why);
 }
 
 /* Takes the unstarted stream @e of the dead worker @dead over for a re-queue: the
@@ -467,6 +473,7 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 {
 	struct sup_worker *to = &s->workers[e->chip];
 	struct ring *r = sup_table_ring(s, e);
+	struct proto_error err;
 	const char *why;
 	int rc;
 
@@ -500,6 +507,12 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 	if (e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
 	    !sup_conn_reader_live(s, e)) {
 		requeue_end(s, e, "nobody reads it");
+		return;
+	}
+	/* its callable quarantined (this request was in flight on the deaths that did
+	 * it) or being unregistered: cancelled, not moved to kill another chip */
+	if (sup_register_refuses(s, e->wl, &err) != CHIPD_OK) {
+		requeue_end_as(s, e, CHIPD_E_CANCELLED, err.message);
 		return;
 	}
 	to = pick_ready(s);

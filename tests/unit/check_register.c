@@ -351,6 +351,19 @@ START_TEST(limit_reached)
 }
 END_TEST
 
+/* Reads the stream of a request that kills its workers to its end, with no token:
+ * worker_lost (a death with no ready chip to move it to), or cancelled (its callable
+ * quarantined while it waited to be moved). */
+static void expect_killer_end(chipd_stream *s)
+{
+	enum chipd_code got;
+
+	ck_assert_uint_eq(cd_drain_stream(s, &got, BOUND_MS), 0);
+	ck_assert_msg(got == CHIPD_E_WORKER_LOST || got == CHIPD_E_CANCELLED,
+		      "stream ended %s, not worker_lost or cancelled", chipd_code_name(got));
+	chipd_stream_close(s, CD_CALL_MS);
+}
+
 /* A callable in flight on --callable-crash-limit worker deaths is unregistered on
  * every chip, counted, and the chips serve the others. A request that kills its
  * worker before its first token is re-queued on the other chip and kills that one
@@ -372,7 +385,7 @@ START_TEST(quarantined)
 		s = submit(&d, "tiny", -1, 4, 999, 0, &err);
 		ck_assert_int_le(++submits, 4);
 		if (s)
-			cd_expect_stream(s, 0, CHIPD_E_WORKER_LOST, BOUND_MS);
+			expect_killer_end(s);
 		else if (err.code != CHIPD_E_WORKER_LOST) /* it died before the answer */
 			break;
 	}
@@ -393,6 +406,46 @@ START_TEST(quarantined)
 			      err.message);
 		cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
 	}
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* The request in flight on the death that quarantines its callable is not moved to
+ * another chip to kill it too: with 3 chips and a limit of 2, exactly 2 workers die
+ * whatever the timing (a submit answered worker_lost died before its answer, and was
+ * in flight all the same), and a stream waiting to be moved ends cancelled. */
+START_TEST(quarantine_moves_nothing_further)
+{
+	const char *args[] = {"--chips", "3", "--callable-crash-limit", "2", "--crash-limit", "16",
+			      NULL};
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t t0;
+	int submits = 0;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	for (;;) {
+		for (uint32_t chip = 0; chip < 3; chip++)
+			ck_assert(cd_wait_chip(&d, chip, CHIPD_CHIP_READY, 0, BOUND_MS));
+		s = submit(&d, "tiny", -1, 4, 999, 0, &err);
+		ck_assert_int_le(++submits, 3);
+		if (s)
+			expect_killer_end(s);
+		else if (err.code != CHIPD_E_WORKER_LOST)
+			break;
+	}
+	ck_assert_msg(err.code == CHIPD_E_DRAINING || err.code == CHIPD_E_BAD_REQUEST, "%s",
+		      err.message);
+	t0 = now_ns();
+	while (cd_listed(&d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
+		tu_sleep_ms(20);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	for (uint32_t chip = 0; chip < 3; chip++)
+		ck_assert(cd_wait_chip(&d, chip, CHIPD_CHIP_READY, 0, BOUND_MS));
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 2);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "callables_quarantined"), 1);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
@@ -488,6 +541,7 @@ int main(void)
 	    {"counts_start_at_registration", counts_start_at_registration},
 	    {"limit_reached", limit_reached},
 	    {"quarantined", quarantined},
+	    {"quarantine_moves_nothing_further", quarantine_moves_nothing_further},
 	    {"bad_files_refused", bad_files_refused},
 	    {"own_kernels_registered", own_kernels_registered},
 	};
