@@ -43,7 +43,9 @@ static const struct {
     {"mbox_resets", 'W',
      "Control mailbox resets the worker acknowledged: the supervisor gave up on a call."},
     {"worker_starts", 0, "Worker processes started."},
-    {"worker_deaths", 0, "Worker processes that died (not counting stops chipd asked for)."},
+    {"worker_deaths", 0,
+     "Worker processes that ended while chipd was serving, without being asked to (one "
+     "killed for missed heartbeats or as degraded included; not a drain's or stop's)."},
     {"worker_degraded", 0,
      "Chips marked degraded (scheduler or orchestrator gave up or stopped progressing), "
      "each then killed and restarted."},
@@ -56,7 +58,8 @@ static const struct {
     {"clients", 0, "Client connections of the handshake socket whose hello was answered."},
     {"clients_refused", 0,
      "Handshake connections refused: a peer neither of chipd's uid nor of its "
-     "--allow-group group, or one past --max-clients."},
+     "--allow-group group, one past --max-clients, or a hello that finds no client "
+     "region free."},
     {"callables_quarantined", 0,
      "Registered callables quarantined (unregistered on every chip) after they were in "
      "flight on --callable-crash-limit worker deaths."},
@@ -66,11 +69,12 @@ static const struct {
     {"failed", 0, "Streams the worker ended with an error other than cancelled."},
     {"cancelled", 0, "Streams the worker ended with cancelled."},
     {"tokens", 0, "Tokens published (FINAL included; an ERROR record carries none)."},
-    {"steps", 0, "Steps executed."},
+    {"steps", 0, "Steps the orchestrator built."},
     {"o_busy_ns", 0, "Time the orchestrator thread spent building steps."},
     {"s_busy_ns", 0, "Time the scheduler thread spent running steps."},
     {"overlap_ns", 0, "Time building and running overlapped."},
-    {"device_errors", 0, "Device errors."},
+    {"device_errors", 0,
+     "Requests' steps the device layer failed: once per request whose lane failed."},
     {"terminal_push_failed", 0,
      "Stream ends the worker could not write into the ring (a broken ring: the supervisor "
      "takes it back)."},
