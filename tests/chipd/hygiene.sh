@@ -128,28 +128,26 @@ if [ "$uid" = 0 ]; then
 fi
 echo "runtime directory: open, linked and foreign ones refused"
 
-# 3b. a detached log file others can read: refused naming its mode, no pid file left
+# 3b. a detached log file others can read, or one that is a directory: refused naming
+# what it is, its owner and mode; no pid file or region left
 mkdir -m 0700 "$dir/run2"
 log2="$dir/run2/chipd.$uid.$CHIPD_INSTANCE.log"
+log_refused() { # CASE WHAT-THE-MESSAGE-SAYS
+	local rc=0
+	CHIPD_RUNTIME_DIR=$dir/run2 timeout 30 "$chipd" --chips 1 2>"$dir/err" || rc=$?
+	[ "$rc" = 1 ] || fail "log file $1: exit $rc, expected 1 ($(cat "$dir/err"))"
+	grep -q "log file $log2: $2: refusing it" "$dir/err" ||
+		fail "log file $1: the message does not say why: $(cat "$dir/err")"
+	[ ! -e "$dir/run2/chipd.$uid.$CHIPD_INSTANCE.pid" ] ||
+		fail "log file $1: a pid file was left: $(ls -l "$dir/run2")"
+	[ ! -e "$region" ] || fail "log file $1: a region was made"
+}
 : >"$log2"
 chmod 0644 "$log2"
-rc=0
-CHIPD_RUNTIME_DIR=$dir/run2 timeout 30 "$chipd" --chips 1 2>"$dir/err" || rc=$?
-[ "$rc" = 1 ] || fail "log file 0644: exit $rc, expected 1 ($(cat "$dir/err"))"
-grep -q "log file $log2: a file of uid $uid, mode 0644: refusing it" "$dir/err" ||
-	fail "log file 0644: the message does not say why: $(cat "$dir/err")"
-[ ! -e "$dir/run2/chipd.$uid.$CHIPD_INSTANCE.pid" ] ||
-	fail "log file 0644: a pid file was left: $(ls -l "$dir/run2")"
-[ ! -e "$region" ] || fail "log file 0644: a region was made"
+log_refused 0644 "a file of uid $uid, mode 0644"
 rm "$log2"
 mkdir -m 0700 "$log2"
-rc=0
-CHIPD_RUNTIME_DIR=$dir/run2 timeout 30 "$chipd" --chips 1 2>"$dir/err" || rc=$?
-[ "$rc" = 1 ] || fail "log file a directory: exit $rc, expected 1 ($(cat "$dir/err"))"
-grep -q "log file $log2: not a regular file of uid $uid, mode 0700: refusing it" "$dir/err" ||
-	fail "log file a directory: the message does not say what it is: $(cat "$dir/err")"
-[ ! -e "$dir/run2/chipd.$uid.$CHIPD_INSTANCE.pid" ] ||
-	fail "log file a directory: a pid file was left: $(ls -l "$dir/run2")"
+log_refused "a directory" "not a regular file of uid $uid, mode 0700"
 echo "log file: one open to others, or a directory, refused, its owner and mode named, no pid file left"
 
 # 4. the spawner SIGKILLed while streams run

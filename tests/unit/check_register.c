@@ -364,6 +364,35 @@ static void expect_killer_end(chipd_stream *s)
 	chipd_stream_close(s, CD_CALL_MS);
 }
 
+/* Registers tc_good on @d and submits its killing request (seed 999) with all
+ * @nchips chips ready, again while the answer is a stream or worker_lost (the worker
+ * died before answering), at most @max times, until the quarantine refuses it:
+ * draining, then unknown (bad_request) once carried out. Then waits until it is gone. */
+static void submit_until_quarantined(struct cd *d, uint32_t nchips, int max)
+{
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t t0;
+
+	ck_assert_msg(reg(d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	for (int submits = 1;; submits++) {
+		for (uint32_t chip = 0; chip < nchips; chip++)
+			ck_assert(cd_wait_chip(d, chip, CHIPD_CHIP_READY, 0, BOUND_MS));
+		s = submit(d, "tiny", -1, 4, 999, 0, &err);
+		ck_assert_int_le(submits, max);
+		if (s)
+			expect_killer_end(s);
+		else if (err.code != CHIPD_E_WORKER_LOST)
+			break;
+	}
+	ck_assert_msg(err.code == CHIPD_E_DRAINING || err.code == CHIPD_E_BAD_REQUEST, "%s",
+		      err.message);
+	t0 = now_ns();
+	while (cd_listed(d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
+		tu_sleep_ms(20);
+	ck_assert(!cd_listed(d, "tiny", NULL));
+}
+
 /* A callable in flight on --callable-crash-limit worker deaths is unregistered on
  * every chip, counted, and the chips serve the others. A request that kills its
  * worker before its first token is re-queued on the other chip and kills that one
@@ -374,29 +403,10 @@ START_TEST(quarantined)
 	struct cd d;
 	struct chipd_error err;
 	chipd_stream *s;
-	uint64_t t0;
-	int submits = 0;
 
 	cd_start(&d, args, NULL);
-	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	for (;;) {
-		ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, 0, BOUND_MS));
-		ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, 0, BOUND_MS));
-		s = submit(&d, "tiny", -1, 4, 999, 0, &err);
-		ck_assert_int_le(++submits, 4);
-		if (s)
-			expect_killer_end(s);
-		else if (err.code != CHIPD_E_WORKER_LOST) /* it died before the answer */
-			break;
-	}
-	/* refused while quarantined (draining), then unknown once unregistered */
-	ck_assert_msg(err.code == CHIPD_E_DRAINING || err.code == CHIPD_E_BAD_REQUEST, "%s",
-		      err.message);
+	submit_until_quarantined(&d, 2, 4);
 	ck_assert_uint_ge(cd_stat(&d, "supervisor", "worker_deaths"), 3);
-	t0 = now_ns();
-	while (cd_listed(&d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
-		tu_sleep_ms(20);
-	ck_assert(!cd_listed(&d, "tiny", NULL));
 	ck_assert_uint_eq(cd_stat(&d, "supervisor", "callables_quarantined"), 1);
 	for (int32_t chip = 0; chip < 2; chip++) { /* both chips serve the built-ins */
 		const struct chipd_param p = {"tokens", 3};
@@ -419,29 +429,9 @@ START_TEST(quarantine_moves_nothing_further)
 	const char *args[] = {"--chips", "3", "--callable-crash-limit", "2", "--crash-limit", "16",
 			      NULL};
 	struct cd d;
-	struct chipd_error err;
-	chipd_stream *s;
-	uint64_t t0;
-	int submits = 0;
 
 	cd_start(&d, args, NULL);
-	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	for (;;) {
-		for (uint32_t chip = 0; chip < 3; chip++)
-			ck_assert(cd_wait_chip(&d, chip, CHIPD_CHIP_READY, 0, BOUND_MS));
-		s = submit(&d, "tiny", -1, 4, 999, 0, &err);
-		ck_assert_int_le(++submits, 3);
-		if (s)
-			expect_killer_end(s);
-		else if (err.code != CHIPD_E_WORKER_LOST)
-			break;
-	}
-	ck_assert_msg(err.code == CHIPD_E_DRAINING || err.code == CHIPD_E_BAD_REQUEST, "%s",
-		      err.message);
-	t0 = now_ns();
-	while (cd_listed(&d, "tiny", NULL) && now_ns() - t0 < BOUND_MS * 1000000ull)
-		tu_sleep_ms(20);
-	ck_assert(!cd_listed(&d, "tiny", NULL));
+	submit_until_quarantined(&d, 3, 3);
 	for (uint32_t chip = 0; chip < 3; chip++)
 		ck_assert(cd_wait_chip(&d, chip, CHIPD_CHIP_READY, 0, BOUND_MS));
 	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 2);
