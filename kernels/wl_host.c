@@ -95,9 +95,17 @@ static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, i
 		}
 		r->own_kv = true;
 	}
+	/* -EINVAL: never (larger blocks, or more than the whole pool: the worker's is the
+	 * chip's KV cache, --kv-blocks); -ENOSPC: not now, the retryable no_capacity */
 	if (wl_kvpool_block_floats(r->kv) < block_floats) {
 		snprintf(msg, cap, "%s: KV blocks of %u floats exceed the pool's blocks of %u",
 			 name, block_floats, wl_kvpool_block_floats(r->kv));
+		err = -EINVAL;
+	} else if (n > wl_kvpool_blocks(r->kv)) {
+		snprintf(msg, cap,
+			 "%s: %u KV blocks needed, more than the chip's KV cache holds "
+			 "(kv-blocks=%u)",
+			 name, n, wl_kvpool_blocks(r->kv));
 		err = -EINVAL;
 	} else if (n > wl_kvpool_free_blocks(r->kv)) {
 		snprintf(msg, cap, "%s: %u KV blocks needed, %u free", name, n,

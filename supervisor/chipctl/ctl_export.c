@@ -118,7 +118,7 @@ int ctl_cmd_export(struct ctl *g, int argc, char **argv)
 		/* The first write finds a wrong DIR at once; a later failure (a full disk, the
 		 * directory removed) must not end an exporter that runs for months: it is
 		 * said when it starts or changes, and the next interval tries again. */
-		if (wrc && (first || x.once)) {
+		if (wrc && first) { /* --once: its only write */
 			fprintf(stderr, "chipctl export: %s/%s: %s\n", x.dir, EXPORT_FILE,
 				strerror(-wrc));
 			return CTL_EXIT_FAILED;

@@ -123,9 +123,10 @@ void sup_table_release(struct sup *s, struct sup_req *e)
  * counts (sup_clstat.c), and the code of an ERROR record in err_<code>. FINAL
  * (completed) needs no err_<code>, nor a stream whose submit was answered with an
  * error (answered_error: counted then); one whose client gave up on its successful
- * answer (abandoned) is counted by its end, cancelled as a rule. The one place a request's end is counted: the
- * supervisor's own ends (sup_table_end, take_back) and the ones it sees (the sweep,
- * sup_table_live) all come here, and a re-queued request keeps its entry. */
+ * answer (abandoned) is counted by its end, cancelled as a rule. The one place a
+ * request's end is counted: the supervisor's own ends (sup_table_end, take_back) and
+ * the ones it sees (the sweep, sup_table_live) all come here, and a re-queued request
+ * keeps its entry. */
 static void count_end(struct sup *s, struct sup_req *e, uint32_t flags, uint64_t tokens)
 {
 	uint32_t code;

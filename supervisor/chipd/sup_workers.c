@@ -427,8 +427,9 @@ static struct sup_worker *pick_ready(struct sup *s)
 	return best;
 }
 
-/* Ends the re-queue of @e with worker_lost: the supervisor holds its ring, so it
- * writes the terminal record as the producer's stand-in. Under sup.lock. */
+/* Ends the re-queue of @e with @code (requeue_end: worker_lost): the supervisor holds
+ * its ring, so it writes the terminal record as the producer's stand-in. Under
+ * sup.lock. */
 static void requeue_end_as(struct sup *s, struct sup_req *e, enum chipd_code code,
 			   const char *why)
 {
