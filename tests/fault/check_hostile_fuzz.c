@@ -499,6 +499,31 @@ static int hostile_wait(struct hostile *h, pid_t hp, unsigned ms, const char *wh
 	return -1;
 }
 
+/* Waits until the hostile process @hp writes, so that the part is fuzzed for the whole
+ * --seconds however long its connect and its own submits took on a loaded machine (each
+ * submit may take up to HS_CALL_MS). One that exits first fails the test with its exit
+ * status; one that does not get there in time is described and killed. */
+static void hostile_started(struct hostile *h, pid_t hp, const char *what)
+{
+	uint64_t end = ft_now_ms() + (OWN_REQUESTS + 1) * HS_CALL_MS + HS_SLACK_MS;
+	int status;
+
+	while (atomic_load(&h->phase) < H_WRITING) {
+		pid_t r = waitpid(hp, &status, WNOHANG);
+
+		ck_assert_msg(r == 0, "%s: the hostile process exited before its first write (%s %d)",
+			      what, r < 0 ? "waitpid" : WIFEXITED(status) ? "status" : "signal",
+			      r < 0 ? errno : WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		if (ft_now_ms() >= end) {
+			atomic_store(&h->stop, 1);
+			hostile_wait(h, hp, 0, what); /* describes it and kills it */
+			ck_abort_msg("%s: the hostile process did not start writing in %u ms", what,
+				     (OWN_REQUESTS + 1) * HS_CALL_MS + HS_SLACK_MS);
+		}
+		tu_sleep_ms(1);
+	}
+}
+
 /* What an attach validates, as it was before the hostile writes (hostile.h). */
 struct snapshot {
 	char head[PROTO_NODE_DESC_OFFSET + sizeof(struct proto_node_desc)];
@@ -622,6 +647,7 @@ static void fuzz_area(enum area a)
 	ft_stats(&d, &st);
 	ended0 = ft_chip_sum(&st, PROTO_WRK_cancelled) + ft_chip_sum(&st, PROTO_WRK_failed);
 	hp = tu_fork(hostile_main, h);
+	hostile_started(h, hp, what);
 
 	for (end = ft_now_ms() + g_ms; ft_now_ms() < end;) {
 		hs_node_alive(&node, what);
