@@ -149,6 +149,13 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"workloads", "gemm", NULL},
 	    {"callables", "gemm", NULL},
 	    {"--instance", "bad name!", "ping", NULL},
+	    /* a callable's name is checked before connecting: 64 without a node too */
+	    {"register", "--name", "Bad!", "/x.so", NULL},
+	    {"register", "--name", "", "/x.so", NULL},
+	    {"register", "/x.so", "/y.so", NULL},
+	    {"unregister", "Bad!", NULL},
+	    {"unregister", "abcdefghijklmnopqrstuvwxyz", NULL},
+	    {"unregister", "--drain", "--cancel", "x", NULL},
 	};
 	struct run *r = malloc(sizeof(*r));
 
