@@ -386,8 +386,16 @@ static int build_submit(struct proto_msg *m, const struct chipd_request *req,
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST, "\"params\": at most %d",
 				   CHIPD_MAX_PARAMS);
 	for (uint32_t i = 0; i < req->nparams; i++) {
-		if (copy_name(m->params[i].key, CHIPD_KEY_MAX, req->params[i].key, "params", err))
-			return -EINVAL;
+		const char *key = req->params[i].key;
+
+		if (!key)
+			return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+					   "\"params\": parameter %" PRIu32 " has no key", i);
+		if (strlen(key) >= CHIPD_KEY_MAX)
+			return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
+					   "\"params\": key '%.40s%s' longer than %d bytes", key,
+					   strlen(key) > 40 ? "..." : "", CHIPD_KEY_MAX - 1);
+		strcpy(m->params[i].key, key);
 		m->params[i].value = req->params[i].value;
 	}
 	m->nparams = req->nparams;

@@ -300,6 +300,13 @@ START_TEST(bad_request_refused_before_sending)
 	req.nparams = 1;
 	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.message, "\"params\": byte 0x4c"));
+	bad_key.key = "a_key_of_twenty_four_byt"; /* the message names it */
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "\"params\": key 'a_key_of_twenty_four_byt' longer than 23 bytes");
+	bad_key.key = NULL;
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.message, "\"params\": parameter 0 has no key");
 	req.nparams = 0;
 	req.chip = CHIPD_MAX_CHIPS;
 	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EINVAL);
