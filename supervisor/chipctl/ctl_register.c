@@ -23,9 +23,9 @@ static const char register_usage[] =
 
 enum { OPT_NAME = 1, OPT_DRAIN, OPT_CANCEL };
 
-/* Whether @name could be a callable's name (libchipd and chipd check the same rule):
- * said as a usage error before connecting, so a bad one is exit 64 with or without a
- * node. */
+/* Whether @name could be a callable's name (libchipd and chipd check the same rule,
+ * and libchipd says it in the same words): said as a usage error before connecting, so
+ * a bad one is exit 64 with or without a node. */
 static bool callable_name_ok(const char *name)
 {
 	size_t n = strlen(name);
@@ -71,7 +71,7 @@ int ctl_cmd_register(struct ctl *g, int argc, char **argv)
 	if (rc < 0 || (size_t)rc >= sizeof(path))
 		return ctl_usage(g, "the path '%s' is too long", argv[optind]);
 	if (name && !callable_name_ok(name))
-		return ctl_usage(g, "--name '%s' is not 1..%d characters of [a-z0-9_]", name,
+		return ctl_usage(g, "the name given is not 1..%d characters of [a-z0-9_]",
 				 CHIPD_CALLABLE_NAME_MAX - 1);
 	rc = ctl_connect(g, &c);
 	if (rc)
@@ -137,8 +137,8 @@ int ctl_cmd_unregister(struct ctl *g, int argc, char **argv)
 	if (rc)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
 	if (!callable_name_ok(argv[optind]))
-		return ctl_usage(g, "'%s' is not a callable's name: 1..%d characters of [a-z0-9_]",
-				 argv[optind], CHIPD_CALLABLE_NAME_MAX - 1);
+		return ctl_usage(g, "the name given is not 1..%d characters of [a-z0-9_]",
+				 CHIPD_CALLABLE_NAME_MAX - 1);
 	rc = ctl_connect(g, &c);
 	if (rc)
 		return rc;
