@@ -254,9 +254,11 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	e->ended = true;
 	count_end(s, e, flags, tokens);
 	/* the client's connection says whether it lives (sup_conn.c), never a pid the
-	 * ring header holds */
-	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-		      !sup_conn_reader_live(s, e);
+	 * ring header holds; a ring its client's usage no longer counts (reader_done) is
+	 * done with, whatever its consumer line says now: else a reader that moves its
+	 * tail back after each admission holds rings that neither count nor come back */
+	reader_gone = e->client == 0 || e->reader_closed || e->reader_done ||
+		      ring_reader_closed(r) || !sup_conn_reader_live(s, e);
 	if (ring_drained(r) || reader_gone)
 		return true;
 	pos = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);

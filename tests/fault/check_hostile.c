@@ -17,7 +17,9 @@
  * The corruptions: the mailbox header's bitmap_words; the node descriptor's nrings,
  * rings_offset and ring_stride; the magic of the client's own ring; a ring's capacity
  * with a descriptor that makes it look as if it fits; a worker gauge above
- * UINT32_MAX; the mailbox header's server_pid. docs/reliability.md lists them in the fault matrix. */
+ * UINT32_MAX; the mailbox header's server_pid; a client's tails moved back after the ends of
+ * its streams (the per-client ring bound). docs/reliability.md lists them in the fault matrix. */
+#include "client_internal.h"
 #include "hostile.h"
 #include "ring.h"
 
@@ -419,6 +421,65 @@ START_TEST(mailbox_server_pid_rewritten)
 }
 END_TEST
 
+/* Moves the tail of @s's consumer line to @back records before head, as its client can,
+ * while the ring still carries @s's stream (a ring taken back is left alone). */
+static void tail_before_head(chipd_stream *s, uint64_t back)
+{
+	uint64_t head = atomic_load_explicit(&s->ring.hdr->head, memory_order_acquire);
+
+	if (atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) == s->gen)
+		hs_put64(&s->ring.cons->tail, head - back);
+}
+
+/* A client reads each of its streams to the end and keeps them open, its tail at head
+ * while its next submit is admitted (the ring read to its end, not counted in its
+ * rings) and one record behind at every other moment (not read to its end, kept by
+ * the sweep). --max-client-rings 2 still holds: the client cannot take every ring of
+ * the node, and another client is served. */
+START_TEST(ring_bound_holds_while_tail_moves_back)
+{
+	const char *const args[] = {"--chips", "1", "--max-client-rings", "2",
+				    "--max-client-pending", "2", NULL};
+	enum { TRIES = 2 * PROTO_NODE_RINGS };
+	chipd_stream **held = calloc(TRIES, sizeof(*held));
+	struct chipd_error err = {0};
+	struct hs_node node;
+	chipd_conn *good = NULL;
+	uint32_t n = 0;
+	struct cd d;
+	int rc = 0;
+
+	ck_assert_ptr_nonnull(held);
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	for (uint32_t k = 0; k < TRIES; k++) {
+		chipd_stream *s = NULL;
+
+		if (n)
+			tail_before_head(held[n - 1], 0);
+		rc = hs_submit(d.conn, 1, 0, k + 1, 0, 0, CD_CALL_MS, &s, &err);
+		if (n)
+			tail_before_head(held[n - 1], 1);
+		if (rc)
+			break;
+		ck_assert_int_eq(hs_read_stream(s, 1, k + 1, CD_CALL_MS, HS_STREAM_MS), 0);
+		tail_before_head(s, 1);
+		held[n++] = s;
+	}
+	fprintf(stderr, "%u streams read to their end; last submit: %d (%s)\n", n, rc,
+		rc ? err.message : "");
+	rc = chipd_connect(d.instance, &good, &err);
+	ck_assert_msg(rc == 0, "another client's connect: %d (%s)", rc, err.message);
+	hs_serve(good, 1, 77, "another client, beside one that holds rings");
+	chipd_close(good);
+	for (uint32_t i = 0; i < n; i++)
+		chipd_stream_close(held[i], 0);
+	free(held);
+	hs_node_check(&d, &node, true, "a client's tails moved back after its ends");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -428,6 +489,7 @@ int main(void)
 	    {"ring_capacity_and_stride_raised", ring_capacity_and_stride_raised},
 	    {"worker_gauge_above_uint32_max", worker_gauge_above_uint32_max},
 	    {"mailbox_server_pid_rewritten", mailbox_server_pid_rewritten},
+	    {"ring_bound_holds_while_tail_moves_back", ring_bound_holds_while_tail_moves_back},
 	};
 	Suite *s = suite_create("hostile");
 	int rc;
