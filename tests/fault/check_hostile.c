@@ -18,7 +18,9 @@
  * rings_offset and ring_stride; the magic of the client's own ring; a ring's capacity
  * with a descriptor that makes it look as if it fits; a worker gauge above
  * UINT32_MAX; the mailbox header's server_pid; a client's tails moved back after the ends of
- * its streams (the per-client ring bound). docs/reliability.md lists them in the fault matrix. */
+ * its streams (the per-client ring bound); a ring broken whenever the supervisor looks while
+ * the worker builds (a late token after the take-back). docs/reliability.md lists them in the
+ * fault matrix. */
 #include "client_internal.h"
 #include "hostile.h"
 #include "ring.h"
@@ -480,6 +482,85 @@ START_TEST(ring_bound_holds_while_tail_moves_back)
 }
 END_TEST
 
+/* The client of late_token_after_take_back: while its ring carries its stream, it keeps
+ * `closed` at 0 and its tail broken (past head), except for a millisecond after each
+ * new token, when it says it read everything (so the worker sees room and builds the
+ * next step). */
+struct breaker {
+	chipd_stream *s;
+	uint64_t end_ms;
+	uint32_t taken_gen; /* the generation it saw after the take-back, or 0 */
+};
+
+static void *breaker_main(void *arg)
+{
+	struct breaker *b = arg;
+	struct ring_hdr *h = b->s->ring.hdr;
+	struct ring_cons *c = b->s->ring.cons;
+	uint64_t last = UINT64_MAX, sane_until = 0;
+
+	while (ft_now_ms() < b->end_ms) {
+		uint32_t gen = atomic_load_explicit(&h->generation, memory_order_acquire);
+		uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+
+		if (gen != b->s->gen) {
+			b->taken_gen = gen;
+			break;
+		}
+		if (head != last) {
+			last = head;
+			sane_until = ft_now_ms() + 1;
+		}
+		hs_put64(&c->tail, ft_now_ms() <= sane_until ? head : head + 1000);
+		hs_put32(&c->closed, 0);
+		usleep(20);
+	}
+	return NULL;
+}
+
+/* A client breaks its ring's indices whenever the supervisor looks (and undoes the
+ * supervisor's close of its reader), but lets the worker go on building steps of
+ * 30 ms. The supervisor takes the ring back after the holder bound (protocol.md 5.7);
+ * from then on nothing of the old stream may land in the ring: its head stays 0 until
+ * the ring's next stream, which may be another client's. */
+START_TEST(late_token_after_take_back)
+{
+	const char *const args[] = {"--chips", "1", "--stuck-ms", "1000", "--progress-ms",
+				    "1000", NULL};
+	struct breaker b = {0};
+	struct chipd_error err;
+	struct hs_node node;
+	struct ring_hdr *h;
+	pthread_t th;
+	uint64_t head;
+	struct cd d;
+	int rc;
+
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	rc = hs_submit(d.conn, 100000, 30000, 5, 0, 0, CD_CALL_MS, &b.s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	h = b.s->ring.hdr;
+	ck_assert(head_reaches(h, 1, CD_CALL_MS));
+	b.end_ms = ft_now_ms() + 20000;
+	ck_assert_int_eq(pthread_create(&th, NULL, breaker_main, &b), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(b.taken_gen != 0, "the ring was not taken back within 20 s");
+	tu_sleep_ms(300); /* ten steps of the old stream */
+	head = atomic_load_explicit(&h->head, memory_order_acquire);
+	if (atomic_load_explicit(&h->generation, memory_order_acquire) == b.taken_gen)
+		ck_assert_msg(head == 0,
+			      "%llu records of the old stream landed in ring taken back "
+			      "(generation %u, request %llu)",
+			      (unsigned long long)head, b.taken_gen,
+			      (unsigned long long)atomic_load_explicit(&h->request_id,
+								       memory_order_relaxed));
+	chipd_stream_close(b.s, 0);
+	hs_node_check(&d, &node, true, "a ring taken back while its worker built steps");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -490,6 +571,7 @@ int main(void)
 	    {"worker_gauge_above_uint32_max", worker_gauge_above_uint32_max},
 	    {"mailbox_server_pid_rewritten", mailbox_server_pid_rewritten},
 	    {"ring_bound_holds_while_tail_moves_back", ring_bound_holds_while_tail_moves_back},
+	    {"late_token_after_take_back", late_token_after_take_back},
 	};
 	Suite *s = suite_create("hostile");
 	int rc;
