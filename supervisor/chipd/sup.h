@@ -136,6 +136,10 @@ struct sup_req {
 	 * allocation) as one read to its end is; a reader's later writes to its own
 	 * consumer line bring it back into neither */
 	bool reader_done;
+	/* the supervisor closed the reader (reader_closed) and a later look found the
+	 * consumer line open again: its reader undid the close, so the producer goes on;
+	 * broken from then on (reclaimable) */
+	bool reader_reopened;
 	uint64_t id;
 	uint32_t chip;
 	pid_t producer; /* the worker pid the ring names */

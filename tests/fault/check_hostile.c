@@ -19,8 +19,8 @@
  * with a descriptor that makes it look as if it fits; a worker gauge above
  * UINT32_MAX; the mailbox header's server_pid; a client's tails moved back after the ends of
  * its streams (the per-client ring bound); a ring broken whenever the supervisor looks while
- * the worker builds (a late token after the take-back). docs/reliability.md lists them in the
- * fault matrix. */
+ * the worker builds (a late token after the take-back); a reader reopened after its client hung
+ * up (its region must still come back). docs/reliability.md lists them in the fault matrix. */
 #include "client_internal.h"
 #include "hostile.h"
 #include "ring.h"
@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define NCHIPS 2
@@ -561,6 +562,70 @@ START_TEST(late_token_after_take_back)
 }
 END_TEST
 
+/* The client of region_held_after_hang_up: after its connection ended, it keeps its
+ * stream's reader open in its own consumer line (closed back to 0 whenever the
+ * supervisor closes it) and reads every token (tail at head), until @end_ms. */
+struct reopener {
+	chipd_stream *s;
+	uint64_t end_ms;
+	_Atomic bool stop;
+};
+
+static void *reopener_main(void *arg)
+{
+	struct reopener *o = arg;
+	struct ring_hdr *h = o->s->ring.hdr;
+	struct ring_cons *c = o->s->ring.cons;
+
+	while (!atomic_load_explicit(&o->stop, memory_order_relaxed) &&
+	       atomic_load_explicit(&h->generation, memory_order_acquire) == o->s->gen) {
+		hs_put32(&c->closed, 0);
+		hs_put64(&c->tail, atomic_load_explicit(&h->head, memory_order_acquire));
+		usleep(20);
+	}
+	return NULL;
+}
+
+/* A client hangs up (closes its handshake socket) with a long stream running and keeps
+ * its region mapped, reopening the reader the supervisor closed for it. Its region is
+ * still free again within the bound of protocol.md 8.7 (the longer of --stuck-ms and
+ * --progress-ms, here 1 s, and a few ticks), so a new client gets one: the node has
+ * only two (--max-clients 2), one of them the test's own connection's. */
+START_TEST(region_freed_after_hang_up_with_reopened_reader)
+{
+	const char *const args[] = {"--chips",	       "1",    "--max-clients", "2",
+				    "--stuck-ms",      "1000", "--progress-ms", "1000",
+				    NULL};
+	struct reopener o = {0};
+	struct chipd_error err;
+	struct hs_node node;
+	chipd_conn *bad = NULL, *late = NULL;
+	pthread_t th;
+	struct cd d;
+	int rc;
+
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	rc = chipd_connect(d.instance, &bad, &err);
+	ck_assert_msg(rc == 0, "connect: %d (%s)", rc, err.message);
+	rc = hs_submit(bad, 100000, 20000, 3, 0, 0, CD_CALL_MS, &o.s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	ck_assert(head_reaches(o.s->ring.hdr, 1, CD_CALL_MS));
+	ck_assert_int_eq(pthread_create(&th, NULL, reopener_main, &o), 0);
+	/* hangs up, its region still mapped */
+	ck_assert_int_eq(shutdown(bad->fd, SHUT_RDWR), 0);
+	tu_sleep_ms(4000);
+	rc = chipd_connect(d.instance, &late, &err);
+	atomic_store_explicit(&o.stop, true, memory_order_relaxed);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(rc == 0, "a new client 4 s after the hang-up: %d (%s)", rc, err.message);
+	hs_serve(late, 1, 78, "a new client after another hung up");
+	chipd_close(late);
+	hs_node_check(&d, &node, true, "a client hung up and reopened its reader");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -572,6 +637,8 @@ int main(void)
 	    {"mailbox_server_pid_rewritten", mailbox_server_pid_rewritten},
 	    {"ring_bound_holds_while_tail_moves_back", ring_bound_holds_while_tail_moves_back},
 	    {"late_token_after_take_back", late_token_after_take_back},
+	    {"region_freed_after_hang_up_with_reopened_reader",
+	     region_freed_after_hang_up_with_reopened_reader},
 	};
 	Suite *s = suite_create("hostile");
 	int rc;
