@@ -598,11 +598,14 @@ static void prefetch_flagged(struct mbox *mb, uint32_t w, uint64_t bits)
 	}
 }
 
-/* Takes the next slot that needs a look: from the bits already taken, else by
- * emptying the shared bitmap words with one exchange each. A bit is cleared before
- * its slot is examined, so a post that lands afterwards sets it again and no request
- * is missed. Returns false when no bit is set anywhere. */
-static bool next_flagged(struct mbox *mb, uint32_t *slot)
+/* Takes the next slot that needs a look: from the bits already taken, else, unless
+ * *@refilled says the caller's pass did so already, by emptying the shared bitmap
+ * words with one exchange each. A bit is cleared before its slot is examined, so a
+ * post that lands afterwards sets it again and no request is missed. Returns false
+ * when no bit is set anywhere, or when the taken bits are used up after the one
+ * refill: a client that raises its bits as fast as they are cleared must not keep
+ * the caller in one pass (the router would serve no other mailbox). */
+static bool next_flagged(struct mbox *mb, uint32_t *slot, bool *refilled)
 {
 	uint32_t words = mb->words;
 
@@ -619,6 +622,9 @@ static bool next_flagged(struct mbox *mb, uint32_t *slot)
 				return true;
 			}
 		}
+		if (*refilled)
+			return false; /* what rose since: the next pass's (work_ready sees it) */
+		*refilled = true;
 		bool any = false;
 		for (uint32_t w = 0; w < words; w++) {
 			uint64_t mask = word_mask(mb, w);
@@ -641,12 +647,14 @@ static bool next_flagged(struct mbox *mb, uint32_t *slot)
 	return false;
 }
 
-/* Examines flagged slots until one yields an event. */
+/* Examines flagged slots until one yields an event: those taken before, then at most
+ * one bitmap's worth taken now, so a pass is bounded by twice the slots. */
 static bool scan(struct mbox *mb, struct mbox_event *ev)
 {
+	bool refilled = false;
 	uint32_t slot;
 
-	while (next_flagged(mb, &slot))
+	while (next_flagged(mb, &slot, &refilled))
 		if (examine(mb, slot, ev))
 			return true;
 	return false;

@@ -59,6 +59,12 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	 * cancelled) publishes no later one. */
 	if (e->out.step != e->step || !e->out.token)
 		return CHIPD_E_INTERNAL;
+	/* The supervisor took the ring back (protocol.md 5.7: its reader broke it, and
+	 * undid the close O would have seen): the ring, and maybe the client region of
+	 * the output, may be another stream's by now. Nothing more of this one is written;
+	 * it ends cancelled, and O writes no record for it (wrk_req_end_error). */
+	if (atomic_load_explicit(&rq->s_ring.hdr->generation, memory_order_acquire) != rq->ring_gen)
+		return CHIPD_E_CANCELLED;
 	tok = (uint64_t)(uint32_t)*e->out.token;
 	rec.value = tok;
 	/* the payload the build wrote after the token (payload_bytes, checked at load) */

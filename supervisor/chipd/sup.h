@@ -132,9 +132,14 @@ struct sup_req {
 	bool answered_error;
 	/* ended, and read to its end or closed by its reader, as an admission's look at
 	 * its client's usage saw it (sup_table_client_usage): counted for nothing there
-	 * any more without reading the ring again; a reader's later writes to its own
-	 * consumer line do not bring it back (the sweep judges the ring on its own) */
+	 * any more without reading the ring again, and given back by the sweep (or an
+	 * allocation) as one read to its end is; a reader's later writes to its own
+	 * consumer line bring it back into neither */
 	bool reader_done;
+	/* the supervisor closed the reader (reader_closed) and a later look found the
+	 * consumer line open again: its reader undid the close, so the producer goes on;
+	 * broken from then on (reclaimable) */
+	bool reader_reopened;
 	uint64_t id;
 	uint32_t chip;
 	pid_t producer; /* the worker pid the ring names */

@@ -187,12 +187,13 @@ static uint64_t holder_bound_ns(const struct sup *s)
  * counted within a tick, and every ring comes back within a bounded time:
  * - ended (its terminal record published): once the reader took the terminal, closed
  *   the ring or died, or its tail stood still for SUP_UNREAD_MS;
- * - broken (the reader overwrote an index or the identity, a terminal was claimed and
- *   never published, or the supervisor could not write the terminal of a dead
- *   producer): no producer can end it. Its reader is closed at once, so a worker
- *   still holding the request drops it; it ends internal and is taken back after
- *   SUP_BROKEN_MS once its producer is gone, or after holder_bound_ns while the
- *   worker that produces it lives (a reset ring must not take its late tokens);
+ * - broken (the reader overwrote an index or the identity, or undid the supervisor's
+ *   close of it, a terminal was claimed and never published, or the supervisor could
+ *   not write the terminal of a dead producer): no producer will end it. Its reader is
+ *   closed at once, so a worker still holding the request drops it; it ends internal
+ *   and is taken back after SUP_BROKEN_MS once its producer is gone, or after
+ *   holder_bound_ns while the worker that produces it lives (a reset ring must not
+ *   take its late tokens);
  * - reader closed by the supervisor and never ended by the worker: a worker holding
  *   the request cancels it at its next round; one that produced nothing into it for
  *   the longer of --stuck-ms and --progress-ms does not hold it (the assign never
@@ -218,7 +219,12 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 		e->unsealed_ns = 0;
 	else if (!e->unsealed_ns)
 		e->unsealed_ns = now;
-	broken = !ring_sound(e, r) || (e->ended && !flags) ||
+	/* the close is a word of the reader's own line: one that undid it keeps its
+	 * producer going, and its ring, its entry and its region (when it hung up) would
+	 * never come back */
+	if (e->reader_closed && !flags && !ring_reader_closed(r))
+		e->reader_reopened = true;
+	broken = !ring_sound(e, r) || (e->ended && !flags) || e->reader_reopened ||
 		 (unsealed && now - e->unsealed_ns >= SUP_UNSEALED_MS * SHM_NS_PER_MS);
 	/* the supervisor's own record of the producer, not the header's */
 	held = e->producer > 0 && e->chip < s->cfg.chips && e->producer == s->workers[e->chip].pid;
@@ -254,9 +260,11 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	e->ended = true;
 	count_end(s, e, flags, tokens);
 	/* the client's connection says whether it lives (sup_conn.c), never a pid the
-	 * ring header holds */
-	reader_gone = e->client == 0 || e->reader_closed || ring_reader_closed(r) ||
-		      !sup_conn_reader_live(s, e);
+	 * ring header holds; a ring its client's usage no longer counts (reader_done) is
+	 * done with, whatever its consumer line says now: else a reader that moves its
+	 * tail back after each admission holds rings that neither count nor come back */
+	reader_gone = e->client == 0 || e->reader_closed || e->reader_done ||
+		      ring_reader_closed(r) || !sup_conn_reader_live(s, e);
 	if (ring_drained(r) || reader_gone)
 		return true;
 	pos = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);

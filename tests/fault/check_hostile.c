@@ -17,7 +17,11 @@
  * The corruptions: the mailbox header's bitmap_words; the node descriptor's nrings,
  * rings_offset and ring_stride; the magic of the client's own ring; a ring's capacity
  * with a descriptor that makes it look as if it fits; a worker gauge above
- * UINT32_MAX; the mailbox header's server_pid. docs/reliability.md lists them in the fault matrix. */
+ * UINT32_MAX; the mailbox header's server_pid; a client's tails moved back after the ends of
+ * its streams (the per-client ring bound); a ring broken whenever the supervisor looks while
+ * the worker builds (a late token after the take-back); a reader reopened after its client hung
+ * up (its region must still come back). docs/reliability.md lists them in the fault matrix. */
+#include "client_internal.h"
 #include "hostile.h"
 #include "ring.h"
 
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define NCHIPS 2
@@ -419,6 +424,208 @@ START_TEST(mailbox_server_pid_rewritten)
 }
 END_TEST
 
+/* Moves the tail of @s's consumer line to @back records before head, as its client can,
+ * while the ring still carries @s's stream (a ring taken back is left alone). */
+static void tail_before_head(chipd_stream *s, uint64_t back)
+{
+	uint64_t head = atomic_load_explicit(&s->ring.hdr->head, memory_order_acquire);
+
+	if (atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) == s->gen)
+		hs_put64(&s->ring.cons->tail, head - back);
+}
+
+/* A client reads each of its streams to the end and keeps them open, its tail at head
+ * while its next submit is admitted (the ring read to its end, not counted in its
+ * rings) and one record behind at every other moment (not read to its end, kept by
+ * the sweep). --max-client-rings 2 still holds: the client cannot take every ring of
+ * the node, and another client is served. */
+START_TEST(ring_bound_holds_while_tail_moves_back)
+{
+	const char *const args[] = {"--chips", "1", "--max-client-rings", "2",
+				    "--max-client-pending", "2", NULL};
+	enum { TRIES = 2 * PROTO_NODE_RINGS };
+	chipd_stream **held = calloc(TRIES, sizeof(*held));
+	struct chipd_error err = {0};
+	struct hs_node node;
+	chipd_conn *good = NULL;
+	uint32_t n = 0;
+	struct cd d;
+	int rc = 0;
+
+	ck_assert_ptr_nonnull(held);
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	for (uint32_t k = 0; k < TRIES; k++) {
+		chipd_stream *s = NULL;
+
+		if (n)
+			tail_before_head(held[n - 1], 0);
+		rc = hs_submit(d.conn, 1, 0, k + 1, 0, 0, CD_CALL_MS, &s, &err);
+		if (n)
+			tail_before_head(held[n - 1], 1);
+		if (rc)
+			break;
+		ck_assert_int_eq(hs_read_stream(s, 1, k + 1, CD_CALL_MS, HS_STREAM_MS), 0);
+		tail_before_head(s, 1);
+		held[n++] = s;
+	}
+	fprintf(stderr, "%u streams read to their end; last submit: %d (%s)\n", n, rc,
+		rc ? err.message : "");
+	rc = chipd_connect(d.instance, &good, &err);
+	ck_assert_msg(rc == 0, "another client's connect: %d (%s)", rc, err.message);
+	hs_serve(good, 1, 77, "another client, beside one that holds rings");
+	chipd_close(good);
+	for (uint32_t i = 0; i < n; i++)
+		chipd_stream_close(held[i], 0);
+	free(held);
+	hs_node_check(&d, &node, true, "a client's tails moved back after its ends");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
+/* The client of late_token_after_take_back: while its ring carries its stream, it keeps
+ * `closed` at 0 and its tail broken (past head), except for a millisecond after each
+ * new token, when it says it read everything (so the worker sees room and builds the
+ * next step). */
+struct breaker {
+	chipd_stream *s;
+	uint64_t end_ms;
+	uint32_t taken_gen; /* the generation it saw after the take-back, or 0 */
+};
+
+static void *breaker_main(void *arg)
+{
+	struct breaker *b = arg;
+	struct ring_hdr *h = b->s->ring.hdr;
+	struct ring_cons *c = b->s->ring.cons;
+	uint64_t last = UINT64_MAX, sane_until = 0;
+
+	while (ft_now_ms() < b->end_ms) {
+		uint32_t gen = atomic_load_explicit(&h->generation, memory_order_acquire);
+		uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+
+		if (gen != b->s->gen) {
+			b->taken_gen = gen;
+			break;
+		}
+		if (head != last) {
+			last = head;
+			sane_until = ft_now_ms() + 1;
+		}
+		hs_put64(&c->tail, ft_now_ms() <= sane_until ? head : head + 1000);
+		hs_put32(&c->closed, 0);
+		usleep(20);
+	}
+	return NULL;
+}
+
+/* A client breaks its ring's indices whenever the supervisor looks (and undoes the
+ * supervisor's close of its reader), but lets the worker go on building steps of
+ * 30 ms. The supervisor takes the ring back after the holder bound (protocol.md 5.7);
+ * from then on nothing of the old stream may land in the ring: its head stays 0 until
+ * the ring's next stream, which may be another client's. */
+START_TEST(late_token_after_take_back)
+{
+	const char *const args[] = {"--chips", "1", "--stuck-ms", "1000", "--progress-ms",
+				    "1000", NULL};
+	struct breaker b = {0};
+	struct chipd_error err;
+	struct hs_node node;
+	struct ring_hdr *h;
+	pthread_t th;
+	uint64_t head;
+	struct cd d;
+	int rc;
+
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	rc = hs_submit(d.conn, 100000, 30000, 5, 0, 0, CD_CALL_MS, &b.s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	h = b.s->ring.hdr;
+	ck_assert(head_reaches(h, 1, CD_CALL_MS));
+	b.end_ms = ft_now_ms() + 20000;
+	ck_assert_int_eq(pthread_create(&th, NULL, breaker_main, &b), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(b.taken_gen != 0, "the ring was not taken back within 20 s");
+	tu_sleep_ms(300); /* ten steps of the old stream */
+	head = atomic_load_explicit(&h->head, memory_order_acquire);
+	if (atomic_load_explicit(&h->generation, memory_order_acquire) == b.taken_gen)
+		ck_assert_msg(head == 0,
+			      "%llu records of the old stream landed in ring taken back "
+			      "(generation %u, request %llu)",
+			      (unsigned long long)head, b.taken_gen,
+			      (unsigned long long)atomic_load_explicit(&h->request_id,
+								       memory_order_relaxed));
+	chipd_stream_close(b.s, 0);
+	hs_node_check(&d, &node, true, "a ring taken back while its worker built steps");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
+/* The client of region_held_after_hang_up: after its connection ended, it keeps its
+ * stream's reader open in its own consumer line (closed back to 0 whenever the
+ * supervisor closes it) and reads every token (tail at head), until @end_ms. */
+struct reopener {
+	chipd_stream *s;
+	uint64_t end_ms;
+	_Atomic bool stop;
+};
+
+static void *reopener_main(void *arg)
+{
+	struct reopener *o = arg;
+	struct ring_hdr *h = o->s->ring.hdr;
+	struct ring_cons *c = o->s->ring.cons;
+
+	while (!atomic_load_explicit(&o->stop, memory_order_relaxed) &&
+	       atomic_load_explicit(&h->generation, memory_order_acquire) == o->s->gen) {
+		hs_put32(&c->closed, 0);
+		hs_put64(&c->tail, atomic_load_explicit(&h->head, memory_order_acquire));
+		usleep(20);
+	}
+	return NULL;
+}
+
+/* A client hangs up (closes its handshake socket) with a long stream running and keeps
+ * its region mapped, reopening the reader the supervisor closed for it. Its region is
+ * still free again within the bound of protocol.md 8.7 (the longer of --stuck-ms and
+ * --progress-ms, here 1 s, and a few ticks), so a new client gets one: the node has
+ * only two (--max-clients 2), one of them the test's own connection's. */
+START_TEST(region_freed_after_hang_up_with_reopened_reader)
+{
+	const char *const args[] = {"--chips",	       "1",    "--max-clients", "2",
+				    "--stuck-ms",      "1000", "--progress-ms", "1000",
+				    NULL};
+	struct reopener o = {0};
+	struct chipd_error err;
+	struct hs_node node;
+	chipd_conn *bad = NULL, *late = NULL;
+	pthread_t th;
+	struct cd d;
+	int rc;
+
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	rc = chipd_connect(d.instance, &bad, &err);
+	ck_assert_msg(rc == 0, "connect: %d (%s)", rc, err.message);
+	rc = hs_submit(bad, 100000, 20000, 3, 0, 0, CD_CALL_MS, &o.s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	ck_assert(head_reaches(o.s->ring.hdr, 1, CD_CALL_MS));
+	ck_assert_int_eq(pthread_create(&th, NULL, reopener_main, &o), 0);
+	/* hangs up, its region still mapped */
+	ck_assert_int_eq(shutdown(bad->fd, SHUT_RDWR), 0);
+	tu_sleep_ms(4000);
+	rc = chipd_connect(d.instance, &late, &err);
+	atomic_store_explicit(&o.stop, true, memory_order_relaxed);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(rc == 0, "a new client 4 s after the hang-up: %d (%s)", rc, err.message);
+	hs_serve(late, 1, 78, "a new client after another hung up");
+	chipd_close(late);
+	hs_node_check(&d, &node, true, "a client hung up and reopened its reader");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -428,6 +635,10 @@ int main(void)
 	    {"ring_capacity_and_stride_raised", ring_capacity_and_stride_raised},
 	    {"worker_gauge_above_uint32_max", worker_gauge_above_uint32_max},
 	    {"mailbox_server_pid_rewritten", mailbox_server_pid_rewritten},
+	    {"ring_bound_holds_while_tail_moves_back", ring_bound_holds_while_tail_moves_back},
+	    {"late_token_after_take_back", late_token_after_take_back},
+	    {"region_freed_after_hang_up_with_reopened_reader",
+	     region_freed_after_hang_up_with_reopened_reader},
 	};
 	Suite *s = suite_create("hostile");
 	int rc;

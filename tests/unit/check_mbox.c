@@ -532,6 +532,76 @@ START_TEST(server_ignores_rewritten_header)
 }
 END_TEST
 
+/* The client of the tcase below: it raises every attention bit of its mailbox each time
+ * the server's scan reaches one of two slots (each in a page of its own, the one
+ * not-readable until the scan faults on it, which then swaps them), so during every
+ * pass over the slots, as a client's thread on another core can. */
+static struct mbox *rising_mb;
+static char *rising_page[2];
+static volatile sig_atomic_t rising_left;
+
+static void raise_in_scan(int sig, siginfo_t *si, void *uc)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int hit = (char *)si->si_addr >= rising_page[1] &&
+		  (char *)si->si_addr < rising_page[1] + page;
+
+	(void)sig, (void)uc;
+	mprotect(rising_page[hit], (size_t)page, PROT_READ | PROT_WRITE);
+	if (rising_left <= 0)
+		return; /* the client stopped: both readable from here on */
+	rising_left--;
+	mprotect(rising_page[!hit], (size_t)page, PROT_NONE);
+	for (uint32_t w = 0; w < rising_mb->words; w++)
+		atomic_store_explicit(&rising_mb->attention[w], ~0ull, memory_order_relaxed);
+}
+
+/* A client raises every attention bit of its mailbox again and again while no slot is
+ * posted (spurious bits, harmless by protocol.md 4.6): one poll still examines a
+ * bounded number of slots and returns, long before the client stops (1000 passes), so a
+ * server of several mailboxes (chipd's router) goes on to the others. */
+START_TEST(poll_bounded_while_client_raises_bits)
+{
+	enum { NSLOTS = MBOX_MAX_SLOTS, RAISES = 1000 };
+	long page = sysconf(_SC_PAGESIZE);
+	struct sigaction sa = {0}, old;
+	struct fixture fx;
+	struct mbox_event ev;
+	int left;
+	bool got;
+
+	fx_init(&fx, NSLOTS, 64, 64);
+	ck_assert_int_eq(mbox_server_attach(&fx.mb), 0);
+	rising_mb = &fx.mb;
+	/* the pages of slots 100 and 4000: slots only, far apart */
+	for (int k = 0; k < 2; k++) {
+		uintptr_t at = (uintptr_t)fx.mb.slots + (k ? 4000u : 100u) * fx.mb.stride;
+
+		rising_page[k] = (char *)(at & ~(uintptr_t)(page - 1));
+	}
+	ck_assert_ptr_ne(rising_page[0], rising_page[1]);
+	rising_left = RAISES;
+	sa.sa_sigaction = raise_in_scan;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGSEGV, &sa, &old), 0);
+	ck_assert_int_eq(mprotect(rising_page[0], (size_t)page, PROT_NONE), 0);
+	for (uint32_t w = 0; w < fx.mb.words; w++)
+		atomic_store_explicit(&fx.mb.attention[w], ~0ull, memory_order_relaxed);
+	got = mbox_server_poll(&fx.mb, &ev);
+	left = rising_left;
+	rising_left = 0;
+	ck_assert_int_eq(sigaction(SIGSEGV, &old, NULL), 0);
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(mprotect(rising_page[k], (size_t)page, PROT_READ | PROT_WRITE), 0);
+	ck_assert(!got);
+	ck_assert_msg(left > 0,
+		      "the poll returned only once the client stopped raising bits (%d passes)",
+		      (int)RAISES);
+	fx_fini(&fx);
+}
+END_TEST
+
 static Suite *mbox_suite(void)
 {
 	Suite *s = suite_create("mbox");
@@ -553,6 +623,7 @@ static Suite *mbox_suite(void)
 	tcase_add_test(tc, corrupt_status_is_a_protocol_error);
 	tcase_add_test(tc, attach_validates_layout);
 	tcase_add_test(tc, server_ignores_rewritten_header);
+	tcase_add_test(tc, poll_bounded_while_client_raises_bits);
 	suite_add_tcase(s, tc);
 
 	mbox_add_peer_tcases(s);
