@@ -621,6 +621,8 @@ START_TEST(region_freed_after_hang_up_with_reopened_reader)
 	ck_assert_msg(rc == 0, "a new client 4 s after the hang-up: %d (%s)", rc, err.message);
 	hs_serve(late, 1, 78, "a new client after another hung up");
 	chipd_close(late);
+	chipd_stream_close(o.s, 0); /* the hung-up client's own memory (LeakSanitizer) */
+	chipd_close(bad);
 	hs_node_check(&d, &node, true, "a client hung up and reopened its reader");
 	ft_stop_clean(&d, node.worker, 1);
 }
