@@ -167,7 +167,7 @@ static bool indices_broken(const struct ring *r, uint64_t head)
 	return head - r->cached_tail > r->capacity;
 }
 
-int ring_push(struct ring *r, const struct ring_rec *rec)
+int ring_publish(struct ring *r, const struct ring_rec *rec)
 {
 	struct ring_hdr *h = r->hdr;
 	bool terminal = (rec->flags & RING_F_TERMINAL) != 0;
@@ -191,8 +191,21 @@ int ring_push(struct ring *r, const struct ring_rec *rec)
 	/* seq_cst: publishes the record and orders against the consumer's sleepers
 	 * announcement (wait.h). */
 	atomic_store_explicit(&h->head, head + 1, memory_order_seq_cst);
-	shm_wake_all(&r->cons->wake);
 	return 0;
+}
+
+void ring_wake_reader(struct ring *r)
+{
+	shm_wake_all(&r->cons->wake);
+}
+
+int ring_push(struct ring *r, const struct ring_rec *rec)
+{
+	int rc = ring_publish(r, rec);
+
+	if (rc == 0)
+		ring_wake_reader(r);
+	return rc;
 }
 
 uint32_t ring_space(struct ring *r)

@@ -150,6 +150,15 @@ void ring_set_adapt(struct ring *r, struct shm_spin *adapt);
  * records ahead of it). Never blocks. */
 int ring_push(struct ring *r, const struct ring_rec *rec);
 
+/* ring_push without waking the reader: the producer counts what it published first
+ * (a worker's tokens, completed, cancelled, failed), so that a producer killed after
+ * the record is visible has counted it in all but a few instructions, not across the
+ * wake's system call; then ring_wake_reader. Same returns as ring_push. */
+int ring_publish(struct ring *r, const struct ring_rec *rec);
+
+/* Wakes the reader of @r after ring_publish. */
+void ring_wake_reader(struct ring *r);
+
 /* Records a non-terminal push could publish now. */
 uint32_t ring_space(struct ring *r);
 

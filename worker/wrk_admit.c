@@ -88,21 +88,28 @@ void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code)
 
 	struct ring ring = rq->o_ring;
 	uint32_t gen = rq->ring_gen;
+	uint32_t ended = wrk_ctr_index(code == CHIPD_E_CANCELLED ? PROTO_WRK_cancelled
+								 : PROTO_WRK_failed);
 	int rc;
 
-	ctr_add(w->ctr,
-		wrk_ctr_index(code == CHIPD_E_CANCELLED ? PROTO_WRK_cancelled : PROTO_WRK_failed),
-		1);
 	/* the id is free before the end is visible: a client that saw it may reuse it */
 	wrk_req_free(w, rq);
+	/* the supervisor took the ring back (and ended our stream there): ended in our
+	 * books, nothing written */
+	if (atomic_load_explicit(&ring.hdr->generation, memory_order_acquire) != gen) {
+		ctr_add(w->ctr, ended, 1);
+		return;
+	}
 	/* a terminal record always has room (ring.h) and only FINAL (never written for
 	 * this request) or this call end a stream: a failure means a peer broke the
-	 * ring's indices or flags */
-	if (atomic_load_explicit(&ring.hdr->generation, memory_order_acquire) != gen)
-		return; /* the supervisor took the ring back (and ended our stream there) */
-	rc = ring_push(&ring, &rec);
+	 * ring's indices or flags. Counted right after the record is visible, before the
+	 * reader's wake, as S counts a token (protocol.md 8.1). */
+	rc = ring_publish(&ring, &rec);
+	ctr_add(w->ctr, ended, 1);
 	if (rc)
 		wrk_terminal_push_failed(w, rec.request_id, rc);
+	else
+		ring_wake_reader(&ring);
 }
 
 void wrk_terminal_push_failed(struct wrk *w, uint64_t id, int rc)

@@ -88,14 +88,18 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	 * every token in flight: only a peer that broke the ring makes a push fail. The
 	 * request then fails, FINAL too (s_final stays 0; its id is free already): O
 	 * writes its ERROR record, or counts that the ring refused that too. */
-	if (ring_push(&rq->s_ring, &rec))
+	if (ring_publish(&rq->s_ring, &rec))
 		return CHIPD_E_INTERNAL;
-	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
+	/* counted right after the record is visible, before the reader's wake (a system
+	 * call), so a worker killed meanwhile leaves it uncounted only within these few
+	 * instructions (protocol.md 8.1) */
 	ctr_s(w, PROTO_WRK_tokens, 1);
-	if (last) {
+	if (last)
 		ctr_s(w, PROTO_WRK_completed, 1);
+	ring_wake_reader(&rq->s_ring);
+	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
+	if (last)
 		atomic_store_explicit(&rq->s_final, 1, memory_order_release);
-	}
 	return CHIPD_OK;
 }
 
