@@ -119,7 +119,7 @@ static void answer_client(struct sup *s, struct sup_fwd *f, enum chipd_code code
 			rc = mbox_answer(mb, f->t, (uint32_t)len);
 		if (rc == 0)
 			sup_count(s, PROTO_SUP_answered, 1);
-		else if (rc == -ECANCELED)
+		else if (rc == -ECANCELED || rc == -ESTALE) /* as the router's (sup_router.c) */
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 	}
 	if (rc == 0 || code != CHIPD_OK)

@@ -522,11 +522,14 @@ static void *router_main(void *arg)
 				   * response buffer holds an envelope */
 		/* answered: the answer reached a client still waiting for it; otherwise the
 		 * client gave up first, or is gone, its reset is acknowledged here and the
-		 * answer is discarded (requests - answered) */
+		 * answer is discarded (requests - answered). A slot its client took from
+		 * the router by hand (-ESTALE: its control word rewritten) discards the
+		 * answer too, and counts as a reset, or requests - answered would exceed
+		 * mbox_resets */
 		rc = mbox_answer(mb, ev.t, (uint32_t)len);
 		if (rc == 0)
 			sup_count(s, PROTO_SUP_answered, 1);
-		else if (rc == -ECANCELED)
+		else if (rc == -ECANCELED || rc == -ESTALE)
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 	}
 	sup_fwd_end_all(s);

@@ -214,6 +214,11 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	now = shm_now_ns();
 	/* every read below is bounded by the supervisor's own capacity (s->rings) */
 	flags = end_of(r, &tokens);
+	/* the terminal record is its producer's (no client writes the producer part): how
+	 * the request ended, whatever its reader wrote in its own line since. Counted before
+	 * the ring is judged, or a reader that broke its line after a FINAL would have the
+	 * take-back below count a completed request in err_internal */
+	count_end(s, e, flags, tokens);
 	unsealed = !flags && atomic_load_explicit(&h->terminal, memory_order_acquire);
 	if (!unsealed)
 		e->unsealed_ns = 0;

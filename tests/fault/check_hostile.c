@@ -20,7 +20,9 @@
  * UINT32_MAX; the mailbox header's server_pid; a client's tails moved back after the ends of
  * its streams (the per-client ring bound); a ring broken whenever the supervisor looks while
  * the worker builds (a late token after the take-back); a reader reopened after its client hung
- * up (its region must still come back). docs/reliability.md lists them in the fault matrix. */
+ * up (its region must still come back); a reader's tail moved past head after its stream ended
+ * FINAL (the request is counted by its record, not as the broken ring's internal end).
+ * docs/reliability.md lists them in the fault matrix. */
 #include "client_internal.h"
 #include "hostile.h"
 #include "ring.h"
@@ -628,6 +630,49 @@ START_TEST(region_freed_after_hang_up_with_reopened_reader)
 }
 END_TEST
 
+/* A stream ends FINAL (the supervisor stopped meanwhile, so no sweep has seen the end),
+ * and then its reader moves its tail past head in its own consumer line. The ring is
+ * broken from then on and taken back, but the request completed, as its worker wrote
+ * and counted: it counts in no err_<code> (protocol.md 8.1: a FINAL record counts in
+ * none), not in err_internal as a broken ring's take-back counts a stream it ends. */
+START_TEST(ended_stream_broken_after_its_end_counts_no_error)
+{
+	const char *const args[] = {"--chips", "1", "--stuck-ms", "1000", "--progress-ms",
+				    "1000", NULL};
+	struct chipd_error err;
+	struct hs_node node;
+	chipd_stream *s;
+	struct ring_hdr *h;
+	uint64_t t0, completed0;
+	struct cd d;
+	int rc;
+
+	ft_start(&d, args);
+	hs_node_record(&d, &node, 1);
+	completed0 = cd_stat(&d, "chip0", "completed");
+	rc = hs_submit(d.conn, 50, 20000, 9, 0, 0, CD_CALL_MS, &s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	h = s->ring.hdr;
+	/* the worker runs on and ends the stream; the supervisor sees nothing of it */
+	ft_sigstop(d.pid);
+	for (t0 = ft_now_ms(); !(ring_end_flags(&s->ring) & RING_F_FINAL); usleep(1000))
+		ck_assert_msg(ft_now_ms() - t0 < 20000, "the stream did not end within 20 s");
+	hs_put64(&s->ring.cons->tail, atomic_load_explicit(&h->head, memory_order_acquire) + 1);
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	for (t0 = ft_now_ms();
+	     atomic_load_explicit(&h->generation, memory_order_acquire) == s->gen; usleep(2000))
+		ck_assert_msg(ft_now_ms() - t0 < 20000, "the ring was not taken back within 20 s");
+	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "completed", completed0 + 1, 5000),
+			  completed0 + 1);
+	ck_assert_msg(cd_stat(&d, "supervisor", "err_internal") == 0,
+		      "a stream that ended FINAL counted in err_internal (%llu)",
+		      (unsigned long long)cd_stat(&d, "supervisor", "err_internal"));
+	chipd_stream_close(s, 0);
+	hs_node_check(&d, &node, true, "a stream broken after its end");
+	ft_stop_clean(&d, node.worker, 1);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -641,6 +686,8 @@ int main(void)
 	    {"late_token_after_take_back", late_token_after_take_back},
 	    {"region_freed_after_hang_up_with_reopened_reader",
 	     region_freed_after_hang_up_with_reopened_reader},
+	    {"ended_stream_broken_after_its_end_counts_no_error",
+	     ended_stream_broken_after_its_end_counts_no_error},
 	};
 	Suite *s = suite_create("hostile");
 	int rc;

@@ -115,6 +115,50 @@ START_TEST(client_killed_while_posted)
 }
 END_TEST
 
+
+/* A client that takes its TAKEN slot back by hand (the control word rewritten FREE in the
+ * next generation, as a release would, while the router holds the submit in its forward
+ * to a stopped worker): the router's answer finds the slot gone and discards it, and the
+ * discarded answer is counted like any other (requests - answered <= mbox_resets, protocol.md
+ * 8.1), though no reset was ever acknowledged nor the slot reaped. */
+START_TEST(client_frees_its_taken_slot_by_hand)
+{
+	unsigned char msg[256];
+	struct ft_ledger l = {0};
+	struct proto_node n;
+	struct ft_raw r;
+	struct cd d;
+	uint64_t c;
+	pid_t w[2];
+
+	ft_start(&d, one_chip);
+	ft_node_attach(&d, &n);
+	w[0] = cd_worker_pid(&d, 0);
+	ft_sigstop(w[0]);
+	ft_raw_start(&r, &d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, sizeof(msg), 5), 5000);
+	ck_assert_msg(ft_slot_wait(r.view, r.slot, MBOX_TAKEN, 0, 3000), "router did not take it");
+	c = mbox_ctl(&r.view->mbox, r.slot);
+	ck_assert_int_eq(MBOX_CTL_STATE(c), MBOX_TAKEN);
+	{
+		struct mbox_slot *slot = (struct mbox_slot *)(void *)(r.view->mbox.slots +
+								     (size_t)r.slot *
+									 r.view->mbox.stride);
+
+		ck_assert(atomic_compare_exchange_strong(
+		    &slot->ctl, &c, MBOX_CTL(MBOX_CTL_GEN(c) + 1, 0, MBOX_FREE)));
+	}
+	/* the forward is given up, the stopped worker killed by the heartbeat and restarted */
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w[0], 20000));
+	w[1] = cd_worker_pid(&d, 0);
+	tu_kill(r.pid);
+	ft_raw_end(&r);
+	proto_node_detach(&n);
+	ping_ok(&d);
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, w, 2);
+}
+END_TEST
+
 /* Raw submit to a stopped worker: the router holds the slot TAKEN in its forward;
  * the client dies; the reaper turns the slot RESET, the router's answer finds RESET
  * and acknowledges it (FREE); the forward is given up (never the worker), the heartbeat
@@ -495,6 +539,7 @@ void ft_add_client_cases(Suite *s)
 	    {"client_killed_while_claimed", client_killed_while_claimed},
 	    {"client_killed_while_posted", client_killed_while_posted},
 	    {"client_killed_while_taken", client_killed_while_taken},
+	    {"client_frees_its_taken_slot_by_hand", client_frees_its_taken_slot_by_hand},
 	    {"client_killed_while_done", client_killed_while_done},
 	    {"client_killed_while_reading", client_killed_while_reading},
 	    {"client_stopped_pauses_only_itself", client_stopped_pauses_only_itself},
