@@ -65,6 +65,11 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	 * it ends cancelled, and O writes no record for it (wrk_req_end_error). */
 	if (atomic_load_explicit(&rq->s_ring.hdr->generation, memory_order_acquire) != rq->ring_gen)
 		return CHIPD_E_CANCELLED;
+	/* Past its deadline: O stops building at the deadline, but the steps it built
+	 * before still run; their tokens (a FINAL too) are not published, the stream
+	 * ends timeout at this step (O writes the record) */
+	if (rq->deadline_ns && shm_now_ns() >= rq->deadline_ns)
+		return CHIPD_E_TIMEOUT;
 	tok = (uint64_t)(uint32_t)*e->out.token;
 	rec.value = tok;
 	/* the payload the build wrote after the token (payload_bytes, checked at load) */

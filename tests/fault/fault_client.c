@@ -533,6 +533,30 @@ START_TEST(call_deadline_in_every_state)
 }
 END_TEST
 
+/* A request whose deadline passes while its steps run (1 s each, two built ahead
+ * before the deadline of 200 ms): it ends timeout at the end of its running step,
+ * with no token; its built step's token, FINAL included, is never published (it
+ * completed after 1 and 2 s before). */
+START_TEST(deadline_passes_while_steps_run)
+{
+	struct ft_ledger l = {0};
+	chipd_stream *s = NULL;
+	struct chipd_error err;
+	struct cd d;
+
+	ft_start(&d, one_chip);
+	for (uint32_t tokens = 1; tokens <= 2; tokens++) {
+		ck_assert_int_eq(ft_submit(&d, tokens, 0, 1000000, -1, 200, &s, &err), 0);
+		l.submitted++;
+		ck_assert_int_eq(ft_drain(s, &l, 10000), CHIPD_E_TIMEOUT);
+		ck_assert_uint_eq(l.completed, 0);
+		chipd_stream_close(s, CD_CALL_MS);
+	}
+	ft_check_accounting(&d, &l, 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
 void ft_add_client_cases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -544,6 +568,7 @@ void ft_add_client_cases(Suite *s)
 	    {"client_killed_while_reading", client_killed_while_reading},
 	    {"client_stopped_pauses_only_itself", client_stopped_pauses_only_itself},
 	    {"call_deadline_in_every_state", call_deadline_in_every_state},
+	    {"deadline_passes_while_steps_run", deadline_passes_while_steps_run},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
