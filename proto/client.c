@@ -364,13 +364,17 @@ int chipd_ping(chipd_conn *c, uint32_t timeout_ms, uint32_t *pid, struct chipd_e
 	return rc;
 }
 
-/* Copies @s into @out (@cap bytes) or fails naming @what. */
+/* Copies @s into @out (@cap bytes) or fails naming @what, in the words of the node's
+ * own range check (protocol.md 8.2: '"wl": length 32 out of range 1..31'). */
 static int copy_name(char *out, size_t cap, const char *s, const char *what,
 		     struct chipd_error *err)
 {
-	if (!s || strlen(s) >= cap)
+	if (!s)
+		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST, "\"%s\": missing", what);
+	if (strlen(s) >= cap)
 		return client_fail(err, -EINVAL, CHIPD_E_BAD_REQUEST,
-				   "\"%s\": missing or longer than %zu", what, cap - 1);
+				   "\"%s\": length %zu out of range 1..%zu", what, strlen(s),
+				   cap - 1);
 	strcpy(out, s);
 	return 0;
 }

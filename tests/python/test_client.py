@@ -125,6 +125,15 @@ def test_malformed_request_refused_before_sending(conn):
         conn.submit("synthetic", id=2**63)
     with pytest.raises(TypeError):
         conn.submit("synthetic", tokens=1.5)
+    # None is "none"; 0 and the rest outside protocol.md's ranges are refused as the
+    # node refuses them, in its words
+    for key, value, rng in [("max_tokens", 0, "1..1048576"), ("deadline_ms", 0, "1..86400000"),
+                            ("max_tokens", 1048577, "1..1048576"), ("chip", -1, "0..63"),
+                            ("chip", 64, "0..63")]:
+        with pytest.raises(chipd.BadRequest, match=f'"{key}": {value} out of range {rng}'):
+            conn.submit("synthetic", **{key: value})
+    with pytest.raises(chipd.BadRequest, match=r'"wl": length 32 out of range 1\.\.31'):
+        conn.submit("w" * 32)
 
 
 def test_duplicate_id(conn):

@@ -34,7 +34,8 @@ WAIT_SLICE_S = 0.5
 DEFAULT_TIMEOUT_S = 5.0
 
 _U32_MAX = 2**32 - 1
-_I32_MAX = 2**31 - 1
+# the ranges of a submit's max_tokens and deadline_ms (protocol.md 8.4)
+_MAX_TOKENS_MAX, _DEADLINE_MS_MAX = 1 << 20, 86_400_000
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 _C = TypeVar("_C", bound="_Closable")
@@ -59,9 +60,11 @@ def _check_range(name: str, value: int, lo: int, hi: int) -> int:
     return value
 
 
-def _opt_u32(name: str, value: Optional[int]) -> int:
-    """An optional u32 field of a request: 0 (the default) for None."""
-    return 0 if value is None else _check_range(name, value, 0, _U32_MAX)
+def _opt_u32(name: str, value: Optional[int], hi: int) -> int:
+    """An optional field of a request, 1..@hi (protocol.md 8.4), None for none (sent as
+    0, which the field's range leaves out: an explicit 0 is refused as the node
+    refuses it)."""
+    return 0 if value is None else _check_range(name, value, 1, hi)
 
 
 def _grace_ms(grace: Optional[float]) -> int:
@@ -417,9 +420,10 @@ class Connection(_Closable):
         ``TypeError``).
 
         @id: the request id (1..2^63-1, unique while live; None: the supervisor picks);
-        @chip: the chip to run on (None: any); @max_tokens (None: the workload's
-        default); @deadline_ms: the request fails with ``Timeout`` after this (None:
-        no deadline); @input: the request's input bytes (None or b"": none; at most
+        @chip: the chip to run on (0..63; None: any); @max_tokens (1..1048576; None:
+        the workload's default); @deadline_ms: the request fails with ``Timeout`` after
+        this many milliseconds, 1..86400000 (None: no deadline); other values, 0
+        included, raise ``BadRequest`` before anything is sent; @input: the request's input bytes (None or b"": none; at most
         the callable's input_max and 1 MiB: more than 1024 go through the connection's
         data area); @output: room for the request's output in bytes (0: none; at most
         1 MiB), read as ``stream.output`` once the stream ended; @timeout: seconds to
@@ -443,9 +447,9 @@ class Connection(_Closable):
             params=arr,
             nparams=len(params),
             id=0 if id is None else _check_range("id", id, 1, _I64_MAX),
-            chip=-1 if chip is None else _check_range("chip", chip, 0, _I32_MAX),
-            max_tokens=_opt_u32("max_tokens", max_tokens),
-            deadline_ms=_opt_u32("deadline_ms", deadline_ms),
+            chip=-1 if chip is None else _check_range("chip", chip, 0, _lib.MAX_CHIPS - 1),
+            max_tokens=_opt_u32("max_tokens", max_tokens, _MAX_TOKENS_MAX),
+            deadline_ms=_opt_u32("deadline_ms", deadline_ms, _DEADLINE_MS_MAX),
         )
         data = b"" if input is None else bytes(input)
         if len(data) > _lib.INPUT_MAX:
