@@ -116,6 +116,8 @@ struct sup_fwd {
 	uint32_t chip;
 	pid_t pid;	    /* the worker's pid when admitted: another one means it died */
 	bool client_gone;   /* its client reset the slot: the answer reaches nobody */
+	bool pinned;	    /* the submit named its chip: a refusal is answered as it is */
+	uint64_t tried;	    /* the chips that refused it no_capacity (bit per chip) */
 	uint64_t since_ns;  /* admitted: SUP_FORWARD_MS runs from here */
 	struct sup_post post; /* pending once posted (every slot busy: posted later) */
 };
@@ -579,9 +581,10 @@ int sup_fwd_init(struct sup *s);
 void sup_fwd_free(struct sup *s);
 /* Forwards the admitted entry @e (forwarding, its assign not posted) to @w for the
  * request in @t of region @region: posts the assign without waiting. The client is
- * answered later by sup_fwd_progress. */
+ * answered later by sup_fwd_progress. A submit not @pinned to its chip that the chip
+ * refuses no_capacity is offered to the other ready chips first. */
 void sup_fwd_start(struct sup *s, struct sup_req *e, struct sup_worker *w, uint32_t region,
-		   struct mbox_ticket t);
+		   struct mbox_ticket t, bool pinned);
 /* Completes every forward whose answer came, whose worker died or whose bound passed,
  * and posts those that found every worker slot busy. */
 void sup_fwd_progress(struct sup *s);

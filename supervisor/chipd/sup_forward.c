@@ -11,6 +11,7 @@
 #include "sup.h"
 #include "sup_clstat.h"
 #include "sup_log.h"
+#include "sup_register.h"
 
 #include "proto.h"
 #include "wait.h"
@@ -77,7 +78,7 @@ static int post(struct sup *s, struct sup_fwd *f, struct sup_req *e)
 }
 
 void sup_fwd_start(struct sup *s, struct sup_req *e, struct sup_worker *w, uint32_t region,
-		   struct mbox_ticket t)
+		   struct mbox_ticket t, bool pinned)
 {
 	/* every forward holds an entry, so the table never fills before the entries */
 	struct sup_fwd *f = &s->fwd[s->nfwd++];
@@ -89,6 +90,7 @@ void sup_fwd_start(struct sup *s, struct sup_req *e, struct sup_worker *w, uint3
 	    .t = t,
 	    .chip = w->chip,
 	    .pid = e->producer,
+	    .pinned = pinned,
 	    .since_ns = shm_now_ns(),
 	};
 	pthread_mutex_lock(&s->lock);
@@ -137,8 +139,48 @@ static void answer_client(struct sup *s, struct sup_fwd *f, enum chipd_code code
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Ends @f: @rc is the poll's result (0: the worker's answer is in fwd_msg). */
-static void complete(struct sup *s, struct sup_fwd *f, int rc)
+/* @f's chip refused it no_capacity: a submit that did not name its chip goes to the
+ * least loaded other ready chip that has not refused it (its ring reset again, naming
+ * that worker its producer: the client has not seen it yet), so a node with room
+ * somewhere does not refuse it. Returns false when no chip is left: the refusal is
+ * answered. Under sup.lock. */
+static bool offer_elsewhere(struct sup *s, struct sup_fwd *f, struct sup_req *e)
+{
+	struct sup_worker *to = NULL;
+
+	f->tried |= 1ull << f->chip;
+	if (f->pinned || sup_register_refuses(s, e->wl, &(struct proto_error){0}) != CHIPD_OK)
+		return false;
+	for (uint32_t i = 0; i < s->cfg.chips; i++) {
+		struct sup_worker *w = &s->workers[i];
+
+		if (!(f->tried & (1ull << i)) && sup_worker_routable(w) &&
+		    (!to || w->unended < to->unended))
+			to = w;
+	}
+	if (!to)
+		return false;
+	if (s->workers[e->chip].load > 0)
+		s->workers[e->chip].load--;
+	to->load++;
+	e->chip = to->chip;
+	e->producer = to->pid;
+	e->ring_gen = sup_table_reset(s, e, e->id, to->pid, e->client);
+	e->forwarding = true;
+	SUP_DEBUG((int)f->chip, e->id, "no capacity on chip %u: offered to chip %u", f->chip,
+		  to->chip);
+	f->chip = to->chip;
+	f->pid = to->pid;
+	f->ring_gen = e->ring_gen;
+	f->post = (struct sup_post){0};
+	f->since_ns = shm_now_ns();
+	(void)post(s, f, e); /* a failure is retried, and bounded, by sup_fwd_progress */
+	return true;
+}
+
+/* Ends @f, or moves it on to another chip (offer_elsewhere): @rc is the poll's result
+ * (0: the worker's answer is in fwd_msg). Returns false when it goes on. */
+static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 {
 	struct proto_msg *m = s->fwd_msg;
 	struct proto_error err = {0};
@@ -162,6 +204,9 @@ static void complete(struct sup *s, struct sup_fwd *f, int rc)
 			code = proto_fail(&err, CHIPD_E_WORKER_LOST, "chip %u did not answer (%s)",
 					  f->chip, strerror(-rc));
 		err.chip = f->chip;
+	} else if (!m->ok && m->err.code == CHIPD_E_NO_CAPACITY && offer_elsewhere(s, f, e)) {
+		pthread_mutex_unlock(&s->lock);
+		return false;
 	} else if (!m->ok) {
 		err = m->err; /* its refusal, as it said it */
 		err.chip = f->chip;
@@ -185,6 +230,7 @@ static void complete(struct sup *s, struct sup_fwd *f, int rc)
 		err.request = (int64_t)e->id;
 	pthread_mutex_unlock(&s->lock);
 	answer_client(s, f, code, m, &err);
+	return true;
 }
 
 /* Whether @f has something for sup_fwd_progress: its answer, or no post yet. */
@@ -223,8 +269,7 @@ static bool step(struct sup *s, struct sup_fwd *f, uint64_t now)
 	 * not answer in time */
 	if (rc == -EINPROGRESS)
 		sup_post_drop(w, &f->post);
-	complete(s, f, rc == 0 ? 0 : died ? -EPIPE : rc == -EINPROGRESS ? -ETIMEDOUT : rc);
-	return true;
+	return complete(s, f, rc == 0 ? 0 : died ? -EPIPE : rc == -EINPROGRESS ? -ETIMEDOUT : rc);
 }
 
 /* Whether some forward found every slot of its worker busy and waits to be posted. */

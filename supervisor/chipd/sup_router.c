@@ -224,7 +224,7 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	pthread_mutex_unlock(&s->lock);
 	if (!e)
 		return (int)err->code;
-	sup_fwd_start(s, e, w, s->router_region, s->router_ticket);
+	sup_fwd_start(s, e, w, s->router_region, s->router_ticket, req->chip >= 0);
 	return PROTO_DEFERRED;
 }
 

@@ -483,6 +483,54 @@ START_TEST(kv_pool_exhausted_answers_no_capacity)
 }
 END_TEST
 
+/* A submit that names no chip, refused no_capacity by the chip the router chose, is
+ * offered to the other ready chips before the refusal is answered: chip 0's KV cache
+ * is held (32 of 48 blocks by a stream nobody reads yet), chip 1 runs an endless stream
+ * (so the two tie and the router picks chip 0); a request of 32 blocks runs on chip 1.
+ * One more finds both full: no_capacity, each chip having refused it once. */
+START_TEST(no_capacity_tries_the_other_chips)
+{
+	const char *const args[] = {"--chips", "2", "--kv-blocks", "48", NULL};
+	struct chipd_param hold[] = {{"layers", 1},	 {"heads", 1},	  {"kv_heads", 1},
+				     {"head_dim", 16},	 {"block_size", 256}, {"context", 0},
+				     {"tokens", 4096}};
+	struct chipd_param endless[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	struct chipd_request req = {.workload = "paged_attention", .chip = 0};
+	struct chipd_request busy = {.workload = "synthetic", .params = endless, .nparams = 2, .chip = 1};
+	struct ft_ledger l = {0};
+	struct chipd_error err;
+	struct ft_stats st;
+	chipd_stream *s, *held, *spin;
+	uint64_t id;
+	struct cd d;
+
+	ft_start(&d, args);
+	req.params = hold;
+	req.nparams = 7;
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &held, &err), 0);
+	ck_assert_int_eq(chipd_submit(d.conn, &busy, CD_CALL_MS, &id, &spin, &err), 0);
+	l.submitted += 2;
+	req.chip = -1;
+	ck_assert_msg(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err) == 0,
+		      "a node with room on chip 1 refused it: %s", err.message);
+	l.submitted++;
+	expect_refused(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), &err,
+		       CHIPD_E_NO_CAPACITY);
+	ck_assert(err.retryable);
+	ck_assert_int_eq(ft_drain(s, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(ft_drain(held, &l, CD_CALL_MS), CHIPD_OK);
+	chipd_stream_close(held, CD_CALL_MS);
+	ft_stats(&d, &st);
+	ck_assert_uint_eq(st.chip[1][PROTO_WRK_completed], 1); /* the moved one */
+	ck_assert_uint_eq(st.chip[0][PROTO_WRK_rejected], 2);
+	ck_assert_uint_eq(st.chip[1][PROTO_WRK_rejected], 1);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_err_no_capacity], 1);
+	chipd_stream_close(spin, CD_CALL_MS); /* cancels it */
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
 /* A reader that never reads: its request pauses when its ring is full, the others
  * proceed; it then reads everything, in order. */
 START_TEST(unread_stream_pauses_only_itself)
@@ -565,6 +613,7 @@ void ft_add_message_cases(Suite *s)
 	    {"router_bound_answers_queue_full", router_bound_answers_queue_full},
 	    {"worker_queue_answers_queue_full", worker_queue_answers_queue_full},
 	    {"kv_pool_exhausted_answers_no_capacity", kv_pool_exhausted_answers_no_capacity},
+	    {"no_capacity_tries_the_other_chips", no_capacity_tries_the_other_chips},
 	    {"unread_stream_pauses_only_itself", unread_stream_pauses_only_itself},
 	    {"relative_trace_path_refused", relative_trace_path_refused},
 	};
