@@ -115,6 +115,21 @@ START_TEST(client_killed_while_posted)
 }
 END_TEST
 
+/* A chipd of one chip whose worker is stopped, and a raw child whose submit (in @msg)
+ * the router holds TAKEN in its forward to that worker. Returns the worker's pid. */
+static pid_t submit_held_taken(struct cd *d, struct proto_node *n, struct ft_raw *r,
+			       unsigned char *msg, size_t cap)
+{
+	pid_t w;
+
+	ft_start(d, one_chip);
+	ft_node_attach(d, n);
+	w = cd_worker_pid(d, 0);
+	ft_sigstop(w);
+	ft_raw_start(r, d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, cap, 5), 5000);
+	ck_assert_msg(ft_slot_wait(r->view, r->slot, MBOX_TAKEN, 0, 3000), "router did not take it");
+	return w;
+}
 
 /* A client that takes its TAKEN slot back by hand (the control word rewritten FREE in the
  * next generation, as a release would, while the router holds the submit in its forward
@@ -131,12 +146,7 @@ START_TEST(client_frees_its_taken_slot_by_hand)
 	uint64_t c;
 	pid_t w[2];
 
-	ft_start(&d, one_chip);
-	ft_node_attach(&d, &n);
-	w[0] = cd_worker_pid(&d, 0);
-	ft_sigstop(w[0]);
-	ft_raw_start(&r, &d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, sizeof(msg), 5), 5000);
-	ck_assert_msg(ft_slot_wait(r.view, r.slot, MBOX_TAKEN, 0, 3000), "router did not take it");
+	w[0] = submit_held_taken(&d, &n, &r, msg, sizeof(msg));
 	c = mbox_ctl(&r.view->mbox, r.slot);
 	ck_assert_int_eq(MBOX_CTL_STATE(c), MBOX_TAKEN);
 	{
@@ -174,12 +184,7 @@ START_TEST(client_killed_while_taken)
 	struct cd d;
 	pid_t w[2];
 
-	ft_start(&d, one_chip);
-	ft_node_attach(&d, &n);
-	w[0] = cd_worker_pid(&d, 0);
-	ft_sigstop(w[0]);
-	ft_raw_start(&r, &d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, sizeof(msg), 5), 5000);
-	ck_assert_msg(ft_slot_wait(r.view, r.slot, MBOX_TAKEN, 0, 3000), "router did not take it");
+	w[0] = submit_held_taken(&d, &n, &r, msg, sizeof(msg));
 	kill_and_expect_free(&r, r.view, 6000);
 	/* the stopped worker misses its heartbeats and is restarted: a fresh-clone CI beside
 	 * three ctest -j4 runs once took longer than 10 s */
