@@ -4,6 +4,7 @@ status, stats, discovery, threads."""
 from __future__ import annotations
 
 import errno
+import math
 import threading
 import time
 
@@ -92,6 +93,21 @@ def test_close_cancels_a_running_request(conn):
         stream.next(timeout=CALL_TIMEOUT_S)
     with pytest.raises(chipd.NotFound):
         conn.cancel(stream.id, timeout=CALL_TIMEOUT_S)
+
+
+def test_timeouts_checked_alike(conn):
+    # every call that takes a timeout: a negative one or NaN is a ValueError before
+    # anything waits, inf is no limit
+    assert conn.ping(timeout=math.inf) > 0
+    with conn.submit("synthetic", tokens=1, device_us=100, timeout=math.inf) as stream:
+        for bad in (-1, math.nan):
+            with pytest.raises(ValueError, match="not a number of seconds"):
+                stream.next(timeout=bad)
+            with pytest.raises(ValueError, match="not a number of seconds"):
+                stream.wait(timeout=bad)
+            with pytest.raises(ValueError, match="not a number of seconds"):
+                conn.ping(timeout=bad)
+        assert len(stream.wait(timeout=math.inf)) == 1
 
 
 def test_no_token_in_time_is_call_timeout(conn):

@@ -41,12 +41,24 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _C = TypeVar("_C", bound="_Closable")
 
 
+def _seconds(seconds: Optional[float]) -> Optional[float]:
+    """@seconds as a timeout: None (no limit) or a number of seconds, 0 or more (inf:
+    no limit either); ValueError for a negative one or NaN, TypeError for a non-number,
+    the same for every call that takes a timeout."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"timeout: expected seconds, got {type(seconds).__name__}")
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"timeout {seconds}: not a number of seconds, 0 or more")
+    return None if math.isinf(seconds) else seconds
+
+
 def _ms(seconds: Optional[float]) -> int:
     """@seconds as a libchipd timeout in milliseconds (rounded up, clamped to u32)."""
+    seconds = _seconds(seconds)
     if seconds is None:
         return _U32_MAX
-    if seconds < 0:
-        raise ValueError(f"negative timeout {seconds}")
     return min(_U32_MAX, math.ceil(seconds * 1000))
 
 
@@ -277,6 +289,7 @@ class Stream(_Closable):
         """The next token, waiting up to @timeout seconds (None: no limit); None once
         the stream has ended and everything was read. Raises the stream's error,
         ``CallTimeout`` when no token came in time."""
+        timeout = _seconds(timeout)
         if self._error is not None:
             raise self._error
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -333,6 +346,7 @@ class Stream(_Closable):
         """Reads the stream to its end within @timeout seconds (None: no limit) and
         returns the tokens read (those not read before). Raises the stream's error,
         or ``CallTimeout`` when it has not ended in time."""
+        timeout = _seconds(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         out: List[Token] = []
         while True:
