@@ -155,8 +155,9 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 		return NULL;
 	}
 	if (sup_table_live(s) >= s->cfg.max_pending) {
-		proto_fail(err, CHIPD_E_QUEUE_FULL, "%u requests in flight (the node's bound)",
-			   s->cfg.max_pending);
+		proto_fail(err, CHIPD_E_QUEUE_FULL,
+			   "%u requests in flight (the node's bound max-pending=%u)",
+			   s->cfg.max_pending, s->cfg.max_pending);
 		return NULL;
 	}
 	if (sup_register_refuses(s, req->wl, err) != CHIPD_OK)

@@ -370,6 +370,7 @@ START_TEST(router_bound_answers_queue_full)
 	}
 	expect_refused(ft_submit(&d, 5, 0, 0, -1, 0, &s[2], &err), &err, CHIPD_E_QUEUE_FULL);
 	ck_assert(err.retryable);
+	ck_assert_str_eq(err.message, "2 requests in flight (the node's bound max-pending=2)");
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(ft_drain(s[i], &l, CD_CALL_MS), CHIPD_OK);
 		chipd_stream_close(s[i], CD_CALL_MS);
