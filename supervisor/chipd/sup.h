@@ -192,6 +192,7 @@ struct sup_req {
 	uint32_t rq_from;     /* the chip whose worker died */
 	uint64_t rq_since_ns; /* when that worker's death was handled */
 	pid_t rq_pid;	      /* the worker the assign was posted to */
+	uint64_t rq_refused;  /* the chips that refused the move no_capacity (bit per chip) */
 	struct sup_post rq_post;
 };
 

@@ -414,14 +414,15 @@ bool sup_workers_settled(struct sup *s)
 /* ---- death ---- */
 
 /* The least loaded READY worker, or NULL. Under sup.lock. */
-static struct sup_worker *pick_ready(struct sup *s)
+static struct sup_worker *pick_ready(struct sup *s, uint64_t refused)
 {
 	struct sup_worker *best = NULL;
 
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
-		if (sup_worker_routable(w) && (!best || w->load < best->load))
+		if (!(refused & (1ull << i)) && sup_worker_routable(w) &&
+		    (!best || w->load < best->load))
 			best = w;
 	}
 	return best;
@@ -462,10 +463,12 @@ static void requeue_start(struct sup *s, struct sup_worker *dead, struct sup_req
 	e->forwarding = true;
 	e->rq_since_ns = shm_now_ns();
 	e->rq_post = (struct sup_post){0};
+	e->rq_refused = 0;
 }
 
 /* One tick of @e's re-queue, without waiting: a posted assign's answer is read (ok:
- * the ring goes to that worker; refused, failed, or its worker gone: worker_lost; none
+ * the ring goes to that worker; no_capacity: the next tick tries another READY chip;
+ * refused otherwise, failed, or its worker gone: worker_lost; none
  * within SUP_FORWARD_MS: given up, the ring's reader closed so that a worker that
  * admitted it cancels it, worker_lost); else the assign is posted to the least loaded
  * READY worker (every slot busy: the next tick, for up to SUP_FORWARD_MS). A stream
@@ -496,6 +499,13 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 			SUP_INFO((int)to->chip, e->id, "re-queued from chip %u", e->rq_from);
 			return;
 		}
+		if (rc == 0 && !m->ok && m->err.code == CHIPD_E_NO_CAPACITY) {
+			/* that chip has no room now: the next tick offers it to another,
+			 * as a submit's forward does (sup_forward.c) */
+			e->rq_refused |= 1ull << to->chip;
+			e->rq_post = (struct sup_post){0};
+			return;
+		}
 		if (rc != 0 || m->ok) /* it may hold the request: it cancels it */
 			sup_table_close_reader(s, e);
 		if (rc)
@@ -516,9 +526,9 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 		requeue_end_as(s, e, CHIPD_E_CANCELLED, err.message);
 		return;
 	}
-	to = pick_ready(s);
+	to = pick_ready(s, e->rq_refused);
 	if (!to) {
-		requeue_end(s, e, "no ready chip");
+		requeue_end(s, e, e->rq_refused ? "no ready chip has room for it" : "no ready chip");
 		return;
 	}
 	sup_table_assign(s, e, m);

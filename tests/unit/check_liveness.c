@@ -474,6 +474,75 @@ START_TEST(requeue_target_killed_moves_on)
 }
 END_TEST
 
+static chipd_stream *submit_kv(struct cd *d, int32_t chip, const struct chipd_param *p,
+				uint32_t np)
+{
+	struct chipd_request req = {
+	    .workload = "paged_attention", .params = p, .nparams = np, .chip = chip};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	uint64_t id;
+
+	ck_assert_msg(chipd_submit(d->conn, &req, CD_CALL_MS, &id, &s, &err) == 0, "submit: %s",
+		      err.message);
+	return s;
+}
+
+/* A request waiting unstarted on chip 0 when its worker is SIGKILLed, needing all 16
+ * of a chip's KV blocks: chip 1 (the least loaded) has none free (a stream pinned there,
+ * not read, holds them), chip 2 has every one (it runs two synthetic streams). The
+ * re-queue refused no_capacity by chip 1 is offered to chip 2, where the request
+ * completes. A victim that published a token before the kill is not re-queued at all
+ * (worker_lost after its tokens): the round is tried again. */
+START_TEST(requeue_refused_no_capacity_tries_another_chip)
+{
+	const char *const args[] = {"--chips", "3", "--kv-blocks", "16", NULL};
+	/* 2 * 2048 / 256 = 16 blocks, held while its tokens wait to be read */
+	const struct chipd_param hold[] = {{"layers", 1},	  {"heads", 1},	      {"kv_heads", 1},
+					   {"head_dim", 16},	  {"block_size", 256}, {"context", 0},
+					   {"tokens", 2048}};
+	/* 2 * 8 layers * 1 block = 16 blocks; 8 layers of 1024 x 1024 weights to fill
+	 * before its first token */
+	const struct chipd_param victim[] = {{"layers", 8},  {"heads", 16},	 {"kv_heads", 1},
+					     {"head_dim", 64}, {"block_size", 64}, {"context", 4},
+					     {"tokens", 60}};
+	chipd_stream *held, *busy[2], *v;
+	struct chipd_token tok;
+	struct chipd_error err;
+	uint32_t tokens = 0;
+	struct cd d;
+	int rc = 0;
+
+	cd_start(&d, args, NULL);
+	held = submit_kv(&d, 1, hold, 7);
+	for (int i = 0; i < 2; i++)
+		busy[i] = submit_synth(&d, 2, 1 << 20, 1000);
+	for (int round = 0; round < 5; round++) {
+		pid_t w0 = cd_worker_pid(&d, 0);
+
+		ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, 0, 20000));
+		v = submit_kv(&d, 0, victim, 7);
+		ck_assert_int_eq(kill(w0, SIGKILL), 0);
+		tokens = 0;
+		while ((rc = chipd_stream_next(v, &tok, 30000, &err)) == 0 && !tok.final)
+			tokens++;
+		chipd_stream_close(v, CD_CALL_MS);
+		if (rc == 0 || tokens == 0)
+			break; /* re-queued: completed, or refused everywhere */
+		ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, 20000));
+	}
+	ck_assert_msg(rc == 0, "the re-queued request ended %s after %u tokens: %s",
+		      chipd_code_name(err.code), tokens, err.message);
+	ck_assert_uint_eq(tokens + 1, 60);
+	ck_assert_uint_ge(stat_of(d.conn, "chip1", "rejected"), 1);
+	ck_assert_uint_eq(stat_of(d.conn, "chip2", "completed"), 1);
+	chipd_stream_close(held, CD_CALL_MS);
+	for (int i = 0; i < 2; i++)
+		chipd_stream_close(busy[i], CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("liveness");
@@ -487,6 +556,8 @@ int main(void)
 	    {"requeue_given_up_by_a_stuck_worker_ends_once",
 	     requeue_given_up_by_a_stuck_worker_ends_once},
 	    {"requeue_target_killed_moves_on", requeue_target_killed_moves_on},
+	    {"requeue_refused_no_capacity_tries_another_chip",
+	     requeue_refused_no_capacity_tries_another_chip},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
