@@ -1,5 +1,6 @@
 /* mbox.c - multi-slot mailbox with acknowledged reset (contract in mbox.h). */
 #include "mbox.h"
+#include "mbox_internal.h"
 
 #include "proc.h"
 
@@ -10,25 +11,6 @@
 static size_t round_line(size_t n)
 {
 	return (n + MBOX_LINE - 1) & ~(size_t)(MBOX_LINE - 1);
-}
-
-static struct mbox_slot *slot_at(const struct mbox *mb, uint32_t i)
-{
-	return (struct mbox_slot *)(mb->slots + (size_t)i * mb->stride);
-}
-
-static uint64_t load_ctl(const struct mbox_slot *s)
-{
-	return atomic_load_explicit(&((struct mbox_slot *)s)->ctl, memory_order_seq_cst);
-}
-
-/* seq_cst CAS: it publishes the buffers written before it (release), makes what the
- * previous holder wrote visible (acquire), and orders against the sleepers
- * announcement of the wake protocol (see wait.h). */
-static bool cas_ctl(struct mbox_slot *s, uint64_t *expected, uint64_t desired)
-{
-	return atomic_compare_exchange_strong_explicit(&s->ctl, expected, desired,
-						       memory_order_seq_cst, memory_order_seq_cst);
 }
 
 static uint32_t self_pid24(void)
@@ -169,13 +151,6 @@ uint64_t mbox_ctl(const struct mbox *mb, uint32_t slot)
 	return slot < mb->nslots ? load_ctl(slot_at(mb, slot)) : 0;
 }
 
-/* Tells the server that slot @i needs a look (a post or a reset). */
-static void raise_attention(struct mbox *mb, uint32_t i)
-{
-	atomic_fetch_or_explicit(&mb->attention[i / 64], 1ull << (i % 64), memory_order_seq_cst);
-	shm_wake_all(&mb->hdr->doorbell);
-}
-
 static bool server_alive(const struct mbox *mb)
 {
 	pid_t pid;
@@ -197,15 +172,6 @@ void mbox_client_set_server(struct mbox *mb, pid_t pid)
 {
 	mb->server_pid = pid > 0 ? pid : 0;
 	mb->server_start = mb->server_pid ? shm_proc_start_time(mb->server_pid) : 0;
-}
-
-/* Moves slot @s from @c to FREE with the next generation and wakes its sleeper. */
-static bool free_slot(struct mbox_slot *s, uint64_t c)
-{
-	if (!cas_ctl(s, &c, MBOX_CTL(MBOX_CTL_GEN(c) + 1, 0, MBOX_FREE)))
-		return false;
-	shm_wake_all(&s->wake);
-	return true;
 }
 
 /* ---- client side ---- */
@@ -738,66 +704,4 @@ int mbox_ack_reset(struct mbox *mb, struct mbox_ticket t)
 	if (MBOX_CTL_GEN(c) != t.gen || MBOX_CTL_STATE(c) != MBOX_RESET)
 		return -ESTALE;
 	return free_slot(s, c) ? 0 : -ESTALE;
-}
-
-/* The start time of @s's owner in control word @c when it is known to belong to the
- * same generation, else 0. */
-static uint64_t owner_start(struct mbox_slot *s, uint64_t c)
-{
-	if (atomic_load_explicit(&s->owner_gen, memory_order_acquire) == MBOX_CTL_GEN(c))
-		return atomic_load_explicit(&s->owner_start, memory_order_relaxed);
-	return 0;
-}
-
-/* Whether the owner of @s in control word @c is alive. */
-static bool owner_alive(struct mbox_slot *s, uint64_t c)
-{
-	return shm_proc_alive(MBOX_CTL_PID(c), owner_start(s, c));
-}
-
-int mbox_reap(struct mbox *mb)
-{
-	return mbox_reap_by(mb, NULL, NULL);
-}
-
-int mbox_reap_by(struct mbox *mb, mbox_owner_fn alive, void *ctx)
-{
-	int freed = 0, server = -1; /* asked once, and only when a slot needs it */
-
-	for (uint32_t i = 0; i < mb->nslots; i++) {
-		struct mbox_slot *s = slot_at(mb, i);
-		uint64_t c = load_ctl(s);
-		enum mbox_state st = MBOX_CTL_STATE(c);
-
-		if (st == MBOX_FREE)
-			continue;
-		if (server < 0) /* a /proc read: an idle mailbox's reap costs none */
-			server = server_alive(mb);
-		if (st == MBOX_RESET || (st == MBOX_TAKEN && !server)) {
-			if (!server) {
-				if (free_slot(s, c))
-					freed++;
-			} else if (st == MBOX_RESET) {
-				/* the server acknowledges it: heals a lost doorbell, and a RESET
-				 * a client wrote by hand without raising attention */
-				raise_attention(mb, i);
-			}
-			continue;
-		}
-		if (alive ? alive(ctx, i, c, owner_start(s, c)) : owner_alive(s, c)) {
-			if (st == MBOX_POSTED) /* heal a lost doorbell */
-				raise_attention(mb, i);
-			continue;
-		}
-		if (st == MBOX_TAKEN) {
-			/* The server holds it: let it cancel the work and acknowledge (its
-			 * acknowledgement frees the slot, so it is not counted here). */
-			if (cas_ctl(s, &c, MBOX_CTL(MBOX_CTL_GEN(c), MBOX_CTL_PID(c), MBOX_RESET)))
-				raise_attention(mb, i);
-			continue;
-		}
-		if (free_slot(s, c))
-			freed++;
-	}
-	return freed;
 }
