@@ -99,12 +99,12 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	 * call), so a worker killed meanwhile leaves it uncounted only within these few
 	 * instructions (protocol.md 8.1) */
 	ctr_s(w, PROTO_WRK_tokens, 1);
-	if (last)
+	if (last) {
 		ctr_s(w, PROTO_WRK_completed, 1);
-	ring_wake_reader(&rq->s_ring);
-	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
-	if (last)
 		atomic_store_explicit(&rq->s_final, 1, memory_order_release);
+	}
+	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
+	ring_wake_reader(&rq->s_ring);
 	return CHIPD_OK;
 }
 

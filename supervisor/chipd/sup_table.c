@@ -262,8 +262,7 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 			  "its reader is gone and no worker ended the stream");
 		return true;
 	}
-	e->ended = true;
-	count_end(s, e, flags, tokens);
+	e->ended = true; /* counted above, before the ring was judged */
 	/* the client's connection says whether it lives (sup_conn.c), never a pid the
 	 * ring header holds; a ring its client's usage no longer counts (reader_done) is
 	 * done with, whatever its consumer line says now: else a reader that moves its
