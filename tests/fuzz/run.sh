@@ -43,7 +43,7 @@ decode)
 region)
 	# all of libchipd and shm/: attach, counters, rings, mailbox
 	srcs=("$here/fuzz_region.c" "$root"/proto/{mpread,codec,msg_init,schema,errors,dispatch,xchg,node,hello,client,client_data,client_stream}.c
-		"$root"/shm/{proc,wait,region,mbox,ring,ctr,fdpass}.c)
+		"$root"/shm/{proc,wait,region,mbox,mbox_reap,ring,ctr,fdpass}.c)
 	max_len=8192 # node: header, descriptor, directory, counters; then the exchange region
 	;;
 selftest)
