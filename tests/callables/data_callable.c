@@ -6,7 +6,9 @@
  *            input's bytes as unsigned; step alone without input)
  *   payload  24 bytes per step: byte i = input[(step + i) % input_len] + step + i
  *            (mod 256), or step + i without input
- *   output   the input reversed (output_max 65536): -EMSGSIZE when it does not fit
+ *   output   the input reversed (output_max 65536): -EMSGSIZE when it does not fit;
+ *            output_us makes the hook sleep first (a slow output hook: the worker's
+ *            write into the client's data area comes that much later)
  *
  * Built three times (tests/kernels.cmake): dc_echo (input_max 65536), dc_small
  * (input_max 16), and dc_big_payload, whose table declares 25 payload bytes (one over
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define ECHO_PAYLOAD 24
 /* the payload_bytes its table declares: 25 in the variant chipd must refuse
@@ -29,11 +32,12 @@
 #define DC_INPUT_MAX 65536
 #endif
 
-enum { P_TOKENS, P_STEP_US };
+enum { P_TOKENS, P_STEP_US, P_OUT_US };
 
 static const struct chipd_cl_param params[] = {
     [P_TOKENS] = {"tokens", CHIPD_CL_INT64, 4, 1, 64, "steps, one token each"},
     [P_STEP_US] = {"step_us", CHIPD_CL_INT64, 0, 0, 1000000, "device time of each step"},
+    [P_OUT_US] = {"output_us", CHIPD_CL_INT64, 0, 0, 5000000, "sleep of the output hook"},
 };
 
 static int spin = -1; /* the spin kernel's handle, found at init */
@@ -123,7 +127,11 @@ static int echo_output(struct chipd_cl_req *r, void *buf, uint32_t cap, uint32_t
 {
 	const uint8_t *in = r->input;
 	uint8_t *out = buf;
+	int64_t us = r->cfg[P_OUT_US];
+	struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
 
+	while (us && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 	if (r->input_len > cap) {
 		snprintf(msg, msgcap, "echo: output of %u bytes does not fit in %u", r->input_len,
 			 cap);

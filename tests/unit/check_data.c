@@ -5,14 +5,19 @@
  * input given inline, refused over the callable's input_max or to a callable that
  * takes none, and kept by the re-queue after a worker's death. */
 #include "chipd_fixture.h"
+#include "client_internal.h"
+#include "ring.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -522,6 +527,107 @@ START_TEST(client_killed_with_output_range)
 }
 END_TEST
 
+/* The hung-up client of output_after_take_back_lands_before_scrub: keeps its stream's
+ * reader open in its own consumer line (closed back to 0 whenever the supervisor
+ * closes it) and reads every token, until its ring goes to another stream. */
+struct reopener {
+	chipd_stream *s;
+	_Atomic bool stop;
+};
+
+static void *reopener_main(void *arg)
+{
+	struct reopener *o = arg;
+	struct ring_hdr *h = o->s->ring.hdr;
+	struct ring_cons *c = o->s->ring.cons;
+
+	while (!atomic_load_explicit(&o->stop, memory_order_relaxed) &&
+	       atomic_load_explicit(&h->generation, memory_order_acquire) == o->s->gen) {
+		atomic_store_explicit(&c->closed, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->tail, atomic_load_explicit(&h->head, memory_order_acquire),
+				      memory_order_release);
+		usleep(20);
+	}
+	return NULL;
+}
+
+/* Whether the @n bytes at @p are all zero. */
+static bool all_zero(const volatile uint8_t *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+#define LATE_TOKENS  25u	  /* steps of 100 ms: the last publish ~2.5 s in */
+#define LATE_STEP_US 100000u
+#define LATE_OUT_US  2000000u /* the output hook sleeps past the take-back (~3 s in) */
+
+/* A client hangs up with its stream running and its region mapped, reopening the
+ * reader the supervisor closed for it (a broken ring), so its live worker keeps
+ * building until the ring is taken back (--stuck-ms/--progress-ms 3 s). The last
+ * step's output hook passed the ring's generation check just before the take-back and
+ * sleeps 2 s: the worker writes the output into the data area after the take-back.
+ * The region must not be scrubbed (and handed to another client) before that write:
+ * once it is free again its data area is zero, and stays zero. */
+START_TEST(output_after_take_back_lands_before_scrub)
+{
+	const char *const args[] = {"--chips",    "1",    "--max-clients", "2",
+				    "--stuck-ms", "3000", "--progress-ms", "3000",
+				    NULL};
+	struct chipd_param p[] = {
+	    {"tokens", LATE_TOKENS}, {"step_us", LATE_STEP_US}, {"output_us", LATE_OUT_US}};
+	uint8_t in[64];
+	struct chipd_request req = {.workload = "echo", .params = p, .nparams = 3, .chip = 0,
+				    .input = in, .input_len = sizeof(in), .output_cap = 4096};
+	struct reopener o = {0};
+	struct chipd_error err;
+	chipd_conn *bad = NULL, *late = NULL;
+	const volatile uint8_t *out;
+	pthread_t th;
+	uint64_t id, t0;
+	pid_t w0;
+	struct cd d;
+	int rc;
+
+	fill_bytes(in, sizeof(in), 7);
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, "dc_echo", &err) == 0, "%s", err.message);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(chipd_connect(d.instance, &bad, &err), 0);
+	rc = chipd_submit(bad, &req, CD_CALL_MS, &id, &o.s, &err);
+	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
+	out = (const volatile uint8_t *)client_data_at(bad, &o.s->out);
+	for (t0 = shm_now_ns() / SHM_NS_PER_MS; atomic_load_explicit(&o.s->ring.hdr->head, memory_order_acquire) < 1;
+	     usleep(1000))
+		ck_assert_msg(shm_now_ns() / SHM_NS_PER_MS - t0 < BOUND_MS, "no first token");
+	ck_assert_int_eq(pthread_create(&th, NULL, reopener_main, &o), 0);
+	/* hangs up, its region still mapped */
+	ck_assert_int_eq(shutdown(bad->fd, SHUT_RDWR), 0);
+	/* the take-back (~3 s), the late output (~4.5 s), a scrub after it */
+	for (t0 = shm_now_ns() / SHM_NS_PER_MS;
+	     atomic_load_explicit(&o.s->ring.hdr->generation, memory_order_acquire) == o.s->gen;
+	     usleep(2000))
+		ck_assert_msg(shm_now_ns() / SHM_NS_PER_MS - t0 < BOUND_MS, "the ring was not taken back");
+	atomic_store_explicit(&o.stop, true, memory_order_relaxed);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	tu_sleep_ms(LATE_OUT_US / 1000u + 1000u);
+	/* the one other region is the test's own connection's: a new client gets this one */
+	ck_assert_int_eq(chipd_connect(d.instance, &late, &err), 0);
+	ck_assert_msg(all_zero(out, 4096),
+		      "a new client's data area holds bytes a request taken back wrote after "
+		      "the scrub");
+	tu_sleep_ms(500);
+	ck_assert(all_zero(out, 4096));
+	ck_assert_int_eq(cd_worker_pid(&d, 0), w0); /* a live worker, not killed */
+	chipd_close(late);
+	chipd_stream_close(o.s, 0);
+	chipd_close(bad);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* A table that declares more than CHIPD_CL_PAYLOAD_MAX payload bytes is refused. */
 START_TEST(payload_too_large_refused)
 {
@@ -551,6 +657,8 @@ int main(void)
 	    {"range_outside_data_area_refused", range_outside_data_area_refused},
 	    {"data_area_input_not_requeued", data_area_input_not_requeued},
 	    {"client_killed_with_output_range", client_killed_with_output_range},
+	    {"output_after_take_back_lands_before_scrub",
+	     output_after_take_back_lands_before_scrub},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */
