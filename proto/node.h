@@ -110,7 +110,8 @@ _Static_assert(offsetof(struct proto_node_desc, cons_offset) == 96, "desc.cons_o
 _Static_assert(offsetof(struct proto_node_desc, data_offset) == 104, "desc.data_offset");
 _Static_assert(offsetof(struct proto_node_desc, sock_path) == 128, "desc.sock_path");
 
-/* One worker's record in the directory; written by the supervisor only. */
+/* One worker's record in the directory; written by the supervisor, but for the pass
+ * words, which its worker writes. */
 struct proto_node_worker {
 	uint32_t chip;		       /* its index, fixed */
 	_Atomic uint32_t state;	       /* enum chipd_chip_state; release store */
@@ -121,11 +122,20 @@ struct proto_node_worker {
 	_Atomic uint64_t pid_start;    /* the worker's start time (shm/proc.h) */
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of its last heartbeat answer */
 	_Atomic uint64_t started_ns;   /* CLOCK_MONOTONIC of its last start */
-	uint8_t reserved[16];
+	/* The worker's pass words (O's, M's once O is joined; and S's): +1 (seq_cst) as
+	 * the thread enters a section that may write into a client region for a request
+	 * (its data area, its ring's consumer line), +1 (release) as it leaves, so odd
+	 * means inside. The supervisor scrubs a region for another client only once every
+	 * pass word it saw odd after taking a ring back moved, or that worker died
+	 * (docs/protocol.md 8.7, the grace before a scrub). */
+	_Atomic uint64_t pass_o;
+	_Atomic uint64_t pass_s;
 };
 _Static_assert(sizeof(struct proto_node_worker) == 64, "worker record is one line");
 _Static_assert(offsetof(struct proto_node_worker, pid_start) == 24, "worker.pid_start");
 _Static_assert(offsetof(struct proto_node_worker, started_ns) == 40, "worker.started_ns");
+_Static_assert(offsetof(struct proto_node_worker, pass_o) == 48, "worker.pass_o");
+_Static_assert(offsetof(struct proto_node_worker, pass_s) == 56, "worker.pass_s");
 
 /* The counters of the supervisor block (X(name, kind)); err_<code> counts the
  * requests that ended with each error code, each once: refused with it, or their

@@ -92,11 +92,17 @@ void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code)
 								 : PROTO_WRK_failed);
 	int rc;
 
+	_Atomic uint64_t *pass = &w->node->dir[w->cfg.chip].pass_o;
+
 	/* the id is free before the end is visible: a client that saw it may reuse it */
 	wrk_req_free(w, rq);
+	/* O's pass section (M's once O is joined) covers the reader's wake below, a write
+	 * into the client region's consumer line */
+	wrk_pass_enter(pass);
 	/* the supervisor took the ring back (and ended our stream there): ended in our
 	 * books, nothing written */
 	if (atomic_load_explicit(&ring.hdr->generation, memory_order_acquire) != gen) {
+		wrk_pass_leave(pass);
 		ctr_add(w->ctr, ended, 1);
 		return;
 	}
@@ -106,10 +112,11 @@ void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code)
 	 * reader's wake, as S counts a token (protocol.md 8.1). */
 	rc = ring_publish(&ring, &rec);
 	ctr_add(w->ctr, ended, 1);
+	if (!rc)
+		ring_wake_reader(&ring);
+	wrk_pass_leave(pass);
 	if (rc)
 		wrk_terminal_push_failed(w, rec.request_id, rc);
-	else
-		ring_wake_reader(&ring);
 }
 
 void wrk_terminal_push_failed(struct wrk *w, uint64_t id, int rc)

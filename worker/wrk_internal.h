@@ -362,6 +362,27 @@ int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 int wrk_run_unload(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		   struct proto_error *err);
 
+/* Enters a section that may write into a client region for a request (its output into
+ * the data area, its ring's consumer line through the reader's wake): @pass (the
+ * thread's pass word in the worker directory, proto/node.h) goes odd. The ring's
+ * generation check comes after, in the section. Dekker with the supervisor's take-back
+ * (sup_table.c): it bumps the generation (seq_cst), a seq_cst fence, then reads the
+ * pass words; this thread bumps its word, a seq_cst fence, then loads the generation.
+ * So either the supervisor sees the word odd (and waits for it to move before it
+ * scrubs the region), or this thread sees the new generation and writes nothing. */
+static inline void wrk_pass_enter(_Atomic uint64_t *pass)
+{
+	atomic_fetch_add_explicit(pass, 1, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Leaves that section: release, so a supervisor that reads the word moved (acquire)
+ * scrubs after every write of the section. */
+static inline void wrk_pass_leave(_Atomic uint64_t *pass)
+{
+	atomic_fetch_add_explicit(pass, 1, memory_order_release);
+}
+
 static inline uint32_t wrk_ctr_index(enum proto_wrk_ctr c)
 {
 	return (uint32_t)c;

@@ -45,8 +45,8 @@ static enum chipd_code write_output(struct wrk *w, struct wrk_req *rq, uint32_t 
 
 /* Publishes one request's token of a completed step. FINAL goes with the last
  * token: by now its step and every earlier one have completed. Returns a code to
- * fail the request with, or CHIPD_OK. */
-static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
+ * fail the request with, or CHIPD_OK. Inside S's pass section (publish). */
+static enum chipd_code publish_in(struct wrk *w, struct wrk_entry *e)
 {
 	struct wrk_req *rq = e->rq;
 	struct ring_rec rec = {.request_id = rq->id, .seq = e->step};
@@ -106,6 +106,20 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	atomic_store_explicit(&rq->s_pushed, e->step + 1, memory_order_relaxed);
 	ring_wake_reader(&rq->s_ring);
 	return CHIPD_OK;
+}
+
+/* publish_in inside S's pass section: from before the generation check to after the
+ * reader's wake, every write into the client's region (the output, the wake word of
+ * its consumer line) is one the supervisor waits for before it scrubs that region. */
+static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
+{
+	_Atomic uint64_t *pass = &w->node->dir[w->cfg.chip].pass_s;
+	enum chipd_code code;
+
+	wrk_pass_enter(pass);
+	code = publish_in(w, e);
+	wrk_pass_leave(pass);
+	return code;
 }
 
 /* Finishes one lane: publishes the request's token, or fails the request with

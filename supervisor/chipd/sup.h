@@ -226,6 +226,16 @@ enum sup_region_state {
 };
 #define SUP_REGION_NONE UINT32_MAX
 
+/* The grace of one client region before its scrub, for one chip (sup_region.c): the
+ * pass words of that chip's worker (proto/node.h) seen odd when a stream of the region
+ * was released while that worker lived (0: not waited on; a word seen odd is never
+ * 0), and that worker (pid 0: nothing to wait for). */
+struct sup_grace {
+	pid_t pid;
+	uint64_t pid_start;
+	uint64_t pass_o, pass_s;
+};
+
 /* The router's own view of the live client regions (router thread only): rebuilt from
  * the pool whenever sup.region_epoch moved. */
 struct sup_view {
@@ -290,6 +300,8 @@ struct sup {
 	uint8_t *region_state;
 	pid_t *region_pid;
 	uint32_t *region_free, free_head, free_count;
+	/* node.npool * cfg.chips graces, region k's for chip c at k * cfg.chips + c */
+	struct sup_grace *region_grace;
 	/* +1 (seq_cst) whenever a region goes LIVE, GONE or SCRUB: the router's view is
 	 * current while it is unchanged */
 	_Atomic uint32_t region_epoch;
@@ -433,8 +445,15 @@ uint32_t sup_region_take(struct sup *s, pid_t pid);
  * mbox_resets; a TAKEN one goes RESET for the router), and the region is GONE until
  * nothing uses it. Under sup.lock. */
 void sup_region_release(struct sup *s, uint32_t k);
-/* Hands every GONE region no table entry uses any more to the router to scrub. Under
- * sup.lock. */
+/* A stream of region @k produced by the worker of @chip, pid @pid, is released (its
+ * ring taken back, or its end read): that worker may still be inside a section that
+ * writes into the region (its output, its reader's wake) that began before. Records
+ * the worker's pass words that are odd now, so the region is not scrubbed before they
+ * moved or the worker died. The caller bumped the ring's generation already where the
+ * worker has not ended the stream. Under sup.lock. */
+void sup_region_grace(struct sup *s, uint32_t k, uint32_t chip, pid_t pid);
+/* Hands every GONE region no table entry uses any more, and whose grace passed, to the
+ * router to scrub. Under sup.lock. */
 void sup_region_collect(struct sup *s);
 /* Wakes the router (a region changed, or it is to quit). Any thread. */
 void sup_router_wake(struct sup *s);

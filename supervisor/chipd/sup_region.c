@@ -6,10 +6,17 @@
  * process of chipd maps every region; a client gets one with its hello answer and no
  * other. Its life, under sup.lock:
  *
- *   FREE --hello--> LIVE --hang-up--> GONE --no entry uses it--> SCRUB --router--> FREE
+ *   FREE --hello--> LIVE --hang-up--> GONE --no entry uses it, grace passed--> SCRUB
+ *   SCRUB --router--> FREE
  *
  * GONE lasts while a stream of the gone client still uses the region (its ring's
- * consumer line is there: the worker reads the closed word to cancel it). The router
+ * consumer line is there: the worker reads the closed word to cancel it), and then
+ * while a live worker may still be writing into it for a stream released meanwhile:
+ * the grace (sup_region_grace). A worker thread that writes into a client region for
+ * a request (S: the output and the token's wake; O: an ERROR's wake) does it inside a
+ * pass section, its pass word odd (worker/wrk_internal.h); the region waits until
+ * every pass word seen odd at a release moved, or that worker died. A worker stalled
+ * inside one is killed within --progress-ms or --stuck-ms: the wait is bounded. The router
  * scrubs a region (every page given back, the mailbox laid out anew) in its own thread,
  * between two requests, so it never holds a ticket in a region being scrubbed; free
  * regions are handed out oldest first.
@@ -43,8 +50,9 @@ int sup_region_init(struct sup *s)
 	s->region_free = calloc(n, sizeof(*s->region_free));
 	s->view.idx = calloc(n, sizeof(*s->view.idx));
 	s->view.pid = calloc(n, sizeof(*s->view.pid));
+	s->region_grace = calloc((size_t)n * s->cfg.chips, sizeof(*s->region_grace));
 	if (!s->region_state || !s->region_pid || !s->region_free || !s->view.idx ||
-	    !s->view.pid)
+	    !s->view.pid || !s->region_grace)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++)
 		s->region_free[i] = i;
@@ -62,6 +70,8 @@ void sup_region_free(struct sup *s)
 	free(s->region_free);
 	free(s->view.idx);
 	free(s->view.pid);
+	free(s->region_grace);
+	s->region_grace = NULL;
 	s->region_state = NULL;
 	s->region_pid = NULL;
 	s->region_free = NULL;
@@ -125,6 +135,60 @@ void sup_region_release(struct sup *s, uint32_t k)
 	changed(s);
 }
 
+void sup_region_grace(struct sup *s, uint32_t k, uint32_t chip, pid_t pid)
+{
+	const struct proto_node_worker *d;
+	struct sup_grace *g;
+	uint64_t o, st;
+
+	if (k >= s->node.npool || chip >= s->cfg.chips || pid <= 0 || !s->region_grace ||
+	    s->workers[chip].pid != pid)
+		return; /* no live worker: a dead one writes nothing */
+	d = &s->node.dir[chip];
+	g = &s->region_grace[(size_t)k * s->cfg.chips + chip];
+	/* Dekker with wrk_pass_enter: the generation bump (the caller's, seq_cst) before
+	 * this fence, the pass words after it. A word read even means any section the
+	 * worker enters later sees the new generation, or (the stream ended by the worker
+	 * itself) is for another stream. */
+	atomic_thread_fence(memory_order_seq_cst);
+	o = atomic_load_explicit(&d->pass_o, memory_order_seq_cst);
+	st = atomic_load_explicit(&d->pass_s, memory_order_seq_cst);
+	if (!(o & 1) && !(st & 1))
+		return;
+	/* a later release's odd words supersede an earlier one's: a word that moved
+	 * past the earlier one's value was seen moving, or is the one awaited now */
+	*g = (struct sup_grace){pid, s->workers[chip].pid_start, o & 1 ? o : 0, st & 1 ? st : 0};
+}
+
+/* Whether a pass word seen odd (@seen; 0: none awaited) moved. Acquire: it was moved
+ * by wrk_pass_leave (release) or a later step of that release sequence, so the
+ * section's writes come before the scrub. */
+static bool passed(uint64_t seen, _Atomic uint64_t *word)
+{
+	return !seen || atomic_load_explicit(word, memory_order_acquire) != seen;
+}
+
+/* Whether region @k still waits for a worker that may write into it. Every wait ends
+ * once that worker's words moved or it died, looked at on every collect (each tick). */
+static bool in_grace(struct sup *s, uint32_t k)
+{
+	bool wait = false;
+
+	for (uint32_t c = 0; c < s->cfg.chips; c++) {
+		struct sup_grace *g = &s->region_grace[(size_t)k * s->cfg.chips + c];
+		struct proto_node_worker *d = &s->node.dir[c];
+
+		if (!g->pid)
+			continue;
+		if (s->workers[c].pid != g->pid || s->workers[c].pid_start != g->pid_start ||
+		    (passed(g->pass_o, &d->pass_o) && passed(g->pass_s, &d->pass_s)))
+			*g = (struct sup_grace){0};
+		else
+			wait = true;
+	}
+	return wait;
+}
+
 void sup_region_collect(struct sup *s)
 {
 	bool any = false;
@@ -138,7 +202,7 @@ void sup_region_collect(struct sup *s)
 			continue;
 		for (uint32_t i = 0; i < s->nreqs && !used; i++)
 			used = s->reqs[i].used && s->reqs[i].region == k;
-		if (used)
+		if (used || in_grace(s, k))
 			continue;
 		s->region_state[k] = SUP_REGION_SCRUB;
 		any = true;

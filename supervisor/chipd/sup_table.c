@@ -115,6 +115,9 @@ void sup_table_release(struct sup *s, struct sup_req *e)
 		return;
 	if (e->chip < s->cfg.chips && s->workers[e->chip].load > 0)
 		s->workers[e->chip].load--;
+	/* its live worker may still be writing into the client region (a take-back
+	 * bumped the generation before, in sup_table_reset): the region waits for it */
+	sup_region_grace(s, e->region, e->chip, e->producer);
 	memset(e, 0, sizeof(*e));
 }
 
