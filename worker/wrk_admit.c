@@ -100,8 +100,8 @@ void wrk_req_end_error(struct wrk *w, struct wrk_req *rq, enum chipd_code code)
 	 * into the client region's consumer line */
 	wrk_pass_enter(pass);
 	/* the supervisor took the ring back (and ended our stream there): ended in our
-	 * books, nothing written */
-	if (atomic_load_explicit(&ring.hdr->generation, memory_order_acquire) != gen) {
+	 * books, nothing written (seq_cst: the Dekker of wrk_pass_enter) */
+	if (atomic_load_explicit(&ring.hdr->generation, memory_order_seq_cst) != gen) {
 		wrk_pass_leave(pass);
 		ctr_add(w->ctr, ended, 1);
 		return;

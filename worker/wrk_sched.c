@@ -63,7 +63,8 @@ static enum chipd_code publish_in(struct wrk *w, struct wrk_entry *e)
 	 * undid the close O would have seen): the ring, and maybe the client region of
 	 * the output, may be another stream's by now. Nothing more of this one is written;
 	 * it ends cancelled, and O writes no record for it (wrk_req_end_error). */
-	if (atomic_load_explicit(&rq->s_ring.hdr->generation, memory_order_acquire) != rq->ring_gen)
+	/* seq_cst: inside S's pass section, the Dekker of wrk_pass_enter */
+	if (atomic_load_explicit(&rq->s_ring.hdr->generation, memory_order_seq_cst) != rq->ring_gen)
 		return CHIPD_E_CANCELLED;
 	/* Past its deadline: O stops building at the deadline, but the steps it built
 	 * before still run; their tokens (a FINAL too) are not published, the stream

@@ -146,11 +146,10 @@ void sup_region_grace(struct sup *s, uint32_t k, uint32_t chip, pid_t pid)
 		return; /* no live worker: a dead one writes nothing */
 	d = &s->node.dir[chip];
 	g = &s->region_grace[(size_t)k * s->cfg.chips + chip];
-	/* Dekker with wrk_pass_enter: the generation bump (the caller's, seq_cst) before
-	 * this fence, the pass words after it. A word read even means any section the
-	 * worker enters later sees the new generation, or (the stream ended by the worker
-	 * itself) is for another stream. */
-	atomic_thread_fence(memory_order_seq_cst);
+	/* Dekker with wrk_pass_enter, all seq_cst: the generation bump (the caller's,
+	 * ring_reset's seq_cst RMW) before, the pass words' loads here. A word read even
+	 * means any section the worker enters later sees the new generation, or (a stream
+	 * the worker ended itself) is for another stream. */
 	o = atomic_load_explicit(&d->pass_o, memory_order_seq_cst);
 	st = atomic_load_explicit(&d->pass_s, memory_order_seq_cst);
 	if (!(o & 1) && !(st & 1))

@@ -564,30 +564,6 @@ START_TEST(late_token_after_take_back)
 }
 END_TEST
 
-/* The client of region_held_after_hang_up: after its connection ended, it keeps its
- * stream's reader open in its own consumer line (closed back to 0 whenever the
- * supervisor closes it) and reads every token (tail at head), until @end_ms. */
-struct reopener {
-	chipd_stream *s;
-	uint64_t end_ms;
-	_Atomic bool stop;
-};
-
-static void *reopener_main(void *arg)
-{
-	struct reopener *o = arg;
-	struct ring_hdr *h = o->s->ring.hdr;
-	struct ring_cons *c = o->s->ring.cons;
-
-	while (!atomic_load_explicit(&o->stop, memory_order_relaxed) &&
-	       atomic_load_explicit(&h->generation, memory_order_acquire) == o->s->gen) {
-		hs_put32(&c->closed, 0);
-		hs_put64(&c->tail, atomic_load_explicit(&h->head, memory_order_acquire));
-		usleep(20);
-	}
-	return NULL;
-}
-
 /* A client hangs up (closes its handshake socket) with a long stream running and keeps
  * its region mapped, reopening the reader the supervisor closed for it. Its region is
  * still free again within the bound of protocol.md 8.7 (the longer of --stuck-ms and
@@ -598,11 +574,11 @@ START_TEST(region_freed_after_hang_up_with_reopened_reader)
 	const char *const args[] = {"--chips",	       "1",    "--max-clients", "2",
 				    "--stuck-ms",      "1000", "--progress-ms", "1000",
 				    NULL};
-	struct reopener o = {0};
+	struct cd_reopener o = {0};
 	struct chipd_error err;
 	struct hs_node node;
 	chipd_conn *bad = NULL, *late = NULL;
-	pthread_t th;
+	chipd_stream *s;
 	struct cd d;
 	int rc;
 
@@ -610,20 +586,19 @@ START_TEST(region_freed_after_hang_up_with_reopened_reader)
 	hs_node_record(&d, &node, 1);
 	rc = chipd_connect(d.instance, &bad, &err);
 	ck_assert_msg(rc == 0, "connect: %d (%s)", rc, err.message);
-	rc = hs_submit(bad, 100000, 20000, 3, 0, 0, CD_CALL_MS, &o.s, &err);
+	rc = hs_submit(bad, 100000, 20000, 3, 0, 0, CD_CALL_MS, &s, &err);
 	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
-	ck_assert(head_reaches(o.s->ring.hdr, 1, CD_CALL_MS));
-	ck_assert_int_eq(pthread_create(&th, NULL, reopener_main, &o), 0);
+	ck_assert(head_reaches(s->ring.hdr, 1, CD_CALL_MS));
+	cd_reopener_start(&o, s);
 	/* hangs up, its region still mapped */
 	ck_assert_int_eq(shutdown(bad->fd, SHUT_RDWR), 0);
 	tu_sleep_ms(4000);
 	rc = chipd_connect(d.instance, &late, &err);
-	atomic_store_explicit(&o.stop, true, memory_order_relaxed);
-	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	cd_reopener_stop(&o);
 	ck_assert_msg(rc == 0, "a new client 4 s after the hang-up: %d (%s)", rc, err.message);
 	hs_serve(late, 1, 78, "a new client after another hung up");
 	chipd_close(late);
-	chipd_stream_close(o.s, 0); /* the hung-up client's own memory (LeakSanitizer) */
+	chipd_stream_close(s, 0); /* the hung-up client's own memory (LeakSanitizer) */
 	chipd_close(bad);
 	hs_node_check(&d, &node, true, "a client hung up and reopened its reader");
 	ft_stop_clean(&d, node.worker, 1);

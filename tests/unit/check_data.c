@@ -11,7 +11,6 @@
 
 #include <check.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
@@ -527,30 +526,6 @@ START_TEST(client_killed_with_output_range)
 }
 END_TEST
 
-/* The hung-up client of output_after_take_back_lands_before_scrub: keeps its stream's
- * reader open in its own consumer line (closed back to 0 whenever the supervisor
- * closes it) and reads every token, until its ring goes to another stream. */
-struct reopener {
-	chipd_stream *s;
-	_Atomic bool stop;
-};
-
-static void *reopener_main(void *arg)
-{
-	struct reopener *o = arg;
-	struct ring_hdr *h = o->s->ring.hdr;
-	struct ring_cons *c = o->s->ring.cons;
-
-	while (!atomic_load_explicit(&o->stop, memory_order_relaxed) &&
-	       atomic_load_explicit(&h->generation, memory_order_acquire) == o->s->gen) {
-		atomic_store_explicit(&c->closed, 0, memory_order_relaxed);
-		atomic_store_explicit(&c->tail, atomic_load_explicit(&h->head, memory_order_acquire),
-				      memory_order_release);
-		usleep(20);
-	}
-	return NULL;
-}
-
 /* Whether the @n bytes at @p are all zero. */
 static bool all_zero(const volatile uint8_t *p, uint32_t n)
 {
@@ -581,11 +556,11 @@ START_TEST(output_after_take_back_lands_before_scrub)
 	uint8_t in[64];
 	struct chipd_request req = {.workload = "echo", .params = p, .nparams = 3, .chip = 0,
 				    .input = in, .input_len = sizeof(in), .output_cap = 4096};
-	struct reopener o = {0};
+	struct cd_reopener o = {0};
 	struct chipd_error err;
 	chipd_conn *bad = NULL, *late = NULL;
 	const volatile uint8_t *out;
-	pthread_t th;
+	chipd_stream *s;
 	uint64_t id, t0;
 	pid_t w0;
 	struct cd d;
@@ -596,22 +571,21 @@ START_TEST(output_after_take_back_lands_before_scrub)
 	ck_assert_msg(reg(&d, "dc_echo", &err) == 0, "%s", err.message);
 	w0 = cd_worker_pid(&d, 0);
 	ck_assert_int_eq(chipd_connect(d.instance, &bad, &err), 0);
-	rc = chipd_submit(bad, &req, CD_CALL_MS, &id, &o.s, &err);
+	rc = chipd_submit(bad, &req, CD_CALL_MS, &id, &s, &err);
 	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
-	out = (const volatile uint8_t *)client_data_at(bad, &o.s->out);
-	for (t0 = shm_now_ns() / SHM_NS_PER_MS; atomic_load_explicit(&o.s->ring.hdr->head, memory_order_acquire) < 1;
-	     usleep(1000))
+	out = (const volatile uint8_t *)client_data_at(bad, &s->out);
+	for (t0 = shm_now_ns() / SHM_NS_PER_MS;
+	     atomic_load_explicit(&s->ring.hdr->head, memory_order_acquire) < 1; usleep(1000))
 		ck_assert_msg(shm_now_ns() / SHM_NS_PER_MS - t0 < BOUND_MS, "no first token");
-	ck_assert_int_eq(pthread_create(&th, NULL, reopener_main, &o), 0);
+	cd_reopener_start(&o, s);
 	/* hangs up, its region still mapped */
 	ck_assert_int_eq(shutdown(bad->fd, SHUT_RDWR), 0);
 	/* the take-back (~3 s), the late output (~4.5 s), a scrub after it */
 	for (t0 = shm_now_ns() / SHM_NS_PER_MS;
-	     atomic_load_explicit(&o.s->ring.hdr->generation, memory_order_acquire) == o.s->gen;
+	     atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) == s->gen;
 	     usleep(2000))
 		ck_assert_msg(shm_now_ns() / SHM_NS_PER_MS - t0 < BOUND_MS, "the ring was not taken back");
-	atomic_store_explicit(&o.stop, true, memory_order_relaxed);
-	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	cd_reopener_stop(&o);
 	tu_sleep_ms(LATE_OUT_US / 1000u + 1000u);
 	/* the one other region is the test's own connection's: a new client gets this one */
 	ck_assert_int_eq(chipd_connect(d.instance, &late, &err), 0);
@@ -622,7 +596,7 @@ START_TEST(output_after_take_back_lands_before_scrub)
 	ck_assert(all_zero(out, 4096));
 	ck_assert_int_eq(cd_worker_pid(&d, 0), w0); /* a live worker, not killed */
 	chipd_close(late);
-	chipd_stream_close(o.s, 0);
+	chipd_stream_close(s, 0);
 	chipd_close(bad);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }

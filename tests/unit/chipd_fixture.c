@@ -2,7 +2,9 @@
 #include "chipd_fixture.h"
 #include "testutil.h"
 
+#include "client_internal.h"
 #include "hello.h"
+#include "ring.h"
 #include "node.h"
 
 #include <errno.h>
@@ -350,4 +352,33 @@ bool cd_node_make_writable(struct proto_node *n)
 	ck_assert_ptr_eq(p, n->region.hdr);
 	close(fd);
 	return true;
+}
+
+static void *reopener_main(void *arg)
+{
+	struct cd_reopener *o = arg;
+	struct ring_hdr *h = o->s->ring.hdr;
+	struct ring_cons *c = o->s->ring.cons;
+
+	while (!atomic_load_explicit(&o->stop, memory_order_relaxed) &&
+	       atomic_load_explicit(&h->generation, memory_order_acquire) == o->s->gen) {
+		atomic_store_explicit(&c->closed, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->tail, atomic_load_explicit(&h->head, memory_order_acquire),
+				      memory_order_release);
+		usleep(20);
+	}
+	return NULL;
+}
+
+void cd_reopener_start(struct cd_reopener *o, chipd_stream *s)
+{
+	o->s = s;
+	atomic_init(&o->stop, false);
+	ck_assert_int_eq(pthread_create(&o->th, NULL, reopener_main, o), 0);
+}
+
+void cd_reopener_stop(struct cd_reopener *o)
+{
+	atomic_store_explicit(&o->stop, true, memory_order_relaxed);
+	ck_assert_int_eq(pthread_join(o->th, NULL), 0);
 }

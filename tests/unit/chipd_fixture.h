@@ -7,6 +7,8 @@
 #include "chipd.h"
 
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,5 +108,19 @@ void cd_add_counter_cases(Suite *s);
 void cd_add_abandon_cases(Suite *s);
 /* Adds the tcases about the counts of each callable (chipd_clstat.c, check_chipd). */
 void cd_add_clstat_cases(Suite *s);
+
+/* A reader that keeps its stream's reader open after its client hung up: a thread of
+ * the test stores `closed` = 0 in the stream's consumer line (undoing the supervisor's
+ * close) and `tail` = `head` (reading every token) every 20 us, until the ring goes to
+ * another stream (its generation moved) or cd_reopener_stop. */
+struct cd_reopener {
+	chipd_stream *s;
+	_Atomic bool stop;
+	pthread_t th;
+};
+/* Starts @o's thread on @s (a stream of the caller's, left to the caller to close). */
+void cd_reopener_start(struct cd_reopener *o, chipd_stream *s);
+/* Stops @o's thread and joins it. */
+void cd_reopener_stop(struct cd_reopener *o);
 
 #endif
