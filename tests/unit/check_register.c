@@ -242,6 +242,39 @@ START_TEST(replayed_after_restart)
 }
 END_TEST
 
+/* A chip whose replay of a callable failed (its file unsafe while the chip
+ * restarted) does not have it: a submit that names no chip goes to one that has it,
+ * though the other is less loaded. */
+START_TEST(replay_failed_chip_gets_no_submit)
+{
+	struct cd d;
+	struct chipd_error err;
+	struct chipd_workload w;
+	chipd_stream *busy, *s;
+	pid_t old;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), "partial", &err) == 0, "%s", err.message);
+	ck_assert_int_eq(chmod(cl("tc_good"), 0666), 0);
+	old = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert_int_eq(chmod(cl("tc_good"), 0755), 0);
+	ck_assert(cd_listed(&d, "partial", &w));
+	ck_assert_uint_eq(w.chips, 0x1);
+	/* chip 0 holds a long stream, so chip 1 is the less loaded */
+	busy = submit(&d, "partial", 0, 64, 1, 100000, &err);
+	ck_assert_msg(busy, "%s", err.message);
+	for (int i = 0; i < 3; i++) {
+		s = submit(&d, "partial", -1, 2, 3, 0, &err);
+		ck_assert_msg(s, "submit %d: %s", i, err.message);
+		expect_tokens(s, 2, 3);
+	}
+	chipd_stream_close(busy, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* Unregister with requests in flight: refused naming them; drained (new ones refused
  * meanwhile, the one in flight completes); cancelled; a drain that times out leaves
  * the name taking requests. */
@@ -527,6 +560,7 @@ int main(void)
 	    {"one_chip_refuses_rollback", one_chip_refuses_rollback},
 	    {"worker_killed_during_registration", worker_killed_during_registration},
 	    {"replayed_after_restart", replayed_after_restart},
+	    {"replay_failed_chip_gets_no_submit", replay_failed_chip_gets_no_submit},
 	    {"drain_and_cancel", drain_and_cancel},
 	    {"counts_start_at_registration", counts_start_at_registration},
 	    {"limit_reached", limit_reached},
