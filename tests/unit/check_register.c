@@ -275,6 +275,38 @@ START_TEST(replay_failed_chip_gets_no_submit)
 }
 END_TEST
 
+/* The same for a re-queue: a request with no token yet whose worker died goes to a
+ * chip that has its callable (chip 2), not to the less loaded chip 1 without it. */
+START_TEST(replay_failed_chip_gets_no_requeue)
+{
+	const char *const args[] = {"--chips", "3", NULL};
+	struct cd d;
+	struct chipd_error err;
+	struct chipd_workload w;
+	chipd_stream *busy, *s;
+	pid_t old;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), "partial", &err) == 0, "%s", err.message);
+	ck_assert_int_eq(chmod(cl("tc_good"), 0666), 0);
+	old = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert_int_eq(chmod(cl("tc_good"), 0755), 0);
+	ck_assert(cd_listed(&d, "partial", &w));
+	ck_assert_uint_eq(w.chips, 0x5);
+	busy = submit(&d, "partial", 2, 64, 1, 100000, &err); /* chip 2 the busier */
+	ck_assert_msg(busy, "%s", err.message);
+	s = submit(&d, "partial", 0, 2, 3, 1000000, &err);
+	ck_assert_msg(s, "%s", err.message);
+	tu_sleep_ms(300);
+	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGKILL), 0);
+	expect_tokens(s, 2, 3);
+	chipd_stream_close(busy, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* Unregister with requests in flight: refused naming them; drained (new ones refused
  * meanwhile, the one in flight completes); cancelled; a drain that times out leaves
  * the name taking requests. */
@@ -561,6 +593,7 @@ int main(void)
 	    {"worker_killed_during_registration", worker_killed_during_registration},
 	    {"replayed_after_restart", replayed_after_restart},
 	    {"replay_failed_chip_gets_no_submit", replay_failed_chip_gets_no_submit},
+	    {"replay_failed_chip_gets_no_requeue", replay_failed_chip_gets_no_requeue},
 	    {"drain_and_cancel", drain_and_cancel},
 	    {"counts_start_at_registration", counts_start_at_registration},
 	    {"limit_reached", limit_reached},
