@@ -164,6 +164,13 @@ void sup_register_wl_info(struct sup *s, const char *name, struct proto_wl *w)
 	w->tokens = wire_count(v.tokens);
 }
 
+uint64_t sup_register_chips(struct sup *s, const char *name)
+{
+	int i = find(s, name);
+
+	return i < 0 ? ~0ull : atomic_load_explicit(&s->reg.entries[i].loaded, memory_order_relaxed);
+}
+
 int sup_register_refuses(struct sup *s, const char *name, struct proto_error *err)
 {
 	int i = find(s, name);

@@ -26,6 +26,11 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
  * it are refused), else CHIPD_OK. Under sup.lock. */
 int sup_register_refuses(struct sup *s, const char *name, struct proto_error *err);
 
+/* The chips a submit of workload @name may go to (bit i: chip i): for a registered
+ * callable those it is loaded on (a chip whose replay of it failed has not), for any
+ * other name every chip. Under sup.lock or on the router thread. */
+uint64_t sup_register_chips(struct sup *s, const char *name);
+
 /* For the workloads answer, into @w: the chips @name is loaded on (bit i: chip i),
  * its requests in flight, and its counts (sup_clstat.h) with every end seen so far
  * counted. Takes sup.lock. */

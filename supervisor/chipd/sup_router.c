@@ -53,9 +53,11 @@ static int ping_run(void *ctx, const struct proto_msg *req, struct proto_msg *an
 }
 
 /* The worker a submit goes to, or an error. Under sup.lock. */
-static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error *err)
+static struct sup_worker *choose(struct sup *s, int64_t chip, const char *wl,
+				 struct proto_error *err)
 {
 	struct sup_worker *best = NULL;
+	uint64_t has = sup_register_chips(s, wl);
 
 	if (chip >= 0) {
 		if ((uint64_t)chip >= s->cfg.chips) {
@@ -82,9 +84,15 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, struct proto_error
 		 * table entry until the sweep, and counting it would send that client's
 		 * next request to the other chip each time, whose threads have gone to
 		 * sleep meanwhile; ties go to the lower chip */
-		if (sup_worker_routable(w) && (!best || w->unended < best->unended))
+		if (sup_worker_routable(w) && (has & (1ull << i)) &&
+		    (!best || w->unended < best->unended))
 			best = w;
 	}
+	/* a registered callable no ready chip has (its replays failed): a ready chip
+	 * refuses it, naming the workload */
+	for (uint32_t i = 0; !best && i < s->cfg.chips; i++)
+		if (sup_worker_routable(&s->workers[i]))
+			best = &s->workers[i];
 	if (!best)
 		proto_fail(err, CHIPD_E_NO_CAPACITY, "no chip is ready");
 	return best;
@@ -162,7 +170,7 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	}
 	if (sup_register_refuses(s, req->wl, err) != CHIPD_OK)
 		return NULL;
-	w = choose(s, req->chip, err);
+	w = choose(s, req->chip, req->wl, err);
 	if (!w)
 		return NULL;
 	e = sup_table_alloc(s);

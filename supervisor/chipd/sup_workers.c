@@ -526,7 +526,8 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 		requeue_end_as(s, e, CHIPD_E_CANCELLED, err.message);
 		return;
 	}
-	to = pick_ready(s, e->rq_refused);
+	/* skipping the chips without its callable (a replay of it failed there) */
+	to = pick_ready(s, e->rq_refused | ~sup_register_chips(s, e->wl));
 	if (!to) {
 		requeue_end(s, e, e->rq_refused ? "no ready chip has room for it" : "no ready chip");
 		return;

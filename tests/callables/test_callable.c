@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,8 @@ enum { P_TOKENS, P_SEED, P_STEP_US };
 static const struct chipd_cl_param params[] = {
     [P_TOKENS] = {"tokens", CHIPD_CL_INT64, 4, 1, 64, "steps, one token each"},
     [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, 1000,
-		"tokens are seed * 7 + step; 999 kills the worker"},
+		"tokens are seed * 7 + step; 999 kills the worker; 998 is refused "
+		"no_capacity by a worker holding no other request of it"},
     [P_STEP_US] = {"step_us", CHIPD_CL_INT64, 0, 0, 1000000, "device time of each step"},
 };
 
@@ -120,13 +122,22 @@ static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 	out->dev_bytes = TOK_INTS * sizeof(int32_t);
 }
 
+/* This worker's requests of the callable between reserve and release (reserve runs
+ * on the worker's mailbox thread, release on another: relaxed, a count only). */
+static _Atomic int live_requests;
+
 static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 {
+	if (r->cfg[P_SEED] == 998 && atomic_load_explicit(&live_requests, memory_order_relaxed) == 0) {
+		snprintf(msg, cap, "tiny: seed 998 is refused on an idle chip");
+		return -ENOSPC;
+	}
 	r->state = r->host->host_alloc(r, sizeof(struct tiny));
 	if (!r->state) {
 		snprintf(msg, cap, "tiny: no host memory");
 		return -ENOMEM;
 	}
+	atomic_fetch_add_explicit(&live_requests, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -146,6 +157,7 @@ static void tiny_release(struct chipd_cl_req *r)
 
 	r->host->dev_free(r, t->tok);
 	r->host->host_free(r, t, sizeof(*t));
+	atomic_fetch_sub_explicit(&live_requests, 1, memory_order_relaxed);
 }
 
 /* TC_OWN: launch_own's refusals, counted (each must be -EINVAL, adding no task). */

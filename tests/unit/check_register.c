@@ -242,6 +242,94 @@ START_TEST(replayed_after_restart)
 }
 END_TEST
 
+/* Registers tc_good as "partial" and makes chip 1's replay of it fail (its file
+ * unsafe while chip 1 restarts): it is then on every chip but chip 1. */
+static void lose_replay_on_chip_1(struct cd *d, uint64_t chips_left)
+{
+	struct chipd_error err;
+	struct chipd_workload w;
+	pid_t old;
+
+	ck_assert_msg(reg(d, cl("tc_good"), "partial", &err) == 0, "%s", err.message);
+	ck_assert_int_eq(chmod(cl("tc_good"), 0666), 0);
+	old = cd_worker_pid(d, 1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert_int_eq(chmod(cl("tc_good"), 0755), 0);
+	ck_assert(cd_listed(d, "partial", &w));
+	ck_assert_uint_eq(w.chips, chips_left);
+}
+
+/* A chip whose replay of a callable failed (its file unsafe while the chip
+ * restarted) does not have it: a submit that names no chip goes to one that has it,
+ * though the other is less loaded. */
+START_TEST(replay_failed_chip_gets_no_submit)
+{
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *busy, *s;
+
+	cd_start(&d, NULL, NULL);
+	lose_replay_on_chip_1(&d, 0x1);
+	/* chip 0 holds a long stream, so chip 1 is the less loaded */
+	busy = submit(&d, "partial", 0, 64, 1, 100000, &err);
+	ck_assert_msg(busy, "%s", err.message);
+	for (int i = 0; i < 3; i++) {
+		s = submit(&d, "partial", -1, 2, 3, 0, &err);
+		ck_assert_msg(s, "submit %d: %s", i, err.message);
+		expect_tokens(s, 2, 3);
+	}
+	chipd_stream_close(busy, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* The same for a re-queue: a request with no token yet whose worker died goes to a
+ * chip that has its callable (chip 2), not to the less loaded chip 1 without it. */
+START_TEST(replay_failed_chip_gets_no_requeue)
+{
+	const char *const args[] = {"--chips", "3", NULL};
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *busy, *s;
+
+	cd_start(&d, args, NULL);
+	lose_replay_on_chip_1(&d, 0x5);
+	busy = submit(&d, "partial", 2, 64, 1, 100000, &err); /* chip 2 the busier */
+	ck_assert_msg(busy, "%s", err.message);
+	s = submit(&d, "partial", 0, 2, 3, 1000000, &err);
+	ck_assert_msg(s, "%s", err.message);
+	tu_sleep_ms(300);
+	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGKILL), 0);
+	expect_tokens(s, 2, 3);
+	chipd_stream_close(busy, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* And for a submit its chip refused no_capacity: offered to a chip that has its
+ * callable (chip 2, busier), not to the idle chip 1 without it. Seed 998 is refused
+ * no_capacity by a worker holding no other request of the callable: chip 0, idle,
+ * where the router sends it first. */
+START_TEST(replay_failed_chip_gets_no_offer)
+{
+	const char *const args[] = {"--chips", "3", NULL};
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *busy, *s;
+
+	cd_start(&d, args, NULL);
+	lose_replay_on_chip_1(&d, 0x5);
+	busy = submit(&d, "partial", 2, 64, 1, 100000, &err);
+	ck_assert_msg(busy, "%s", err.message);
+	s = submit(&d, "partial", -1, 2, 998, 0, &err);
+	ck_assert_msg(s, "%s", err.message);
+	expect_tokens(s, 2, 998);
+	chipd_stream_close(busy, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* Unregister with requests in flight: refused naming them; drained (new ones refused
  * meanwhile, the one in flight completes); cancelled; a drain that times out leaves
  * the name taking requests. */
@@ -527,6 +615,9 @@ int main(void)
 	    {"one_chip_refuses_rollback", one_chip_refuses_rollback},
 	    {"worker_killed_during_registration", worker_killed_during_registration},
 	    {"replayed_after_restart", replayed_after_restart},
+	    {"replay_failed_chip_gets_no_submit", replay_failed_chip_gets_no_submit},
+	    {"replay_failed_chip_gets_no_requeue", replay_failed_chip_gets_no_requeue},
+	    {"replay_failed_chip_gets_no_offer", replay_failed_chip_gets_no_offer},
 	    {"drain_and_cancel", drain_and_cancel},
 	    {"counts_start_at_registration", counts_start_at_registration},
 	    {"limit_reached", limit_reached},
