@@ -284,19 +284,29 @@ START_TEST(replay_failed_chip_gets_no_submit)
 }
 END_TEST
 
+/* A node of 3 chips with "partial" on chips 0 and 2 (chip 1's replay failed), and
+ * chip 2 the busier of those: it runs a long stream, returned. */
+static chipd_stream *three_chips_partial_on_0_and_2(struct cd *d)
+{
+	const char *const args[] = {"--chips", "3", NULL};
+	struct chipd_error err;
+	chipd_stream *busy;
+
+	cd_start(d, args, NULL);
+	lose_replay_on_chip_1(d, 0x5);
+	busy = submit(d, "partial", 2, 64, 1, 100000, &err);
+	ck_assert_msg(busy, "%s", err.message);
+	return busy;
+}
+
 /* The same for a re-queue: a request with no token yet whose worker died goes to a
  * chip that has its callable (chip 2), not to the less loaded chip 1 without it. */
 START_TEST(replay_failed_chip_gets_no_requeue)
 {
-	const char *const args[] = {"--chips", "3", NULL};
 	struct cd d;
 	struct chipd_error err;
-	chipd_stream *busy, *s;
+	chipd_stream *busy = three_chips_partial_on_0_and_2(&d), *s;
 
-	cd_start(&d, args, NULL);
-	lose_replay_on_chip_1(&d, 0x5);
-	busy = submit(&d, "partial", 2, 64, 1, 100000, &err); /* chip 2 the busier */
-	ck_assert_msg(busy, "%s", err.message);
 	s = submit(&d, "partial", 0, 2, 3, 1000000, &err);
 	ck_assert_msg(s, "%s", err.message);
 	tu_sleep_ms(300);
@@ -313,15 +323,10 @@ END_TEST
  * where the router sends it first. */
 START_TEST(replay_failed_chip_gets_no_offer)
 {
-	const char *const args[] = {"--chips", "3", NULL};
 	struct cd d;
 	struct chipd_error err;
-	chipd_stream *busy, *s;
+	chipd_stream *busy = three_chips_partial_on_0_and_2(&d), *s;
 
-	cd_start(&d, args, NULL);
-	lose_replay_on_chip_1(&d, 0x5);
-	busy = submit(&d, "partial", 2, 64, 1, 100000, &err);
-	ck_assert_msg(busy, "%s", err.message);
 	s = submit(&d, "partial", -1, 2, 998, 0, &err);
 	ck_assert_msg(s, "%s", err.message);
 	expect_tokens(s, 2, 998);
