@@ -61,6 +61,8 @@ int ctl_cmd_register(struct ctl *g, int argc, char **argv)
 
 	if (rc)
 		return rc == CTL_HELP ? CTL_EXIT_OK : rc;
+	if (!argv[optind][0]) /* made absolute, it would name the working directory */
+		return ctl_usage(g, "the callable's path is empty");
 	/* absolute as given, not resolved: a symbolic link is the server's to refuse */
 	if (argv[optind][0] == '/')
 		rc = snprintf(path, sizeof(path), "%s", argv[optind]);

@@ -153,6 +153,7 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"register", "--name", "Bad!", "/x.so", NULL},
 	    {"register", "--name", "", "/x.so", NULL},
 	    {"register", "/x.so", "/y.so", NULL},
+	    {"register", "", NULL},
 	    {"unregister", "Bad!", NULL},
 	    {"unregister", "abcdefghijklmnopqrstuvwxyz", NULL},
 	    {"unregister", "--drain", "--cancel", "x", NULL},
