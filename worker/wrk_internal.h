@@ -383,6 +383,15 @@ static inline void wrk_pass_leave(_Atomic uint64_t *pass)
 	atomic_fetch_add_explicit(pass, 1, memory_order_release);
 }
 
+/* At a worker's start, before its O and S exist: a word its predecessor left odd (it
+ * died inside a section) goes even again. Relaxed: no thread of this worker writes it
+ * yet, and the supervisor waits on no word of a dead worker. */
+static inline void wrk_pass_reset(_Atomic uint64_t *pass)
+{
+	if (atomic_load_explicit(pass, memory_order_relaxed) & 1)
+		atomic_fetch_add_explicit(pass, 1, memory_order_relaxed);
+}
+
 static inline uint32_t wrk_ctr_index(enum proto_wrk_ctr c)
 {
 	return (uint32_t)c;

@@ -297,14 +297,8 @@ int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct pr
 	w->node = node;
 	w->control = control;
 	w->ctr = &node->wrk_ctr[cfg->chip];
-	/* a worker that died inside a pass section left its word odd: even again before
-	 * O and S exist (the supervisor waits on no word of a dead worker) */
-	for (int i = 0; i < 2; i++) {
-		_Atomic uint64_t *pass = i ? &node->dir[cfg->chip].pass_s : &node->dir[cfg->chip].pass_o;
-
-		if (atomic_load_explicit(pass, memory_order_relaxed) & 1)
-			atomic_fetch_add_explicit(pass, 1, memory_order_relaxed);
-	}
+	wrk_pass_reset(&node->dir[cfg->chip].pass_o);
+	wrk_pass_reset(&node->dir[cfg->chip].pass_s);
 	atomic_init(&w->trace, cfg->trace); /* before O and S exist */
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_mutex_init(&w->kv_lock, NULL);
