@@ -122,7 +122,10 @@ struct sim_dev {
 	pthread_mutex_t lock;
 	struct sim_stream *streams;
 	uint32_t fail_creates; /* stream creations still to refuse (tests), under lock */
-	int fault;	       /* a dev_sim_fault for the next kernel, -1 none; under lock */
+	/* a dev_sim_fault for the next kernel, -1 none: an atomic of its own, not under lock,
+	 * so that a launch with none pending (every launch but a test's) costs one relaxed
+	 * load, not a mutex; the word carries nothing else, so relaxed orders suffice */
+	_Atomic int fault;
 	bool lazy;	       /* dev_sim_set_lazy; under lock */
 	uint32_t nstreams;     /* streams ever created; under lock */
 };
@@ -210,7 +213,7 @@ static int sim_open(struct dev *d, char *msg, size_t cap)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&sd->lock, NULL);
-	sd->fault = -1;
+	atomic_init(&sd->fault, -1);
 	d->priv = sd;
 	sim_current = d->info.index; /* as hip_open's hipSetDevice */
 	snprintf(d->info.name, sizeof(d->info.name), "sim%d", d->info.index);
@@ -658,13 +661,15 @@ static int sim_event_sync(struct dev_event *e)
 /* Turns @op into the injected fault, if one is pending on @sd (dev_sim_inject_fault). */
 static void take_fault(struct sim_dev *sd, struct sim_op *op)
 {
-	pthread_mutex_lock(&sd->lock);
-	if (sd->fault >= 0) {
+	int f;
+
+	if (atomic_load_explicit(&sd->fault, memory_order_relaxed) < 0)
+		return;
+	f = atomic_exchange_explicit(&sd->fault, -1, memory_order_relaxed);
+	if (f >= 0) { /* one launch takes it, whichever thread wins the exchange */
 		op->kind = SIM_FAULT;
-		op->u.fault = (enum dev_sim_fault)sd->fault;
-		sd->fault = -1;
+		op->u.fault = (enum dev_sim_fault)f;
 	}
-	pthread_mutex_unlock(&sd->lock);
 }
 
 static int sim_launch(struct dev_stream *s, const struct dev_kcall *c)
@@ -746,9 +751,7 @@ int dev_sim_inject_fault(struct dev *d, enum dev_sim_fault f)
 	if (f != DEV_SIM_FAULT_KERNEL && f != DEV_SIM_FAULT_STICKY)
 		return -EINVAL;
 	sd = sim_of(d);
-	pthread_mutex_lock(&sd->lock);
-	sd->fault = (int)f;
-	pthread_mutex_unlock(&sd->lock);
+	atomic_store_explicit(&sd->fault, (int)f, memory_order_relaxed);
 	return 0;
 }
 
