@@ -82,8 +82,9 @@ struct sup_worker {
 	enum chipd_chip_state state;
 	uint32_t restarts;
 	uint32_t load; /* live requests routed to it (table entries) */
-	/* its requests not seen ended, as the last sup_table_live counted them: a
-	 * request that ended counts no more though its entry waits for the sweep */
+	/* its requests not seen ended, as the last sup_table_live counted them, plus
+	 * those routed or moved to it since (sup_worker_move): a request that ended
+	 * counts no more though its entry waits for the sweep */
 	uint32_t unended;
 	bool stopping; /* we asked it to end: its exit is not a crash */
 	/* event loop only */
@@ -535,6 +536,19 @@ static inline bool sup_worker_routable(const struct sup_worker *w)
 	return w->state == CHIPD_CHIP_READY &&
 	       atomic_load_explicit(&w->ctl.hdr->state, memory_order_acquire) == SHM_STATE_READY;
 }
+
+/* The routable worker (above) outside @skip (a mask of chips) with the fewest unended
+ * requests, ties to the lower chip, or NULL: where a submit that names no chip goes,
+ * where one refused no_capacity is offered next, where a dead worker's request is
+ * re-queued. Unended, not load: a request that just ended still holds its table
+ * entry until the sweep, and counting it would send its client's next request to the
+ * other chip each time, whose threads have gone to sleep meanwhile. Under sup.lock. */
+struct sup_worker *sup_worker_pick(struct sup *s, uint64_t skip);
+/* Moves @e (a request not ended) from its chip to @to: the counts the pickers read
+ * (load, unended) follow it at once, so that several requests moved in one pass (a
+ * dead worker's re-queues) spread instead of all going to the chip the last count
+ * found least busy. Under sup.lock. */
+void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to);
 
 /* ---- spawner (sup_spawner.c) ---- */
 /* Forks the spawner; call before any thread starts. Returns 0 or -errno. */

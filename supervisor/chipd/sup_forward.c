@@ -140,33 +140,23 @@ static void answer_client(struct sup *s, struct sup_fwd *f, enum chipd_code code
 }
 
 /* @f's chip refused it no_capacity: a submit that did not name its chip goes to the
- * least loaded other ready chip that has its callable and has not refused it (its
- * ring reset again, naming that worker its producer: the client has not seen it
- * yet), so a node with room somewhere does not refuse it. Returns false when no
- * chip is left: the refusal is answered. Under sup.lock. */
+ * other routable chip with the fewest unended requests (sup_worker_pick) that has its
+ * callable and has not refused it (its ring reset again, naming that worker its
+ * producer: the client has not seen it yet), so a node with room somewhere does not
+ * refuse it. Returns false when no chip is left: the refusal is answered. Under
+ * sup.lock. */
 static bool offer_elsewhere(struct sup *s, struct sup_fwd *f, struct sup_req *e)
 {
-	struct sup_worker *to = NULL;
-	uint64_t skip;
+	struct sup_worker *to;
 
 	f->tried |= 1ull << f->chip;
 	if (f->pinned || sup_register_refuses(s, e->wl, &(struct proto_error){0}) != CHIPD_OK)
 		return false;
 	/* nor the chips without its callable (a replay of it failed there) */
-	skip = f->tried | ~sup_register_chips(s, e->wl);
-	for (uint32_t i = 0; i < s->cfg.chips; i++) {
-		struct sup_worker *w = &s->workers[i];
-
-		if (!(skip & (1ull << i)) && sup_worker_routable(w) &&
-		    (!to || w->unended < to->unended))
-			to = w;
-	}
+	to = sup_worker_pick(s, f->tried | ~sup_register_chips(s, e->wl));
 	if (!to)
 		return false;
-	if (s->workers[e->chip].load > 0)
-		s->workers[e->chip].load--;
-	to->load++;
-	e->chip = to->chip;
+	sup_worker_move(s, e, to);
 	e->producer = to->pid;
 	e->ring_gen = sup_table_reset(s, e, e->id, to->pid, e->client);
 	e->forwarding = true;

@@ -77,22 +77,11 @@ static struct sup_worker *choose(struct sup *s, int64_t chip, const char *wl,
 		}
 		return best;
 	}
-	for (uint32_t i = 0; i < s->cfg.chips; i++) {
-		struct sup_worker *w = &s->workers[i];
-
-		/* unended, not load: a client's request that just ended still holds its
-		 * table entry until the sweep, and counting it would send that client's
-		 * next request to the other chip each time, whose threads have gone to
-		 * sleep meanwhile; ties go to the lower chip */
-		if (sup_worker_routable(w) && (has & (1ull << i)) &&
-		    (!best || w->unended < best->unended))
-			best = w;
-	}
+	best = sup_worker_pick(s, ~has);
 	/* a registered callable no ready chip has (its replays failed): a ready chip
 	 * refuses it, naming the workload */
-	for (uint32_t i = 0; !best && i < s->cfg.chips; i++)
-		if (sup_worker_routable(&s->workers[i]))
-			best = &s->workers[i];
+	if (!best)
+		best = sup_worker_pick(s, 0);
 	if (!best)
 		proto_fail(err, CHIPD_E_NO_CAPACITY, "no chip is ready");
 	return best;
@@ -212,6 +201,7 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 	}
 	e->ring_gen = sup_table_reset(s, e, id, w->pid, e->client);
 	w->load++;
+	w->unended++; /* until the next count (sup_table_live) */
 	*wout = w;
 	return e;
 }

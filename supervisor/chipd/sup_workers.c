@@ -413,19 +413,31 @@ bool sup_workers_settled(struct sup *s)
 
 /* ---- death ---- */
 
-/* The least loaded READY worker, or NULL. Under sup.lock. */
-static struct sup_worker *pick_ready(struct sup *s, uint64_t refused)
+struct sup_worker *sup_worker_pick(struct sup *s, uint64_t skip)
 {
 	struct sup_worker *best = NULL;
 
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 
-		if (!(refused & (1ull << i)) && sup_worker_routable(w) &&
-		    (!best || w->load < best->load))
+		if (!(skip & (1ull << i)) && sup_worker_routable(w) &&
+		    (!best || w->unended < best->unended))
 			best = w;
 	}
 	return best;
+}
+
+void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to)
+{
+	struct sup_worker *from = &s->workers[e->chip];
+
+	if (from->load > 0)
+		from->load--;
+	if (from->unended > 0)
+		from->unended--;
+	to->load++;
+	to->unended++;
+	e->chip = to->chip;
 }
 
 /* Ends the re-queue of @e with @code (requeue_end: worker_lost): the supervisor holds
@@ -527,7 +539,7 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 		return;
 	}
 	/* skipping the chips without its callable (a replay of it failed there) */
-	to = pick_ready(s, e->rq_refused | ~sup_register_chips(s, e->wl));
+	to = sup_worker_pick(s, e->rq_refused | ~sup_register_chips(s, e->wl));
 	if (!to) {
 		requeue_end(s, e, e->rq_refused ? "no ready chip has room for it" : "no ready chip");
 		return;
@@ -541,10 +553,7 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 		requeue_end(s, e, strerror(-rc));
 		return;
 	}
-	if (s->workers[e->chip].load > 0)
-		s->workers[e->chip].load--;
-	to->load++;
-	e->chip = to->chip;
+	sup_worker_move(s, e, to);
 	e->rq_pid = to->pid;
 }
 

@@ -543,6 +543,59 @@ START_TEST(requeue_refused_no_capacity_tries_another_chip)
 }
 END_TEST
 
+/* Several requests waiting unstarted on chip 0 of three when its worker is SIGKILLed:
+ * the re-queues, moved in one pass, spread over chips 1 and 2 (each move counts on
+ * its new chip at once) instead of all going to the chip the last count found least
+ * busy. Every stream completes, or ends worker_lost, exactly once. */
+START_TEST(requeues_spread_over_the_ready_chips)
+{
+	static const char *const three_chips[] = {"--chips", "3", NULL};
+	enum { N = 6, TOKENS = 2 };
+	chipd_stream *s[N];
+	struct outcome o[N];
+	uint64_t on[3] = {0}, t0;
+	uint32_t saw_final = 0;
+	struct cd d;
+
+	memset(o, 0, sizeof(o));
+	cd_start(&d, three_chips, NULL);
+	/* admitted on chip 0; the first token of each is 300 ms away */
+	for (int i = 0; i < N; i++)
+		s[i] = submit_synth(&d, 0, TOKENS, 300000);
+	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGKILL), 0);
+	read_all(s, o, N, 30000);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(o[i].over, "stream %d never ended", i);
+		if (o[i].code == CHIPD_OK)
+			saw_final++;
+		else
+			ck_assert_int_eq(o[i].code, CHIPD_E_WORKER_LOST);
+	}
+	/* the completions as the chips count them, within a tick of the loop */
+	t0 = now_ms();
+	do {
+		for (int c = 0; c < 3; c++) {
+			char block[8];
+
+			snprintf(block, sizeof(block), "chip%d", c);
+			on[c] = stat_of(d.conn, block, "completed");
+		}
+		if (on[0] + on[1] + on[2] == saw_final)
+			break;
+		usleep(20000);
+	} while (now_ms() - t0 < LIVENESS_MS);
+	ck_assert_uint_eq(on[0] + on[1] + on[2], saw_final);
+	ck_assert_msg(saw_final >= N / 2, "only %u of %d streams completed", saw_final, N);
+	ck_assert_msg(on[1] >= 1 && on[2] >= 1,
+		      "re-queues not spread: chip1 completed %llu, chip2 %llu (chip0 %llu)",
+		      (unsigned long long)on[1], (unsigned long long)on[2],
+		      (unsigned long long)on[0]);
+	for (int i = 0; i < N; i++)
+		chipd_stream_close(s[i], CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("liveness");
@@ -558,6 +611,7 @@ int main(void)
 	    {"requeue_target_killed_moves_on", requeue_target_killed_moves_on},
 	    {"requeue_refused_no_capacity_tries_another_chip",
 	     requeue_refused_no_capacity_tries_another_chip},
+	    {"requeues_spread_over_the_ready_chips", requeues_spread_over_the_ready_chips},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
