@@ -7,11 +7,13 @@
  * that only grows, waited for by spinning first and then sleeping (sim_wait_ge): a
  * cache-line hand-off costs ~0.3 us, a futex or condvar wake ~50 us on the machines
  * we measure on, and most hand-offs come within a few microseconds. The sleep is
- * shm's park protocol (shm/wait.h): a waker issues one wake per sleep, not one per
- * op, and none while no one sleeps. */
+ * shm's park protocol (shm/wait.h), its asymmetric variant (sim_wait.h): a waker
+ * issues one wake per sleep, not one per op, and none while no one sleeps, and its
+ * per-op store is a plain one where the kernel has membarrier. */
 #include "dev_impl.h"
 
 #include "chipd_callable.h"
+#include "sim_wait.h"
 #include "wait.h"
 
 #include <dlfcn.h>
@@ -32,22 +34,6 @@
 #define SIM_ALIGN 256u
 /* Keeps the words one side writes off the cache line the other side writes. */
 #define SIM_LINE 64u
-
-/* How long a waiter spins before it sleeps: the host waiting for a stream, a stream
- * waiting for another stream's event. As shm_wait's default, and for its reason. */
-#define SIM_SPIN_NS SHM_SPIN_NS_DEFAULT
-/* How long a stream thread whose queue ran empty spins before it sleeps: long enough
- * to bridge the host's gap between two ops for this stream while it fills the other
- * streams (each sleep costs the host a wake syscall and the stream ~50 us), shorter
- * than SIM_SPIN_NS because idle stream threads may outnumber the cores (4 streams on
- * 2 CPUs) and every one that spins takes CPU from the threads with work. */
-#define SIM_IDLE_SPIN_NS (20u * 1000u)
-/* Pure PAUSE spinning lasts this long; after it a spinner yields the CPU between
- * checks, so that the thread it waits for can run when the threads outnumber the
- * cores. */
-#define SIM_PAUSE_NS (1u * 1000u)
-/* Reading the clock costs ~25 ns; the spin loop reads it once per this many checks. */
-#define SIM_SPIN_CLOCK_EVERY 16
 
 enum sim_op_kind { SIM_COPY, SIM_KERNEL, SIM_FUNC, SIM_FAULT, SIM_SIGNAL, SIM_WAIT, SIM_STOP };
 
@@ -82,16 +68,16 @@ struct sim_stream {
 	struct sim_stream *next; /* in the device's list, under sim_dev.lock */
 	pthread_t thread;
 	/* written by the producer: */
-	_Alignas(SIM_LINE) _Atomic uint64_t tail; /* ops queued so far (seq_cst store) */
-	/* ops the stream thread may run (seq_cst): tail, or in lazy mode what a waiter
-	 * released (raised by release(), from any thread) */
+	_Alignas(SIM_LINE) _Atomic uint64_t tail; /* ops queued so far (release store) */
+	/* ops the stream thread may run (shm_park_publish): tail, or in lazy mode what a
+	 * waiter released (raised by release(), from any thread, seq_cst) */
 	_Atomic uint64_t avail;
 	struct shm_park more; /* the stream thread waits for avail */
 	bool lazy;	      /* the device's lazy mode, fixed at creation */
 	uint64_t head_seen; /* the producer's last look at head: it reads head (a line the
 			     * stream thread writes per op) only when the ring looks full */
 	/* written by the stream thread: */
-	_Alignas(SIM_LINE) _Atomic uint64_t head; /* ops finished so far (seq_cst store) */
+	_Alignas(SIM_LINE) _Atomic uint64_t head; /* ops finished (shm_park_publish) */
 	struct shm_park done;			  /* syncs and a full queue wait for head */
 	/* its idle wait's adaptive extra (wait.h): a stream fed one op every few hundred
 	 * us (a worker's one-token requests on the stream with fewest lanes) keeps
@@ -162,47 +148,6 @@ static struct sim_event *event_of(struct dev_event *e)
 	return (struct sim_event *)e;
 }
 
-/* Spins on *@word >= @target for @spin_ns: pure PAUSE first, then yielding between
- * checks. Returns true when reached. */
-static bool sim_spin_ge(_Atomic uint64_t *word, uint64_t target, uint64_t spin_ns)
-{
-	uint64_t start = shm_now_ns(), now;
-
-	for (;;) {
-		for (int i = 0; i < SIM_SPIN_CLOCK_EVERY; i++) {
-			shm_cpu_relax();
-			if (atomic_load_explicit(word, memory_order_acquire) >= target)
-				return true;
-		}
-		now = shm_now_ns();
-		if (now - start >= spin_ns)
-			return false;
-		if (now - start >= SIM_PAUSE_NS)
-			sched_yield();
-	}
-}
-
-/* Waits until *@word >= @target: spins for @spin_ns, then sleeps on @p. The words
- * only grow, and every op a stream takes runs to completion, so the wait ends as
- * the work it waits for ends (as a GPU's would; a kernel that never ends hangs it).
- * Returns whether it slept. */
-static bool sim_wait_ge(_Atomic uint64_t *word, uint64_t target, struct shm_park *p,
-			uint64_t spin_ns)
-{
-	if (atomic_load_explicit(word, memory_order_acquire) >= target)
-		return false;
-	if (sim_spin_ge(word, target, spin_ns))
-		return false;
-	for (bool slept = false;; slept = true) {
-		shm_park_prepare(p);
-		if (atomic_load_explicit(word, memory_order_seq_cst) >= target)
-			return slept;
-		shm_park_sleep(p);
-		if (atomic_load_explicit(word, memory_order_acquire) >= target)
-			return true;
-	}
-}
-
 static int sim_open(struct dev *d, char *msg, size_t cap)
 {
 	struct sim_dev *sd = calloc(1, sizeof(*sd));
@@ -212,6 +157,7 @@ static int sim_open(struct dev *d, char *msg, size_t cap)
 			snprintf(msg, cap, "sim: out of memory");
 		return -ENOMEM;
 	}
+	shm_park_asym_init(); /* before any stream of any sim device exists */
 	pthread_mutex_init(&sd->lock, NULL);
 	atomic_init(&sd->fault, -1);
 	d->priv = sd;
@@ -378,7 +324,7 @@ static void *stream_main(void *arg)
 		}
 		run_op(ss, op);
 		stop = op->kind == SIM_STOP; /* read before head frees the slot */
-		atomic_store_explicit(&ss->head, ++head, memory_order_seq_cst);
+		shm_park_publish(&ss->head, ++head);
 		shm_park_wake(&ss->done);
 	} while (!stop);
 	return NULL;
@@ -422,10 +368,10 @@ static int enqueue(struct sim_stream *ss, const struct sim_op *op)
 		ss->head_seen = atomic_load_explicit(&ss->head, memory_order_acquire);
 	}
 	ss->ops[tail % SIM_QUEUE_CAP] = *op;
-	atomic_store_explicit(&ss->tail, tail + 1, memory_order_seq_cst);
+	atomic_store_explicit(&ss->tail, tail + 1, memory_order_release); /* none sleeps on it */
 	if (ss->lazy && op->kind != SIM_STOP)
 		return 0; /* runs when someone waits for it */
-	atomic_store_explicit(&ss->avail, tail + 1, memory_order_seq_cst);
+	shm_park_publish(&ss->avail, tail + 1);
 	shm_park_wake(&ss->more);
 	return 0;
 }

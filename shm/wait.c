@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <stdint.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -281,4 +283,38 @@ void shm_park_wake_sleepers(struct shm_park *p)
 	if (atomic_exchange_explicit(&p->word, 0, memory_order_seq_cst) != 0)
 		syscall(SYS_futex, (uint32_t *)&p->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
 			0);
+}
+
+_Atomic bool shm_park_asym;
+
+static int membarrier(int cmd)
+{
+	return (int)syscall(SYS_membarrier, cmd, 0u, 0);
+}
+
+static void park_asym_register(void)
+{
+	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+		atomic_store_explicit(&shm_park_asym, true, memory_order_relaxed);
+}
+
+void shm_park_asym_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, park_asym_register);
+}
+
+bool shm_park_fence(void)
+{
+	if (!atomic_load_explicit(&shm_park_asym, memory_order_relaxed))
+		return true; /* the symmetric protocol: the seq_cst stores order it */
+	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return true;
+	/* a child of a registered process may not be registered itself: register, once
+	 * more, and retry; a kernel that still refuses leaves the caller spinning */
+	if (errno == EPERM && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+	    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return true;
+	return false;
 }

@@ -201,4 +201,45 @@ static inline void shm_park_wake(struct shm_park *p)
 		shm_park_wake_sleepers(p);
 }
 
+/* ---- the asymmetric variant: the waker changes the condition once per item, the
+ * sleeper sleeps rarely (after a spin) ----
+ * In the symmetric protocol each change is a seq_cst store, a locked instruction on
+ * x86 that also waits for the line the waiter keeps reading: when producer and
+ * consumer run on different CPUs that stall is most of an item's cost. Here the
+ * sleeper pays instead: shm_park_fence, between shm_park_prepare and its re-check,
+ * makes every running thread of the process execute a full barrier
+ * (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED), so either the waker's store is
+ * visible to the re-check, or the waker's look at park (shm_park_wake) comes after
+ * the announcement; the waker's own store and look then need only the compiler's
+ * order, which shm_park_publish gives (release store, atomic_signal_fence).
+ *   sleeper: shm_park_prepare; shm_park_fence (false: do not sleep, spin on);
+ *            re-check (seq_cst); shm_park_sleep
+ *   waker:   shm_park_publish(word, value); shm_park_wake
+ * shm_park_asym_init chooses the variant once per process, before the first use of
+ * either call: where the kernel refuses membarrier, shm_park_publish stores seq_cst and
+ * shm_park_fence does nothing (the symmetric protocol). Every sleeper on a word changed
+ * with shm_park_publish calls shm_park_fence. */
+
+/* Registers the process for membarrier once (later calls return at once). Call it
+ * before any thread uses shm_park_publish or shm_park_fence. */
+void shm_park_asym_init(void);
+
+/* Whether the asymmetric variant is on (shm_park_asym_init found membarrier). */
+extern _Atomic bool shm_park_asym;
+
+/* The sleeper's fence (see above). Returns false when it could not order: the caller
+ * must not sleep. */
+bool shm_park_fence(void);
+
+/* The waker's change of the condition: @value into @word. */
+static inline void shm_park_publish(_Atomic uint64_t *word, uint64_t value)
+{
+	if (atomic_load_explicit(&shm_park_asym, memory_order_relaxed)) {
+		atomic_store_explicit(word, value, memory_order_release);
+		atomic_signal_fence(memory_order_seq_cst); /* before shm_park_wake's look */
+	} else {
+		atomic_store_explicit(word, value, memory_order_seq_cst);
+	}
+}
+
 #endif

@@ -556,6 +556,7 @@ END_TEST
 struct park_pair {
 	_Atomic uint64_t count;
 	struct shm_park park;
+	bool asym; /* the asymmetric variant: shm_park_publish, shm_park_fence */
 };
 
 static void *park_producer(void *arg)
@@ -563,7 +564,10 @@ static void *park_producer(void *arg)
 	struct park_pair *pp = arg;
 
 	for (uint64_t i = 1; i <= PARK_ROUNDS; i++) {
-		atomic_store_explicit(&pp->count, i, memory_order_seq_cst);
+		if (pp->asym)
+			shm_park_publish(&pp->count, i);
+		else
+			atomic_store_explicit(&pp->count, i, memory_order_seq_cst);
 		shm_park_wake(&pp->park);
 		if (i % 64 == 0)
 			sched_yield(); /* let the consumer fall asleep now and then */
@@ -573,9 +577,9 @@ static void *park_producer(void *arg)
 
 /* Every value is waited for by parking: a lost wake would hang the tcase (its
  * timeout fails it). */
-START_TEST(park_handoff_loses_no_wake)
+static void park_handoff(bool asym)
 {
-	struct park_pair pp;
+	struct park_pair pp = {.asym = asym};
 	pthread_t t;
 
 	atomic_init(&pp.count, 0);
@@ -584,6 +588,9 @@ START_TEST(park_handoff_loses_no_wake)
 	for (uint64_t want = 1; want <= PARK_ROUNDS; want++) {
 		for (;;) {
 			shm_park_prepare(&pp.park);
+			/* where membarrier works the fence never refuses (no spinning) */
+			if (asym)
+				ck_assert(shm_park_fence());
 			if (atomic_load_explicit(&pp.count, memory_order_seq_cst) >= want)
 				break;
 			shm_park_sleep(&pp.park);
@@ -591,6 +598,35 @@ START_TEST(park_handoff_loses_no_wake)
 	}
 	pthread_join(t, NULL);
 	ck_assert_uint_eq(atomic_load(&pp.count), PARK_ROUNDS);
+}
+
+START_TEST(park_handoff_loses_no_wake)
+{
+	park_handoff(false);
+}
+END_TEST
+
+/* The asymmetric variant (release stores, the sleeper's membarrier), in this process
+ * and in a child forked after the registration (the sim's workers are forked). On a
+ * kernel without membarrier it is the symmetric protocol again, tested the same way. */
+START_TEST(park_publish_handoff_loses_no_wake)
+{
+	pid_t pid;
+	int status;
+
+	shm_park_asym_init();
+	fprintf(stderr, "park: asymmetric variant %s\n",
+		atomic_load(&shm_park_asym) ? "on (membarrier)" : "off (no membarrier)");
+	park_handoff(true);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		park_handoff(true);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's hand-off: %#x",
+		      status);
 }
 END_TEST
 
@@ -615,6 +651,7 @@ static Suite *wait_suite(void)
 	    {"zeroed_announcement_delays_one_slice", zeroed_announcement_delays_one_slice},
 	    {"park_wake_clears_the_announcement_once", park_wake_clears_the_announcement_once},
 	    {"park_handoff_loses_no_wake", park_handoff_loses_no_wake},
+	    {"park_publish_handoff_loses_no_wake", park_publish_handoff_loses_no_wake},
 	    {"idle_waiter_does_not_burn_cpu", idle_waiter_does_not_burn_cpu},
 	    {"deadline_in_saturates", deadline_in_saturates},
 	    {"proc_self_alive", proc_self_alive},
