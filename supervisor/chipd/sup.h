@@ -486,6 +486,11 @@ void sup_workers_tick(struct sup *s, uint64_t now);
  * ring's reader closed, so a worker that admitted it cancels it): the stop does not
  * wait for them. Event loop, before the workers are told to shut down. */
 void sup_workers_requeue_end_all(struct sup *s);
+/* A cancel of @e, a request being re-queued (e->requeue): ends its stream cancelled
+ * here, its client's cancel answered ok, as its worker would have ended it (a posted
+ * assign is given up first and the ring's reader closed, so a worker that admitted it
+ * meanwhile cancels its copy). Under sup.lock (router thread). */
+void sup_workers_requeue_cancel(struct sup *s, struct sup_req *e);
 /* Whether every chip is READY or FAILED (start-up is over). */
 bool sup_workers_settled(struct sup *s);
 /* One round trip to a worker's mailbox: the request to send, the answer, and the

@@ -250,11 +250,21 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	e = sup_table_find(s, (uint64_t)req->id);
+	/* another user's request is not found, as if it were not there (--allow-group) */
+	if (e && !sup_admit_cancel(s, e->client))
+		e = NULL;
+	if (e && !e->ended && e->requeue) {
+		/* being moved off a dead worker: the supervisor holds its stream and ends
+		 * it; no worker to ask (the one its assign may be posted to is told through
+		 * the ring) */
+		sup_workers_requeue_cancel(s, e);
+		pthread_mutex_unlock(&s->lock);
+		sup_call_free(c);
+		ans->id = req->id;
+		return CHIPD_OK;
+	}
 	if (e && !e->ended && !e->forwarding)
 		w = &s->workers[e->chip];
-	/* another user's request is not found, as if it were not there (--allow-group) */
-	if (w && !sup_admit_cancel(s, e->client))
-		w = NULL;
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
 		code =

@@ -588,6 +588,15 @@ void sup_workers_requeue_end_all(struct sup *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void sup_workers_requeue_cancel(struct sup *s, struct sup_req *e)
+{
+	if (e->rq_post.pending) {
+		sup_post_drop(&s->workers[e->chip], &e->rq_post);
+		sup_table_close_reader(s, e);
+	}
+	requeue_end_as(s, e, CHIPD_E_CANCELLED, "cancelled by its client");
+}
+
 /* Ends or moves every stream of the dead worker @w: an unstarted one (no token out) is
  * taken over for a re-queue when @requeue_unstarted; one whose re-queue was posted to
  * @w is re-queued again, or ends. */
