@@ -542,6 +542,38 @@ START_TEST(cancel_during_requeue_ends_cancelled)
 }
 END_TEST
 
+/* A cancel answered ok whose worker dies before it ended the request: its first step
+ * still runs (a second long), so the orchestrator waits for it before it writes the
+ * end. The request has no token yet, but its client cancelled it: it is not re-queued
+ * to run again elsewhere, its stream ends cancelled. */
+START_TEST(cancelled_request_is_not_requeued)
+{
+	struct chipd_param p[] = {{"tokens", 3}, {"device_us", 1000000}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = 0};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s;
+	uint64_t id;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	usleep(100 * 1000); /* its first step runs on chip 0 */
+	ck_assert_int_eq(chipd_cancel(d.conn, id, CD_CALL_MS, &err), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 0);
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "the cancelled stream ended %s",
+		      code == CHIPD_OK ? "FINAL" : chipd_code_name(code));
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_uint_eq(cd_stat_reaches(&d, "supervisor", "err_cancelled", 1, 2000), 1);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_worker_lost"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "chip1", "admitted"), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 START_TEST(stuck_worker_is_killed_and_restarted)
 {
 	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "100", "--stuck-ms",
@@ -678,6 +710,7 @@ int main(void)
 	    {"dead_client", dead_client_is_cancelled_and_its_ring_reclaimed},
 	    {"requeue", unstarted_request_moves_to_a_healthy_worker},
 	    {"cancel_during_requeue", cancel_during_requeue_ends_cancelled},
+	    {"cancelled_not_requeued", cancelled_request_is_not_requeued},
 	    {"stuck_worker", stuck_worker_is_killed_and_restarted},
 	    {"device_error", device_error_mid_step_ends_only_its_stream},
 	    {"workloads", workloads_answer_is_the_validator_table},
