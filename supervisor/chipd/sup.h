@@ -132,6 +132,10 @@ struct sup_req {
 	/* its submit was answered with an error, counted in err_<code> then (the
 	 * forward failed): the stream's own end is not counted again */
 	bool answered_error;
+	/* a client's cancel was sent to its worker (set before the call, so a death of
+	 * the worker before it ended the stream cannot miss it): a death path ends the
+	 * stream cancelled, never re-queues it */
+	bool cancel_asked;
 	/* ended, and read to its end or closed by its reader, as an admission's look at
 	 * its client's usage saw it (sup_table_client_usage): counted for nothing there
 	 * any more without reading the ring again, and given back by the sweep (or an

@@ -263,8 +263,12 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		ans->id = req->id;
 		return CHIPD_OK;
 	}
-	if (e && !e->ended && !e->forwarding)
+	if (e && !e->ended && !e->forwarding) {
 		w = &s->workers[e->chip];
+		/* before the call: a worker that dies before it ended the stream leaves it
+		 * to its death path, which must not re-queue what its client cancelled */
+		e->cancel_asked = true;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
 		code =

@@ -598,8 +598,9 @@ void sup_workers_requeue_cancel(struct sup *s, struct sup_req *e)
 }
 
 /* Ends or moves every stream of the dead worker @w: an unstarted one (no token out) is
- * taken over for a re-queue when @requeue_unstarted; one whose re-queue was posted to
- * @w is re-queued again, or ends. */
+ * taken over for a re-queue when @requeue_unstarted, unless its client cancelled it
+ * (it ends cancelled); one whose re-queue was posted to @w is re-queued again, or
+ * ends. */
 static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_unstarted)
 {
 	pthread_mutex_lock(&s->lock);
@@ -624,13 +625,18 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 			e->ended = true;
 			continue;
 		}
-		if (requeue_unstarted && unstarted && !e->data_in_len) {
+		if (requeue_unstarted && unstarted && !e->data_in_len && !e->cancel_asked) {
 			requeue_start(s, w, e);
 		} else {
-			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-			SUP_INFO((int)w->chip, e->id, "stream ended: worker_lost%s",
-				 e->data_in_len ? " (its input was in the data area: not moved)"
-						: "");
+			/* a stream its client cancelled ends as its worker would have ended it */
+			enum chipd_code code =
+			    e->cancel_asked ? CHIPD_E_CANCELLED : CHIPD_E_WORKER_LOST;
+
+			sup_table_end(s, e, code);
+			SUP_INFO((int)w->chip, e->id, "stream ended: %s%s", chipd_code_name(code),
+				 e->cancel_asked ? " (its client had cancelled it: not moved)"
+				 : e->data_in_len ? " (its input was in the data area: not moved)"
+						  : "");
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
