@@ -490,11 +490,15 @@ void sup_workers_tick(struct sup *s, uint64_t now);
  * ring's reader closed, so a worker that admitted it cancels it): the stop does not
  * wait for them. Event loop, before the workers are told to shut down. */
 void sup_workers_requeue_end_all(struct sup *s);
-/* A cancel of @e, a request being re-queued (e->requeue): ends its stream cancelled
- * here, its client's cancel answered ok, as its worker would have ended it (a posted
- * assign is given up first and the ring's reader closed, so a worker that admitted it
- * meanwhile cancels its copy). Under sup.lock (router thread). */
-void sup_workers_requeue_cancel(struct sup *s, struct sup_req *e);
+/* A cancel of @e, a request being re-queued (e->requeue); @m is scratch. When the
+ * worker its assign was posted to has admitted it already (it may be producing), the
+ * ring goes to that worker now, as the next tick would hand it over, and that worker
+ * is returned: the caller cancels the request there like any other (cancel_asked set).
+ * Otherwise the assign, if posted, is given up (a worker that took it meanwhile finds
+ * its answer's slot reset and cancels its copy), the stream ends cancelled here, and
+ * NULL is returned. Under sup.lock (router thread). */
+struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
+					      struct proto_msg *m);
 /* Whether every chip is READY or FAILED (start-up is over). */
 bool sup_workers_settled(struct sup *s);
 /* One round trip to a worker's mailbox: the request to send, the answer, and the

@@ -255,15 +255,15 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		e = NULL;
 	if (e && !e->ended && e->requeue) {
 		/* being moved off a dead worker: the supervisor holds its stream and ends
-		 * it; no worker to ask (the one its assign may be posted to is told through
-		 * the ring) */
-		sup_workers_requeue_cancel(s, e);
-		pthread_mutex_unlock(&s->lock);
-		sup_call_free(c);
-		ans->id = req->id;
-		return CHIPD_OK;
-	}
-	if (e && !e->ended && !e->forwarding) {
+		 * it, unless the worker it was posted to admitted it already */
+		w = sup_workers_requeue_cancel(s, e, &c->ans);
+		if (!w) {
+			pthread_mutex_unlock(&s->lock);
+			sup_call_free(c);
+			ans->id = req->id;
+			return CHIPD_OK;
+		}
+	} else if (e && !e->ended && !e->forwarding) {
 		w = &s->workers[e->chip];
 		/* before the call: a worker that dies before it ended the stream leaves it
 		 * to its death path, which must not re-queue what its client cancelled */

@@ -588,13 +588,25 @@ void sup_workers_requeue_end_all(struct sup *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void sup_workers_requeue_cancel(struct sup *s, struct sup_req *e)
+struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
+					      struct proto_msg *m)
 {
-	if (e->rq_post.pending) {
-		sup_post_drop(&s->workers[e->chip], &e->rq_post);
-		sup_table_close_reader(s, e);
+	struct sup_worker *to = &s->workers[e->chip];
+
+	/* admitted there: one producer per ring, so that worker ends it, not us */
+	if (e->rq_post.pending && sup_post_poll(to, &e->rq_post, m) == 0 && m->ok &&
+	    to->pid == e->rq_pid && ring_hand_over(sup_table_ring(s, e), e->rq_pid) == 0) {
+		e->producer = e->rq_pid;
+		e->requeue = false;
+		e->forwarding = false;
+		e->cancel_asked = true;
+		SUP_INFO((int)to->chip, e->id, "re-queued from chip %u, being cancelled",
+			 e->rq_from);
+		return to;
 	}
+	sup_post_drop(to, &e->rq_post);
 	requeue_end_as(s, e, CHIPD_E_CANCELLED, "cancelled by its client");
+	return NULL;
 }
 
 /* Ends or moves every stream of the dead worker @w: an unstarted one (no token out) is
