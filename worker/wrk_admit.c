@@ -506,10 +506,19 @@ void wrk_end_leftovers(struct wrk *w, enum chipd_code code)
 	for (uint32_t i = 0; i < w->nreqs; i++) {
 		struct wrk_req *rq = &w->reqs[i];
 
-		if (is_live(rq->state))
+		if (is_live(rq->state)) {
 			wrk_req_end_error(w, rq, code);
-		else if (rq->state == WRK_RQ_ENDED)
+		} else if (rq->state == WRK_RQ_ENDED &&
+			   !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
+			/* S freed its id for FINAL and could not push it (s_fail says why):
+			 * O would have ended it with that code (retire), so it ends here */
+			int32_t fail = atomic_load_explicit(&rq->s_fail, memory_order_relaxed);
+
+			wrk_req_end_error(w, rq,
+					  fail ? (enum chipd_code)fail : CHIPD_E_INTERNAL);
+		} else if (rq->state == WRK_RQ_ENDED) {
 			wrk_req_free(w, rq);
+		}
 	}
 	pthread_mutex_lock(&w->lock);
 	w->q_head = 0;

@@ -324,8 +324,9 @@ void wrk_req_end_final(struct wrk *w, struct wrk_req *rq);
 /* O (or M after the join): returns the record of a request whose stream has ended
  * (or that never started), releasing its id and KV blocks if still held. */
 void wrk_req_free(struct wrk *w, struct wrk_req *rq);
-/* M, once O, S and L are joined: ends every stream still live with an ERROR of @code
- * and returns every record. */
+/* M, once O, S and L are joined: ends every stream still live with an ERROR of @code,
+ * and one whose FINAL S could not push (state ENDED, s_final 0) with its s_fail code as
+ * O would, and returns every record. */
 void wrk_end_leftovers(struct wrk *w, enum chipd_code code);
 /* O (or M after the join, the counter's writers): the terminal record of request @id
  * could not be pushed (@rc from ring_push: a ring a peer corrupted or ended already).

@@ -133,6 +133,10 @@ struct sup_req {
 	/* its submit was answered with an error, counted in err_<code> then (the
 	 * forward failed): the stream's own end is not counted again */
 	bool answered_error;
+	/* a client's cancel was sent to its worker (set before the call, so a death of
+	 * the worker before it ended the stream cannot miss it): a death path ends the
+	 * stream cancelled, never re-queues it */
+	bool cancel_asked;
 	/* ended, and read to its end or closed by its reader, as an admission's look at
 	 * its client's usage saw it (sup_table_client_usage): counted for nothing there
 	 * any more without reading the ring again, and given back by the sweep (or an
@@ -487,6 +491,15 @@ void sup_workers_tick(struct sup *s, uint64_t now);
  * ring's reader closed, so a worker that admitted it cancels it): the stop does not
  * wait for them. Event loop, before the workers are told to shut down. */
 void sup_workers_requeue_end_all(struct sup *s);
+/* A cancel of @e, a request being re-queued (e->requeue); @m is scratch. When the
+ * worker its assign was posted to has admitted it already (it may be producing), the
+ * ring goes to that worker now, as the next tick would hand it over, and that worker
+ * is returned: the caller cancels the request there like any other (cancel_asked set).
+ * Otherwise the assign, if posted, is given up (a worker that took it meanwhile finds
+ * its answer's slot reset and cancels its copy), the stream ends cancelled here, and
+ * NULL is returned. Under sup.lock (router thread). */
+struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
+					      struct proto_msg *m);
 /* Whether every chip is READY or FAILED (start-up is over). */
 bool sup_workers_settled(struct sup *s);
 /* One round trip to a worker's mailbox: the request to send, the answer, and the

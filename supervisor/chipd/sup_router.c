@@ -240,11 +240,25 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	e = sup_table_find(s, (uint64_t)req->id);
-	if (e && !e->ended && !e->forwarding)
-		w = &s->workers[e->chip];
 	/* another user's request is not found, as if it were not there (--allow-group) */
-	if (w && !sup_admit_cancel(s, e->client))
-		w = NULL;
+	if (e && !sup_admit_cancel(s, e->client))
+		e = NULL;
+	if (e && !e->ended && e->requeue) {
+		/* being moved off a dead worker: the supervisor holds its stream and ends
+		 * it, unless the worker it was posted to admitted it already */
+		w = sup_workers_requeue_cancel(s, e, &c->ans);
+		if (!w) {
+			pthread_mutex_unlock(&s->lock);
+			sup_call_free(c);
+			ans->id = req->id;
+			return CHIPD_OK;
+		}
+	} else if (e && !e->ended && !e->forwarding) {
+		w = &s->workers[e->chip];
+		/* before the call: a worker that dies before it ended the stream leaves it
+		 * to its death path, which must not re-queue what its client cancelled */
+		e->cancel_asked = true;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
 		code =

@@ -269,9 +269,12 @@ static bool reclaimable(struct sup *s, struct sup_req *e)
 	/* the client's connection says whether it lives (sup_conn.c), never a pid the
 	 * ring header holds; a ring its client's usage no longer counts (reader_done) is
 	 * done with, whatever its consumer line says now: else a reader that moves its
-	 * tail back after each admission holds rings that neither count nor come back */
-	reader_gone = e->client == 0 || e->reader_closed || e->reader_done ||
-		      ring_reader_closed(r) || !sup_conn_reader_live(s, e);
+	 * tail back after each admission holds rings that neither count nor come back.
+	 * A close the supervisor wrote itself (e->reader_closed: so that a worker that may
+	 * hold the request drops it) says nothing of the reader: a live client still
+	 * reads the end, and its ring waits for that (or SUP_UNREAD_MS, below) */
+	reader_gone = e->client == 0 || e->reader_done || !sup_conn_reader_live(s, e) ||
+		      (!e->reader_closed && ring_reader_closed(r));
 	if (ring_drained(r) || reader_gone)
 		return true;
 	pos = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
@@ -325,7 +328,7 @@ void sup_table_client_usage(struct sup *s, pid_t pid, uint32_t *pending, uint32_
 		 * each admission skips it without reading its ring (at a few thousand
 		 * requests a second most of the table is such entries) */
 		if ((flags || e->ended) &&
-		    (e->reader_closed || ring_reader_closed(r) || ring_drained(r))) {
+		    ((!e->reader_closed && ring_reader_closed(r)) || ring_drained(r))) {
 			e->reader_done = true;
 			continue;
 		}

@@ -597,9 +597,31 @@ void sup_workers_requeue_end_all(struct sup *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
+					      struct proto_msg *m)
+{
+	struct sup_worker *to = &s->workers[e->chip];
+
+	/* admitted there: one producer per ring, so that worker ends it, not us */
+	if (e->rq_post.pending && sup_post_poll(to, &e->rq_post, m) == 0 && m->ok &&
+	    to->pid == e->rq_pid && ring_hand_over(sup_table_ring(s, e), e->rq_pid) == 0) {
+		e->producer = e->rq_pid;
+		e->requeue = false;
+		e->forwarding = false;
+		e->cancel_asked = true;
+		SUP_INFO((int)to->chip, e->id, "re-queued from chip %u, being cancelled",
+			 e->rq_from);
+		return to;
+	}
+	sup_post_drop(to, &e->rq_post);
+	requeue_end_as(s, e, CHIPD_E_CANCELLED, "cancelled by its client");
+	return NULL;
+}
+
 /* Ends or moves every stream of the dead worker @w: an unstarted one (no token out) is
- * taken over for a re-queue when @requeue_unstarted; one whose re-queue was posted to
- * @w is re-queued again, or ends. */
+ * taken over for a re-queue when @requeue_unstarted, unless its client cancelled it
+ * (it ends cancelled); one whose re-queue was posted to @w is re-queued again, or
+ * ends. */
 static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_unstarted)
 {
 	pthread_mutex_lock(&s->lock);
@@ -624,13 +646,18 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 			e->ended = true;
 			continue;
 		}
-		if (requeue_unstarted && unstarted && !e->data_in_len) {
+		if (requeue_unstarted && unstarted && !e->data_in_len && !e->cancel_asked) {
 			requeue_start(s, w, e);
 		} else {
-			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
-			SUP_INFO((int)w->chip, e->id, "stream ended: worker_lost%s",
-				 e->data_in_len ? " (its input was in the data area: not moved)"
-						: "");
+			/* a stream its client cancelled ends as its worker would have ended it */
+			enum chipd_code code =
+			    e->cancel_asked ? CHIPD_E_CANCELLED : CHIPD_E_WORKER_LOST;
+
+			sup_table_end(s, e, code);
+			SUP_INFO((int)w->chip, e->id, "stream ended: %s%s", chipd_code_name(code),
+				 e->cancel_asked ? " (its client had cancelled it: not moved)"
+				 : e->data_in_len ? " (its input was in the data area: not moved)"
+						  : "");
 		}
 	}
 	pthread_mutex_unlock(&s->lock);

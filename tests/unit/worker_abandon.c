@@ -7,8 +7,10 @@
 #include "worker_fixture.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 
 void wrk_add_abandon_tcases(Suite *s);
 
@@ -202,6 +204,65 @@ START_TEST(failed_terminal_push_is_counted)
 }
 END_TEST
 
+/* S's FINAL refused by a ring whose terminal word a peer claimed (S freed the id first, as
+ * for every FINAL), and O gives up for good before it retires the request: M ends what
+ * O left, and that request must still be counted once (in failed, a lost FINAL, with
+ * its own failed end in terminal_push_failed), not returned silently as a completed
+ * one would be. */
+struct gate_then_fatal {
+	struct wf_gate gate; /* first: wf_gate_hook's argument is the config's fault_arg */
+	_Atomic int armed;
+};
+
+static bool fatal_when_armed(void *arg, uint64_t id, uint32_t step)
+{
+	(void)id;
+	(void)step;
+	return atomic_load(&((struct gate_then_fatal *)arg)->armed) != 0;
+}
+
+static bool o_gave_up(void *arg)
+{
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	bool gone;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_heartbeat_ans(arg, 1, ans);
+	gone = ans->o_err != 0;
+	free(ans);
+	return gone;
+}
+
+START_TEST(lost_final_counted_when_o_gives_up)
+{
+	struct gate_then_fatal g = {.gate = {.id = 7}};
+	struct wrk_config cfg;
+	struct ring r;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.fault = wf_gate_hook; /* S holds request 7's only lane after its launch */
+	cfg.o_fatal = fatal_when_armed;
+	cfg.fault_arg = &g;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=1", 0, NULL), CHIPD_OK);
+	ck_assert_msg(tu_eventually(wf_gate_entered, &g.gate, END_MS), "S never ran the step");
+	ck_assert_int_eq(proto_node_ring(&f.node, 0, &r), 0);
+	/* claimed by a peer, as in failed_terminal_push_is_counted: every push now fails */
+	atomic_store(&r.hdr->terminal, 1);
+	atomic_store(&g.armed, 1);
+	ck_assert_msg(tu_eventually(o_gave_up, &f, END_MS), "O never gave up");
+	atomic_store(&g.gate.open, 1);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 0);
+	ck_assert_uint_eq(wf_ctr(&f, "failed") + wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "terminal_push_failed"), 1);
+	ck_assert_uint_eq(ring_end_flags(&r), 0); /* nothing could be written */
+}
+END_TEST
+
 void wrk_add_abandon_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -209,6 +270,7 @@ void wrk_add_abandon_tcases(Suite *s)
 	    {"closed_ring_cancels_queued_request", closed_ring_cancels_queued_request},
 	    {"abandoned_assign_is_cancelled", abandoned_assign_is_cancelled},
 	    {"failed_terminal_push_is_counted", failed_terminal_push_is_counted},
+	    {"lost_final_counted_when_o_gives_up", lost_final_counted_when_o_gives_up},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), TCASE_TIMEOUT_S);
