@@ -1,7 +1,8 @@
 /* chipd_counters.c - what each counter of a real chipd means (docs/protocol.md §8.1):
  * err_<code> counts every request once, by how it ended, whichever process ended it;
  * requests and answered; the gauges of the supervisor and of a worker; what an ERROR
- * record carries; and the stats op's blocks. Part of check_chipd. */
+ * record carries; and the stats op's blocks, every counter of a big node's too. Part of
+ * check_chipd. */
 #include "chipd_fixture.h"
 #include "hello.h"
 #include "node.h"
@@ -321,11 +322,9 @@ START_TEST(error_record_carries_no_token)
 END_TEST
 
 /* The stats op through the mailbox (libchipd reads the counters directly): @chip -1
- * for every block. Returns the answer's keys' blocks as flags: bit 0 the supervisor,
- * bit 1 + i chip i; fails on any other block. */
-static unsigned stats_op_blocks(struct cd *d, int64_t chip)
+ * for every block. Fills @m with the decoded answer (an ok one or the envelope). */
+static void stats_op(struct cd *d, int64_t chip, struct proto_msg *m)
 {
-	struct proto_msg *m = calloc(1, sizeof(*m));
 	unsigned char *buf = malloc(PROTO_RESP_MAX);
 	char name[SHM_NAME_MAX];
 	struct shm_diag diag = {""};
@@ -333,7 +332,6 @@ static unsigned stats_op_blocks(struct cd *d, int64_t chip)
 	struct proto_node n;
 	struct proto_hello hello;
 	char why[CHIPD_MSG_MAX];
-	unsigned blocks = 0;
 	uint32_t alen;
 	size_t len;
 
@@ -349,6 +347,19 @@ static unsigned stats_op_blocks(struct cd *d, int64_t chip)
 				   shm_deadline_in(CD_CALL_MS * SHM_NS_PER_MS)),
 			 0);
 	ck_assert_int_eq(proto_decode_answer(PROTO_OP_STATS, buf, alen, m, &perr), 0);
+	close(hello.fd);
+	proto_node_detach(&n);
+	free(buf);
+}
+
+/* Returns the stats op's answer's keys' blocks as flags: bit 0 the supervisor, bit
+ * 1 + i chip i; fails on any other block. */
+static unsigned stats_op_blocks(struct cd *d, int64_t chip)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	unsigned blocks = 0;
+
+	stats_op(d, chip, m);
 	ck_assert_msg(m->ok, "stats: %s", m->err.message);
 	for (uint32_t i = 0; i < m->nstats; i++) {
 		const char *key = m->stats[i].key;
@@ -361,9 +372,6 @@ static unsigned stats_op_blocks(struct cd *d, int64_t chip)
 		else
 			ck_abort_msg("stats: key %s", key);
 	}
-	close(hello.fd);
-	proto_node_detach(&n);
-	free(buf);
 	free(m);
 	return blocks;
 }
@@ -377,6 +385,30 @@ START_TEST(stats_op_with_a_chip_has_the_supervisor_block)
 	ck_assert_uint_eq(stats_op_blocks(&d, -1), 1 | 2 | 4);
 	ck_assert_uint_eq(stats_op_blocks(&d, 1), 1 | 4);
 	ck_assert_uint_eq(stats_op_blocks(&d, 0), 1 | 2);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A stats op without a chip answers every counter of every block, also on a node
+ * whose counters are more than 512 (31 chips: 25 + 31 * 16): none silently left out,
+ * the last chip's block included. */
+START_TEST(stats_op_answers_every_counter_of_a_big_node)
+{
+	const char *const args[] = {"--chips", "31", "--kv-blocks", "16", NULL};
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	const uint32_t want = PROTO_NSUP_CTRS + 31 * PROTO_NWRK_CTRS;
+	uint32_t last = 0;
+	struct cd d;
+
+	cd_start(&d, args, NULL);
+	stats_op(&d, -1, m);
+	ck_assert_msg(m->ok, "stats: %s", m->err.message);
+	for (uint32_t i = 0; i < m->nstats; i++)
+		last += strncmp(m->stats[i].key, "chip30.", 7) == 0;
+	ck_assert_msg(m->nstats == want && last == PROTO_NWRK_CTRS,
+		      "stats: %u pairs of %u counters, %u of chip30's %d", m->nstats, want, last,
+		      PROTO_NWRK_CTRS);
+	free(m);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -499,6 +531,7 @@ void cd_add_counter_cases(Suite *s)
 	    {"err_counts_once", err_counts_each_request_once_by_how_it_ended},
 	    {"error_record", error_record_carries_no_token},
 	    {"stats_op_blocks", stats_op_with_a_chip_has_the_supervisor_block},
+	    {"stats_op_big_node", stats_op_answers_every_counter_of_a_big_node},
 	    {"gauges", gauges_count_what_waits_and_what_is_held},
 	    {"status_clamps_gauges", status_clamps_gauges_a_client_overwrote},
 	    {"routes_to_fewest_unended", any_chip_goes_to_the_one_with_fewest_unended_requests},
