@@ -44,7 +44,9 @@
 #define PROTO_OUTPUT_MAX (1u << 20)
 /* Containers nest at most this deep (status answer: map > chips array > chip map). */
 #define PROTO_MAX_DEPTH 4
-#define PROTO_MAX_STATS 512
+/* The stats answer's pairs: every counter of a node of CHIPD_MAX_CHIPS chips (the
+ * supervisor's 25 and 64 blocks of 16; sup_router.c asserts it), with room for more. */
+#define PROTO_MAX_STATS 1088
 #define PROTO_STAT_KEY	64  /* "block.name", NUL included */
 #define PROTO_PATH_MAX	256 /* trace output path, NUL included */
 /* The workloads answer: up to CHIPD_MAX_WORKLOADS workloads of up to

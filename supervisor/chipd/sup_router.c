@@ -314,6 +314,9 @@ static int status_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	return CHIPD_OK;
 }
 
+_Static_assert(PROTO_NSUP_CTRS + CHIPD_MAX_CHIPS * PROTO_NWRK_CTRS <= PROTO_MAX_STATS,
+	       "the stats answer holds every counter of the largest node");
+
 /* Appends every counter of @b as "block.name". */
 static void stats_block(const struct ctr_block *b, const char *block, struct proto_msg *ans)
 {
