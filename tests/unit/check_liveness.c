@@ -3,7 +3,8 @@
  * that poll many streams, as chipctl submit --count does), a request re-queued from a
  * dead worker while the supervisor was slow still streams to its client, with counters
  * that agree with what the clients saw, and re-queues to a stuck worker hold up no
- * other chip's death or restart. */
+ * other chip's death or restart; a request cancelled before its worker died, or while
+ * it is being moved, is not run. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -596,6 +597,87 @@ START_TEST(requeues_spread_over_the_ready_chips)
 }
 END_TEST
 
+/* A request cancelled (the cancel answered ok) while its worker still builds its first
+ * step, whose worker then dies before it wrote the end: the request has no token, but
+ * it is not moved to the other chip and run there; its stream ends cancelled, as
+ * chipctl(1) says of a cancel, with no token, and counts in err_cancelled. */
+START_TEST(cancelled_request_is_not_requeued)
+{
+	/* its first step takes 800 ms of host work on chip 0's orchestrator */
+	struct chipd_param p[] = {{"tokens", 2}, {"host_us", 800000}, {"device_us", 0}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = 3, .chip = 0};
+	struct chipd_token tok;
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	uint32_t tokens = 0;
+	uint64_t id;
+	struct cd d;
+	pid_t w0;
+	int rc;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	usleep(100 * 1000); /* the orchestrator is in the step's host work */
+	ck_assert_int_eq(chipd_cancel(d.conn, id, CD_CALL_MS, &err), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	while ((rc = chipd_stream_next(s, &tok, 10000, &err)) == 0) {
+		tokens++;
+		if (tok.final)
+			break;
+	}
+	ck_assert_msg(rc != 0 && err.code == CHIPD_E_CANCELLED && tokens == 0,
+		      "the cancelled request ended %s after %u tokens (%s)",
+		      rc == 0 ? "FINAL" : chipd_code_name(err.code), tokens,
+		      rc == 0 ? "re-queued and run" : err.message);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_uint_eq(stat_of(d.conn, "chip1", "admitted"), 0);
+	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_cancelled"), 1);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A cancel that arrives while a dead worker's unstarted request is being moved to the
+ * other chip: the request is live (its stream goes on), so the cancel is answered ok,
+ * not not_found, and the stream ends cancelled with no token instead of running. */
+START_TEST(cancel_during_requeue_is_not_lost)
+{
+	struct chipd_param p[] = {{"tokens", 2}, {"host_us", 800000}, {"device_us", 0}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = 3, .chip = 0};
+	struct chipd_token tok;
+	struct chipd_error err, cerr;
+	chipd_stream *s = NULL;
+	uint32_t tokens = 0;
+	uint64_t id;
+	struct cd d;
+	int rc, crc;
+
+	cd_start(&d, two_chips, NULL);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	usleep(100 * 1000); /* the orchestrator is in the step's host work */
+	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGKILL), 0);
+	usleep(20 * 1000); /* the death is handled: the request waits for its move */
+	crc = chipd_cancel(d.conn, id, CD_CALL_MS, &cerr);
+	while ((rc = chipd_stream_next(s, &tok, 10000, &err)) == 0) {
+		tokens++;
+		if (tok.final)
+			break;
+	}
+	ck_assert_msg(crc == 0, "cancel during the re-queue: %s (%s); the stream then ended %s "
+				"after %u tokens",
+		      chipd_code_name(cerr.code), cerr.message,
+		      rc == 0 ? "FINAL" : chipd_code_name(err.code), tokens);
+	ck_assert_msg(rc != 0 && err.code == CHIPD_E_CANCELLED && tokens == 0,
+		      "the cancelled request ended %s after %u tokens",
+		      rc == 0 ? "FINAL" : chipd_code_name(err.code), tokens);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_cancelled"), 1);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("liveness");
@@ -612,6 +694,8 @@ int main(void)
 	    {"requeue_refused_no_capacity_tries_another_chip",
 	     requeue_refused_no_capacity_tries_another_chip},
 	    {"requeues_spread_over_the_ready_chips", requeues_spread_over_the_ready_chips},
+	    {"cancelled_request_is_not_requeued", cancelled_request_is_not_requeued},
+	    {"cancel_during_requeue_is_not_lost", cancel_during_requeue_is_not_lost},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
