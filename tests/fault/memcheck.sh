@@ -55,6 +55,12 @@ for f in "$log"/vg.*; do
 		status=1
 	fi
 done
-echo "memcheck: chipd exit $rc, $(ls "$log"/vg.* | wc -l) processes checked, logs in $log"
 [ "$rc" -eq 0 ] || status=1
+if [ "$status" -eq 0 ]; then
+	# clean: nothing to read, so nothing is left behind in /tmp
+	echo "memcheck: chipd exit $rc, $(ls "$log"/vg.* | wc -l) processes checked, no errors"
+	rm -rf "$log"
+else
+	echo "memcheck: chipd exit $rc, $(ls "$log"/vg.* | wc -l) processes checked, logs kept in $log"
+fi
 exit $status
