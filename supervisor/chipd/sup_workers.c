@@ -440,6 +440,21 @@ void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to)
 	e->chip = to->chip;
 }
 
+/* Whether @e's posted re-queue landed: @to's worker (still the pid it was posted to)
+ * admitted it (@rc and @m: the poll of its post), and the ring went to that worker,
+ * which is its producer from now on. Under sup.lock. */
+static bool requeue_landed(struct sup *s, struct sup_req *e, struct sup_worker *to, int rc,
+			   const struct proto_msg *m)
+{
+	if (rc != 0 || !m->ok || to->pid != e->rq_pid ||
+	    ring_hand_over(sup_table_ring(s, e), e->rq_pid) != 0)
+		return false;
+	e->producer = e->rq_pid;
+	e->requeue = false;
+	e->forwarding = false;
+	return true;
+}
+
 /* Ends the re-queue of @e with @code (requeue_end: worker_lost): the supervisor holds
  * its ring, so it writes the terminal record as the producer's stand-in. Under
  * sup.lock. */
@@ -504,10 +519,7 @@ static void requeue_step(struct sup *s, struct sup_req *e, struct proto_msg *m, 
 			requeue_end(s, e, "no answer to the assign: given up");
 			return;
 		}
-		if (rc == 0 && m->ok && to->pid == e->rq_pid && ring_hand_over(r, e->rq_pid) == 0) {
-			e->producer = e->rq_pid;
-			e->requeue = false;
-			e->forwarding = false;
+		if (requeue_landed(s, e, to, rc, m)) {
 			SUP_INFO((int)to->chip, e->id, "re-queued from chip %u", e->rq_from);
 			return;
 		}
@@ -603,11 +615,7 @@ struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
 	struct sup_worker *to = &s->workers[e->chip];
 
 	/* admitted there: one producer per ring, so that worker ends it, not us */
-	if (e->rq_post.pending && sup_post_poll(to, &e->rq_post, m) == 0 && m->ok &&
-	    to->pid == e->rq_pid && ring_hand_over(sup_table_ring(s, e), e->rq_pid) == 0) {
-		e->producer = e->rq_pid;
-		e->requeue = false;
-		e->forwarding = false;
+	if (e->rq_post.pending && requeue_landed(s, e, to, sup_post_poll(to, &e->rq_post, m), m)) {
 		e->cancel_asked = true;
 		SUP_INFO((int)to->chip, e->id, "re-queued from chip %u, being cancelled",
 			 e->rq_from);
