@@ -121,27 +121,47 @@ bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms)
 	return false;
 }
 
-/* Removes /dev/shm/chipd-test.<pid>.* (tu_region_name) and the node regions of test
- * instances, /dev/shm/chipd.<uid>.chipd-test-<pid>-*, of processes that are gone. */
-static void remove_leftover_regions(void)
+/* The pid of the test process a leftover file in @dir named @name belongs to, or 0:
+ * in /dev/shm the regions of tu_region_name (chipd-test.<pid>.*) and the node regions
+ * of chipd_fixture's instances (chipd.<uid>.t<pid>-<n>, chipd.<uid>.chipd-test-<pid>-*)
+ * and of the fault suites' (chipd.<uid>.f<pid>-*, named after the suite's process);
+ * in /tmp those instances' pid files (chipd-test.t<pid>-<n>.pid, chipd-test.f<pid>-*)
+ * and hello_fixture's sockets (chipd-test-hx.<pid>.<n>.sock). */
+static int leftover_owner(bool shm, const char *name)
 {
-	DIR *d = opendir("/dev/shm");
+	unsigned uid;
+	int pid;
+
+	if (shm && (sscanf(name, "chipd-test.%d.", &pid) == 1 ||
+		    sscanf(name, "chipd.%u.t%d-", &uid, &pid) == 2 ||
+		    sscanf(name, "chipd.%u.f%d-", &uid, &pid) == 2 ||
+		    sscanf(name, "chipd.%u.chipd-test-%d-", &uid, &pid) == 2))
+		return pid;
+	if (!shm && (sscanf(name, "chipd-test.t%d-", &pid) == 1 ||
+		     sscanf(name, "chipd-test.f%d-", &pid) == 1 ||
+		     sscanf(name, "chipd-test-hx.%d.", &pid) == 1))
+		return pid;
+	return 0;
+}
+
+/* Removes what test processes that are gone left in @dir (leftover_owner): a tcase
+ * that failed or was killed leaves its chipd's region and pid file behind (the chipd
+ * dies with it, by SIGKILL). */
+static void remove_leftovers(const char *dir)
+{
+	bool shm = strcmp(dir, "/dev/shm") == 0;
+	DIR *d = opendir(dir);
 	struct dirent *e;
 
 	if (!d)
 		return;
 	while ((e = readdir(d)) != NULL) {
-		int pid;
+		int pid = leftover_owner(shm, e->d_name);
 		char path[300];
 
-		unsigned uid;
-
-		if (sscanf(e->d_name, "chipd-test.%d.", &pid) != 1 &&
-		    sscanf(e->d_name, "chipd.%u.chipd-test-%d-", &uid, &pid) != 2)
+		if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
-		if (kill(pid, 0) == 0 || errno != ESRCH)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);
 	}
 	closedir(d);
@@ -155,7 +175,8 @@ int tu_run(Suite *s)
 	srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists every tcase; normal by default */
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	remove_leftover_regions();
+	remove_leftovers("/dev/shm");
+	remove_leftovers("/tmp");
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
