@@ -1,5 +1,6 @@
 # Process-level suites of the supervisor: a real chipd (sim chips) through libchipd.
-chipd_check(check_chipd chipd_fixture.c chipd_counters.c chipd_abandon.c chipd_clstat.c)
+chipd_check(check_chipd chipd_fixture.c chipd_counters.c chipd_abandon.c chipd_clstat.c
+            chipd_cancel.c)
 # chipd_kernels: the workload tables the "workloads" answer is compared with
 target_link_libraries(check_chipd PRIVATE chipd_proto chipd_kernels)
 target_compile_definitions(check_chipd PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")

@@ -134,8 +134,9 @@ struct sup_req {
 	 * forward failed): the stream's own end is not counted again */
 	bool answered_error;
 	/* a client's cancel was sent to its worker (set before the call, so a death of
-	 * the worker before it ended the stream cannot miss it): a death path ends the
-	 * stream cancelled, never re-queues it */
+	 * the worker before it ended the stream cannot miss it), or came while its submit
+	 * was being forwarded (passed on once the worker admitted it, sup_forward.c): a
+	 * death path ends the stream cancelled, never re-queues it */
 	bool cancel_asked;
 	/* ended, and read to its end or closed by its reader, as an admission's look at
 	 * its client's usage saw it (sup_table_client_usage): counted for nothing there

@@ -6,7 +6,9 @@
  * refused as the worker said), or worker_lost when its worker died, did not answer
  * within SUP_FORWARD_MS, or the router leaves. A forward whose answer reaches nobody
  * (its client gave the slot up) that the worker admitted is abandoned: its ring's
- * reader is closed, so the worker cancels it at its next round. Router thread only;
+ * reader is closed, so the worker cancels it at its next round. A cancel that came
+ * while it was in flight is answered ok (the request is live) and passed on once the
+ * worker admitted it (cancel_admitted). Router thread only;
  * the table entries under sup.lock. */
 #include "sup.h"
 #include "sup_clstat.h"
@@ -171,6 +173,24 @@ static bool offer_elsewhere(struct sup *s, struct sup_fwd *f, struct sup_req *e)
 	return true;
 }
 
+/* The cancel its client sent while @f was in flight (answered ok then: the request was
+ * live), passed on now that @f's worker admitted the request. A worker that dies
+ * first leaves it to its death path, which ends it cancelled (cancel_asked). */
+static void cancel_admitted(struct sup *s, const struct sup_fwd *f, uint64_t id)
+{
+	struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
+	struct proto_error err = {0};
+
+	if (!c) {
+		SUP_WARN((int)f->chip, id, "out of memory: its client's cancel not passed on");
+		return;
+	}
+	c->req.id = (int64_t)id;
+	if (sup_call_run(s, &s->workers[f->chip], c, &err) != CHIPD_OK)
+		SUP_INFO((int)f->chip, id, "its client's cancel, passed on: %s", err.message);
+	sup_call_free(c);
+}
+
 /* Ends @f, or moves it on to another chip (offer_elsewhere): @rc is the poll's result
  * (0: the worker's answer is in fwd_msg). Returns false when it goes on. */
 static bool complete(struct sup *s, struct sup_fwd *f, int rc)
@@ -179,6 +199,7 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 	struct proto_error err = {0};
 	enum chipd_code code;
 	struct sup_worker *w = &s->workers[f->chip];
+	uint64_t cancel_id = 0; /* passed on after the answer: admitted ids are ≥ 1 */
 
 	pthread_mutex_lock(&s->lock);
 	struct sup_req *e = &s->reqs[f->entry];
@@ -210,7 +231,10 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 		 * when nobody takes the answer), before its end can be counted */
 		sup_clstat_admitted(s, e);
 		if (w->pid != f->pid) /* it died after answering; the death path skipped us */
-			sup_table_end(s, e, CHIPD_E_WORKER_LOST);
+			sup_table_end(s, e,
+				      e->cancel_asked ? CHIPD_E_CANCELLED : CHIPD_E_WORKER_LOST);
+		else if (e->cancel_asked)
+			cancel_id = e->id;
 		code = CHIPD_OK;
 		proto_msg_init(m, PROTO_OP_SUBMIT);
 		m->id = (int64_t)e->id;
@@ -223,6 +247,8 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 		err.request = (int64_t)e->id;
 	pthread_mutex_unlock(&s->lock);
 	answer_client(s, f, code, m, &err);
+	if (cancel_id)
+		cancel_admitted(s, f, cancel_id);
 	return true;
 }
 

@@ -253,7 +253,15 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 			ans->id = req->id;
 			return CHIPD_OK;
 		}
-	} else if (e && !e->ended && !e->forwarding) {
+	} else if (e && !e->ended && e->forwarding) {
+		/* its submit's answer has not come yet: the forward passes the cancel on
+		 * once its worker admitted it (sup_forward.c), or it ends refused */
+		e->cancel_asked = true;
+		pthread_mutex_unlock(&s->lock);
+		sup_call_free(c);
+		ans->id = req->id;
+		return CHIPD_OK;
+	} else if (e && !e->ended) {
 		w = &s->workers[e->chip];
 		/* before the call: a worker that dies before it ended the stream leaves it
 		 * to its death path, which must not re-queue what its client cancelled */

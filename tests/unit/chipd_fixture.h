@@ -108,6 +108,9 @@ void cd_add_counter_cases(Suite *s);
 void cd_add_abandon_cases(Suite *s);
 /* Adds the tcases about the counts of each callable (chipd_clstat.c, check_chipd). */
 void cd_add_clstat_cases(Suite *s);
+/* Adds the tcases about cancels between owners, and re-queue ends (chipd_cancel.c,
+ * check_chipd). */
+void cd_add_cancel_cases(Suite *s);
 
 /* A reader that keeps its stream's reader open after its client hung up: a thread of
  * the test stores `closed` = 0 in the stream's consumer line (undoing the supervisor's

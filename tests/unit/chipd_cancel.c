@@ -1,0 +1,206 @@
+/* chipd_cancel.c - cancels through a real chipd at the moments where the request is
+ * between owners: while its submit is still being forwarded to its worker, while a
+ * dead worker's request is being re-queued, and after a cancel answered ok whose
+ * worker died before it ended the stream. Also the end of a re-queue given up. Part of
+ * check_chipd. */
+#include "chipd_fixture.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#define TCASE_TIMEOUT_S 60
+
+static const char *const two_chips[] = {"--chips", "2", NULL};
+
+/* Submits a synthetic request of 3 tokens, each step a second long, pinned to chip 0:
+ * time for a worker to die, or a cancel to come, before its first token. */
+static chipd_stream *submit_slow_on_chip0(struct cd *d, uint64_t *id)
+{
+	struct chipd_param p[] = {{"tokens", 3}, {"device_us", 1000000}};
+	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = 0};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+
+	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, id, &s, &err), 0);
+	return s;
+}
+
+/* @s ends cancelled (not FINAL, not worker_lost), once, and the counters say so; then
+ * it is closed. */
+static void assert_ended_cancelled(struct cd *d, chipd_stream *s)
+{
+	enum chipd_code code;
+
+	ck_assert_uint_eq(cd_drain_stream(s, &code, CD_CALL_MS), 0);
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "the cancelled stream ended %s",
+		      code == CHIPD_OK ? "FINAL" : chipd_code_name(code));
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_uint_eq(cd_stat_reaches(d, "supervisor", "err_cancelled", 1, 2000), 1);
+	ck_assert_uint_eq(cd_stat(d, "supervisor", "err_worker_lost"), 0);
+}
+
+/* A cancel while a dead worker's unstarted request is being moved: its re-queue's
+ * assign is posted to chip 1, whose worker is held stopped meanwhile (well inside
+ * SUP_FORWARD_MS). The request is live and its client's: the cancel is answered ok
+ * and the stream ends cancelled, without a token, as a cancel anywhere else ends it;
+ * it never runs to FINAL on chip 1 once that worker goes on. */
+START_TEST(cancel_during_requeue_ends_cancelled)
+{
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t id;
+	struct cd d;
+	pid_t w0, w1;
+	int rc;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	/* admitted on chip 0; its first token is a second away when the worker dies */
+	s = submit_slow_on_chip0(&d, &id);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	usleep(300 * 1000); /* the death is seen and the re-queue posted to chip 1 */
+	rc = chipd_cancel(d.conn, id, CD_CALL_MS, &err);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_msg(rc == 0, "cancel during the re-queue: %d (%s: %s)", rc,
+		      chipd_code_name(err.code), err.message);
+	assert_ended_cancelled(&d, s);
+	ck_assert_uint_eq(cd_stat(&d, "chip1", "completed"), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A cancel answered ok whose worker dies before it ended the request: its first step
+ * still runs (a second long), so the orchestrator waits for it before it writes the
+ * end. The request has no token yet, but its client cancelled it: it is not re-queued
+ * to run again elsewhere, its stream ends cancelled. */
+START_TEST(cancelled_request_is_not_requeued)
+{
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t id;
+	struct cd d;
+	pid_t w0;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	s = submit_slow_on_chip0(&d, &id);
+	usleep(100 * 1000); /* its first step runs on chip 0 */
+	ck_assert_int_eq(chipd_cancel(d.conn, id, CD_CALL_MS, &err), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	assert_ended_cancelled(&d, s);
+	ck_assert_uint_eq(cd_stat(&d, "chip1", "admitted"), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A re-queue given up (its assign posted to chip 1, whose worker is held stopped past
+ * SUP_FORWARD_MS): the supervisor closes the ring's reader and ends the stream
+ * worker_lost. Its client lives and has not read that end yet when another submit
+ * comes: the ring must stay the stream's until its reader took the end (or went), so
+ * the client still reads worker_lost, not a ring given to another stream. */
+START_TEST(requeue_given_up_end_reaches_its_reader)
+{
+	enum chipd_code code;
+	chipd_stream *s, *other;
+	uint64_t id;
+	struct cd d;
+	pid_t w0, w1;
+	uint32_t n;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	s = submit_slow_on_chip0(&d, &id);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	/* past SUP_FORWARD_MS (2 s) from the post, and a sweep after the given-up end */
+	usleep(2700 * 1000);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	other = cd_submit(&d, 2, 1000);
+	cd_expect_stream(other, 2, CHIPD_OK, CD_CALL_MS);
+	n = cd_drain_stream(s, &code, CD_CALL_MS);
+	ck_assert_msg(code == CHIPD_E_WORKER_LOST, "the stream ended %s after %u tokens",
+		      code == CHIPD_OK ? "FINAL" : chipd_code_name(code), n);
+	ck_assert_uint_eq(n, 0);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* A submit of the slow request above on chip 0 with the client's own id, made by a
+ * thread while the test does something else. */
+struct submit_call {
+	struct cd *d;
+	uint64_t id;
+	chipd_stream *s;
+	struct chipd_error err;
+	int rc;
+};
+
+static void *submit_thread(void *arg)
+{
+	struct submit_call *c = arg;
+	struct chipd_param p[] = {{"tokens", 3}, {"device_us", 1000000}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = 2, .id = c->id, .chip = 0};
+	uint64_t got = 0;
+
+	c->rc = chipd_submit(c->d->conn, &req, CD_CALL_MS, &got, &c->s, &c->err);
+	if (c->rc == 0 && got != c->id)
+		c->rc = -EPROTO;
+	return NULL;
+}
+
+/* A cancel by the client's own id while the submit is still being forwarded: the
+ * router admitted it (the id is the caller's) and posted its assign to chip 0, whose
+ * worker is held stopped, so no answer has come yet. The request is live: the cancel
+ * is answered ok, and once the worker admitted it the stream ends cancelled; it never
+ * runs to FINAL. */
+START_TEST(cancel_while_submit_is_forwarded)
+{
+	struct submit_call call = {.id = 4242};
+	struct chipd_error err;
+	pthread_t th;
+	struct cd d;
+	uint64_t taken;
+	pid_t w0;
+	int rc;
+
+	cd_start(&d, two_chips, NULL);
+	call.d = &d;
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
+	taken = cd_stat(&d, "supervisor", "requests");
+	ck_assert_int_eq(pthread_create(&th, NULL, submit_thread, &call), 0);
+	/* the router took the submit: it admits it and posts its assign to chip 0 before
+	 * it takes the cancel */
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 1, 5000),
+			  taken + 1);
+	rc = chipd_cancel(d.conn, call.id, CD_CALL_MS, &err);
+	ck_assert_int_eq(kill(w0, SIGCONT), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(rc == 0, "cancel while the submit is forwarded: %d (%s: %s)", rc,
+		      chipd_code_name(err.code), err.message);
+	ck_assert_msg(call.rc == 0, "the submit: %d (%s)", call.rc, call.err.message);
+	assert_ended_cancelled(&d, call.s);
+	ck_assert_uint_eq(cd_stat(&d, "chip0", "completed"), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+void cd_add_cancel_cases(Suite *s)
+{
+	const struct tu_case cases[] = {
+	    {"cancel_while_forwarded", cancel_while_submit_is_forwarded},
+	    {"cancel_during_requeue", cancel_during_requeue_ends_cancelled},
+	    {"cancelled_not_requeued", cancelled_request_is_not_requeued},
+	    {"requeue_given_up_end", requeue_given_up_end_reaches_its_reader},
+	};
+
+	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), TCASE_TIMEOUT_S);
+}
