@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The wire's limit on the path (docs/protocol.md §8.4), NUL included. */
@@ -50,6 +51,26 @@ static int absolute(const char *path, char *abs, size_t cap)
 	else
 		return -errno;
 	return n > 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+}
+
+/* Whether the directory of the absolute @path is missing as this process sees it (a
+ * component absent, or not a directory): the supervisor could not write there either,
+ * so nothing is recorded for it. One this process may not look into is the
+ * supervisor's to judge. */
+static bool dir_missing(const char *path)
+{
+	char dir[TRACE_PATH_MAX];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return false;
+	slash[slash == dir] = '\0'; /* "/f": the root */
+	if (stat(dir, &st) == 0)
+		return !S_ISDIR(st.st_mode);
+	return errno == ENOENT || errno == ENOTDIR;
 }
 
 /* Reads @path whole into a fresh buffer. Returns 0 or -errno. */
@@ -181,6 +202,8 @@ int ctl_cmd_trace(struct ctl *g, int argc, char **argv)
 	if (absolute(t.out, path, sizeof(path)))
 		return ctl_usage(g, "--out: '%s' is longer than %d bytes as an absolute path",
 				 t.out, TRACE_PATH_MAX - 1);
+	if (dir_missing(path))
+		return ctl_usage(g, "--out: the directory of '%s' does not exist", path);
 	rc = ctl_connect(g, &c);
 	if (rc)
 		return rc;

@@ -3,7 +3,7 @@
 #  1. detached, it holds none of its caller's output: `chipd | cat` ends as soon as
 #     chipd is ready, and the log goes on in RUNTIME_DIR/chipd.UID.INSTANCE.log (0600);
 #  2. a trace is written 0600, with no temporary or part file left behind (a failed
-#     one included);
+#     one included); one into a missing directory is refused before it records;
 #  3. a runtime directory that is not private (open to others, a symbolic link,
 #     another user's) is refused: exit 1, a message naming it, no region made; so is
 #     a detached log file others can read (its mode named, no pid file left);
@@ -90,9 +90,18 @@ mkdir "$dir/out.d"
 timeout 60 "$chipctl" trace --out "$dir/out.d/t.json" --seconds 1 >/dev/null || fail "trace"
 [ "$(mode "$dir/out.d/t.json")" = 600 ] || fail "trace file mode $(mode "$dir/out.d/t.json")"
 [ "$(ls "$dir/out.d")" = t.json ] || fail "left beside the trace: $(ls "$dir/out.d")"
-# a collect to a directory that does not exist fails, and leaves no part behind either
-! timeout 60 "$chipctl" trace --out "$dir/missing/t.json" --seconds 0.1 >/dev/null 2>&1 ||
-	fail "trace into a missing directory succeeded"
+# a trace into a directory that does not exist is refused before it records: exit 64
+# at once, not after its 60 s (the timeout would end it with 124)
+rc=0
+timeout 30 "$chipctl" trace --out "$dir/missing/t.json" --seconds 60 >/dev/null 2>&1 || rc=$?
+[ "$rc" = 64 ] || fail "trace into a missing directory: exit $rc, not 64"
+# a collect the supervisor fails (its directory removed while recording) fails, and
+# leaves no part behind either
+mkdir "$dir/gone.d"
+(sleep 0.3 && rmdir "$dir/gone.d") &
+! timeout 60 "$chipctl" trace --out "$dir/gone.d/t.json" --seconds 1.5 >/dev/null 2>&1 ||
+	fail "trace into a directory removed while recording succeeded"
+wait $!
 sock="$dir/run/chipd.$uid.$CHIPD_INSTANCE.sock"
 [ -S "$sock" ] || fail "no handshake socket $sock"
 [ "$(mode "$sock")" = 600 ] || fail "handshake socket mode $(mode "$sock")"
