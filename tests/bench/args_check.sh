@@ -47,6 +47,7 @@ expect "chipbench overlap: --requests: '65' is not a whole number in 1..64" \
 expect "chipbench e2e: --seconds: '-1' is not a number in 0..3600" e2e --seconds -1
 expect "chipbench e2e: --seconds: '0' is not more than 0" e2e --seconds 0
 expect "chipbench e2e: --tokens: '' is not a whole number in 1..4294967295" e2e --tokens ''
+expect "chipbench e2e: --small-repeats: '0' is not a whole number in 1..99" e2e --small-repeats 0
 expect "chipbench e2e: --clients: '1,0' is not N,N,...: at most 8, each 1..256" \
 	e2e --clients 1,0
 expect \

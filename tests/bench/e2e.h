@@ -37,6 +37,7 @@ struct e2e_opts {
 	bool delivery;			  /* run the delivery rows */
 	unsigned small_clients[E2E_MAX_ROWS];
 	unsigned nsmall;
+	unsigned small_repeats; /* windows per small row; the median's is reported */
 	bool small; /* run the small-request section */
 	bool json;
 };
@@ -52,6 +53,10 @@ struct e2e_row {
 	/* ns: token delivery (publish -> client), admission (the chipd_submit call),
 	 * request (chipd_submit called -> final token read) */
 	double tok_p50, tok_p99, adm_p50, adm_p99, req_p50, req_p99;
+	/* e2e_row_median: the windows run (0: one, by e2e_row), the fewest and the most
+	 * req/s among them; the row is the window of the median req/s */
+	unsigned repeats;
+	double rps_min, rps_max;
 };
 
 /* One-token zero-work requests next to chipd_ping, on the same chipd. */
@@ -69,6 +74,13 @@ struct e2e_small {
 /* Runs one row with @r->clients clients against the chipd @d. Returns 0 or -errno
  * (also in @r->rc). */
 int e2e_row(const struct e2e_opts *o, const struct bench_chipd *d, struct e2e_row *r);
+
+/* Runs the row @r @repeats times (windows of o->seconds each, one after the other) and
+ * keeps the window of the median req/s (the lower middle one of an even count), with
+ * the range of req/s in rps_min and rps_max: one window on a shared machine is one
+ * draw of its noise. Returns 0 or the first failure's -errno (also in @r->rc). */
+int e2e_row_median(const struct e2e_opts *o, const struct bench_chipd *d, struct e2e_row *r,
+		   unsigned repeats);
 
 /* Times E2E_PING_ITERS chipd_ping round trips on @d's connection (after E2E_WARM_NS
  * of unmeasured ones) into @s. Returns 0 or -errno (also in @s->ping_rc). */

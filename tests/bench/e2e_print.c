@@ -82,6 +82,9 @@ static void e2e_print_row_json(const struct e2e_row *r, const struct e2e_row *b,
 		       e2e_ratio(r->tok_p50, b->tok_p50), e2e_ratio(r->adm_p50, b->adm_p50));
 	if (!r->rc && ping_p50 > 0)
 		printf(", \"request_p50_per_ping_p50\": %.3f", e2e_ratio(r->req_p50, ping_p50));
+	if (!r->rc && r->repeats)
+		printf(", \"repeats\": %u, \"rps_min\": %.1f, \"rps_max\": %.1f", r->repeats,
+		       r->rps_min, r->rps_max);
 	printf("}");
 }
 
@@ -140,8 +143,10 @@ static void e2e_print_small(const struct e2e_small *s)
 	else
 		printf("p50 %.1fus p99 %.1fus\n", s->ping_p50 / 1e3, s->ping_p99 / 1e3);
 	e2e_print_floor(s);
-	printf("%7s %10s %9s %9s %8s  %s\n", "clients", "req/s", "req p50", "req p99", "refused",
-	       "req p50 / ping p50");
+	if (s->nrows && !s->rows[0].rc)
+		printf("each row: the median of %u windows by req/s\n", s->rows[0].repeats);
+	printf("%7s %10s %17s %9s %9s %8s  %s\n", "clients", "req/s", "req/s range", "req p50",
+	       "req p99", "refused", "req p50 / ping p50");
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct e2e_row *r = &s->rows[i];
 
@@ -149,9 +154,9 @@ static void e2e_print_small(const struct e2e_small *s)
 			printf("%7u failed: %s\n", r->clients, strerror(-r->rc));
 			continue;
 		}
-		printf("%7u %10.0f %7.1fus %7.1fus %8llu  %.1fx\n", r->clients, r->rps,
-		       r->req_p50 / 1e3, r->req_p99 / 1e3, (unsigned long long)r->refused,
-		       e2e_ratio(r->req_p50, s->ping_p50));
+		printf("%7u %10.0f %8.0f-%-8.0f %7.1fus %7.1fus %8llu  %.1fx\n", r->clients, r->rps,
+		       r->rps_min, r->rps_max, r->req_p50 / 1e3, r->req_p99 / 1e3,
+		       (unsigned long long)r->refused, e2e_ratio(r->req_p50, s->ping_p50));
 	}
 	printf("targets: 1 client req p50 <= %.0f x ping p50: %s; >= %.0f req/s at %u clients: "
 	       "%s\n",

@@ -118,9 +118,10 @@ def e2e_small(rep, sm):
     rows = []
     for r in sm["rows"]:
         if not r.get("ok"):
-            rows.append([r["clients"], "failed", "", "", "", ""])
+            rows.append([r["clients"], "failed", "", "", "", "", ""])
             continue
-        rows.append([r["clients"], num(r["rps"]), us(r["request_p50_ns"], 1),
+        rng = (f"{num(r['rps_min'])}–{num(r['rps_max'])}" if r.get("repeats") else "")
+        rows.append([r["clients"], num(r["rps"]), rng, us(r["request_p50_ns"], 1),
                      us(r["request_p99_ns"], 1), r["refused"],
                      times(r.get("request_p50_per_ping_p50"))])
     head = ("`chipd_ping` on the same node: p50 "
@@ -133,9 +134,14 @@ def e2e_small(rep, sm):
                  f"crosses {sm['floor_handoffs']} hand-offs in a row, so it cannot take less "
                  f"than {us(floor, 1)}"
                  + (f" = {times(floor / ping)} `chipd_ping`" if ping else "") + " here.")
+    reps = next((r["repeats"] for r in sm["rows"] if r.get("repeats")), None)
+    if reps:
+        head += (f" Each row is the window of the median req/s among {reps} windows of the "
+                 f"same length, run one after the other; \"req/s range\" gives the fewest "
+                 f"and the most of them.")
     rep.fields["e2e_small"] = head + "\n\n" + table(
-        ["clients", "req/s", "request p50", "request p99", "refused", "request p50 / ping p50"],
-        rows, "rrrrrr")
+        ["clients", "req/s", "req/s range", "request p50", "request p99", "refused",
+         "request p50 / ping p50"], rows, "rrrrrrr")
     one = next((r for r in sm["rows"] if r["clients"] == 1 and r.get("ok")), None)
     v = one.get("request_p50_per_ping_p50") if one else None
     rep.targets.append(("one-token zero-work request, 1 client: submit → final token p50 / "
