@@ -102,7 +102,9 @@ void cd_start_as(struct cd *d, const char *instance, const char *const *args,
 	ck_assert_msg(rc == 1 && read(fd, &c, 1) == 1 && c == '\n',
 		      "chipd %s did not become ready within %u ms", d->instance, CD_READY_MS);
 	close(fd);
-	rc = chipd_connect(d->instance, &d->conn, &err);
+	/* the hello is start-up too: a sanitizer build on a loaded machine may take its
+	 * answer past the library's default wait */
+	rc = chipd_connect_timeout(d->instance, CD_READY_MS, &d->conn, &err);
 	ck_assert_msg(rc == 0, "connect %s: %s", d->instance, err.message);
 }
 
