@@ -275,6 +275,14 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	} else {
 		c->req.id = req->id;
 		code = sup_call_run(s, w, c, err);
+		/* its worker died with the cancel in flight: the death path ends the stream
+		 * cancelled (cancel_asked), never re-queues it; the cancel took effect */
+		if (code != CHIPD_OK && c->rc == -EPIPE) {
+			SUP_INFO((int)w->chip, (uint64_t)req->id,
+				 "cancel: its worker died meanwhile; it ends cancelled");
+			*err = (struct proto_error){0};
+			code = CHIPD_OK;
+		}
 		if (code == CHIPD_OK)
 			ans->id = req->id;
 	}

@@ -98,6 +98,33 @@ START_TEST(cancelled_request_is_not_requeued)
 }
 END_TEST
 
+/* A cancel sent the moment its worker was SIGKILLed, before the supervisor saw the
+ * death: the call to the dead worker fails, but the request is its client's and
+ * live, and the death path ends it cancelled (never re-queued) since the cancel came.
+ * So the cancel is answered ok, as it is once the death was seen (a re-queue's
+ * cancel), not worker_lost for a stream that then ends cancelled. */
+START_TEST(cancel_racing_its_workers_death)
+{
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t id;
+	struct cd d;
+	pid_t w0;
+	int rc;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	s = submit_slow_on_chip0(&d, &id);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	rc = chipd_cancel(d.conn, id, CD_CALL_MS, &err);
+	ck_assert_msg(rc == 0, "cancel racing the death: %d (%s: %s)", rc,
+		      chipd_code_name(err.code), err.message);
+	assert_ended_cancelled(&d, s);
+	ck_assert_uint_eq(cd_stat(&d, "chip1", "admitted"), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 /* A re-queue given up (its assign posted to chip 1, whose worker is held stopped past
  * SUP_FORWARD_MS): the supervisor closes the ring's reader and ends the stream
  * worker_lost. Its client lives and has not read that end yet when another submit
@@ -199,6 +226,7 @@ void cd_add_cancel_cases(Suite *s)
 	    {"cancel_while_forwarded", cancel_while_submit_is_forwarded},
 	    {"cancel_during_requeue", cancel_during_requeue_ends_cancelled},
 	    {"cancelled_not_requeued", cancelled_request_is_not_requeued},
+	    {"cancel_racing_death", cancel_racing_its_workers_death},
 	    {"requeue_given_up_end", requeue_given_up_end_reaches_its_reader},
 	};
 
