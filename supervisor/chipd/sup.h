@@ -254,7 +254,11 @@ struct sup_view {
 struct sup_reg_book {
 	bool draining;	  /* unregister or quarantine under way: new requests refused */
 	bool quarantined; /* the router unregisters it (sup_register_tick) */
+	bool drain_cancel; /* the drainer's mode is cancel */
 	uint32_t crashes; /* worker deaths with one of its requests in flight */
+	/* the connection (its hello's "client") whose unregister --drain or --cancel is
+	 * under way, 0 none: once it is gone, the router carries the drain out itself */
+	uint64_t drainer;
 };
 
 struct wrk_reg_entry;
@@ -342,6 +346,9 @@ struct sup {
 		pthread_mutex_t lock;
 		/* quarantines decided (event loop) and not yet carried out (router) */
 		_Atomic uint32_t quarantines;
+		/* books with a drainer (router thread), and when the router looks next */
+		uint32_t drains;
+		uint64_t drains_next_ns;
 	} reg;
 };
 
