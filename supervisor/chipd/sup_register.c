@@ -374,7 +374,12 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 	}
 	if (n)
 		return n;
-	unload_chips(s, i, atomic_load_explicit(&e->loaded, memory_order_relaxed), &left);
+	/* the chips with a worker: one a stop ended has nothing to unload, and would only
+	 * be waited for (the forward bound, 2 s a chip) */
+	pthread_mutex_lock(&s->lock);
+	left = running_chips(s) & atomic_load_explicit(&e->loaded, memory_order_relaxed);
+	pthread_mutex_unlock(&s->lock);
+	unload_chips(s, i, left, &left);
 	if (left)
 		return 1; /* a chip still frees a request of it: ask again */
 	entry_free(s, i);
