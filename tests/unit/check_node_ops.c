@@ -1,7 +1,8 @@
 /* check_node_ops.c - promises of the node's operator ops (docs/protocol.md 8.4:
- * trace), checked from the outside on a real chipd of two sim chips through
+ * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
- * named as such (bad_request), not as a bug of chipd (internal). */
+ * named as such (bad_request), not as a bug of chipd (internal); a stop's grace
+ * (drain, stop) is the time requests in flight get, also when a drain came first. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -13,11 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BOUND_MS 20000u
 
 static const char *const two_chips[] = {"--chips", "2", NULL};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 /* Entries of @dir whose name starts with @prefix. */
 static int count_prefixed(const char *dir, const char *prefix)
@@ -78,12 +88,43 @@ START_TEST(trace_collect_onto_a_directory_is_bad_request)
 }
 END_TEST
 
+/* A stop asked for with a short grace while a drain with a long one runs (chipctl
+ * drain --grace-ms 60000, then chipctl stop --grace-ms 300: "--grace-ms N: time for
+ * in-flight requests", chipctl(1)) is answered ok, and its grace is what the requests
+ * in flight get: the long stream ends cancelled within about 300 ms, not after the
+ * drain's minute, and chipd exits. A SIGTERM cuts a drain the same way (chipd(8)). */
+START_TEST(stop_during_a_drain_cuts_its_grace)
+{
+	struct cd d;
+	struct chipd_error err;
+	enum chipd_code code;
+	uint64_t t0, ms;
+	chipd_stream *s;
+
+	cd_start(&d, two_chips, NULL);
+	s = cd_submit(&d, 200, 100000); /* 20 s */
+	ck_assert_msg(chipd_drain(d.conn, 60000, CD_CALL_MS, &err) == 0, "%s", err.message);
+	usleep(200000);
+	t0 = now_ms();
+	ck_assert_msg(chipd_stop(d.conn, 300, CD_CALL_MS, &err) == 0, "%s", err.message);
+	(void)cd_drain_stream(s, &code, BOUND_MS);
+	ms = now_ms() - t0;
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "code %d after %llu ms", (int)code,
+		      (unsigned long long)ms);
+	ck_assert_msg(ms < 3000, "the stream ended %llu ms after a stop with grace 300 ms",
+		      (unsigned long long)ms);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, 0, BOUND_MS), 0); /* it exits by itself */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("node_ops");
 	const struct tu_case cases[] = {
 	    {"trace_collect_onto_a_directory_is_bad_request",
 	     trace_collect_onto_a_directory_is_bad_request},
+	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
