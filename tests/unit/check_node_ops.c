@@ -2,7 +2,8 @@
  * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
  * named as such (bad_request), not as a bug of chipd (internal); a stop's grace
- * (drain, stop) is the time requests in flight get, also when a drain came first. */
+ * (drain, stop) is the time requests in flight get, also when a drain came first;
+ * a SIGTERM early in the start leaves no pid file and no region behind. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BOUND_MS 20000u
@@ -118,6 +120,54 @@ START_TEST(stop_during_a_drain_cuts_its_grace)
 }
 END_TEST
 
+/* Whether @pid runs chipd's image yet (its exec is done). */
+static bool execd(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	return strncmp(comm, "chipd", 5) == 0;
+}
+
+/* A SIGTERM early in chipd's start, at every millisecond of its first 40: "SIGTERM
+ * ... stop chipd: ... the node region is unlinked and chipd exits 0" (chipd(8)). It
+ * never leaves its pid file or its node region behind, and once it took its pid file
+ * it exits 0, not killed by the signal (a stale region and pid file in /dev/shm and
+ * the runtime directory until the next start of that instance). */
+START_TEST(sigterm_early_in_the_start_leaves_nothing)
+{
+	for (int ms = 0; ms <= 40; ms++) {
+		struct cd d;
+		struct stat st;
+		bool had_pidfile;
+		int status;
+		pid_t pid = cd_spawn(&d, two_chips, NULL, NULL);
+
+		for (int i = 0; i < 2000 && !execd(pid); i++)
+			usleep(500);
+		usleep((useconds_t)ms * 1000u);
+		had_pidfile = stat(d.pidfile, &st) == 0;
+		ck_assert_int_eq(kill(pid, SIGTERM), 0);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		d.pid = 0;
+		ck_assert_msg(!cd_region_exists(&d), "%d ms: the region %s is left behind", ms,
+			      d.region);
+		ck_assert_msg(stat(d.pidfile, &st) != 0, "%d ms: the pid file %s is left behind",
+			      ms, d.pidfile);
+		ck_assert_msg(!had_pidfile || (WIFEXITED(status) && WEXITSTATUS(status) == 0),
+			      "%d ms: chipd ended with status 0x%x after it took its pid file", ms,
+			      (unsigned)status);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("node_ops");
@@ -125,6 +175,7 @@ int main(void)
 	    {"trace_collect_onto_a_directory_is_bad_request",
 	     trace_collect_onto_a_directory_is_bad_request},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
+	    {"sigterm_early_in_the_start_leaves_nothing", sigterm_early_in_the_start_leaves_nothing},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
