@@ -126,6 +126,23 @@ static void log_refused(const char *path, int rc)
 		fprintf(stderr, "chipd: log file %s: %s\n", path, strerror(-rc));
 }
 
+/* SIGTERM, SIGINT, SIGHUP and SIGCHLD are the event loop's (a signalfd): blocked from
+ * before the pid file is taken, so a SIGTERM at any moment of the start stops chipd
+ * through the loop (pid file and region removed, exit 0) instead of killing it; the
+ * spawner and the workers inherit the mask. */
+static void block_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 /* Detaches from the terminal: the parent waits until the child is ready (exit 0) or
  * has exited, and then exits with the child's status (1 when that was 0 or a signal:
  * it never became ready), so `chipd && chipctl ...` works and a second chipd on a
@@ -147,8 +164,23 @@ static void detach(struct sup *s)
 		exit(1);
 	}
 	if (pid > 0) {
+		sigset_t set, pending;
 		int status;
 
+		/* the waiting parent holds nothing of the instance: a stop signal that came
+		 * before the fork is the child's (it stops through its loop), and one that
+		 * comes later ends the parent as before */
+		if (sigpending(&pending) == 0) {
+			if (sigismember(&pending, SIGTERM))
+				kill(pid, SIGTERM);
+			if (sigismember(&pending, SIGINT))
+				kill(pid, SIGINT);
+		}
+		sigemptyset(&set);
+		sigaddset(&set, SIGTERM);
+		sigaddset(&set, SIGINT);
+		sigaddset(&set, SIGHUP);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
 		close(p[1]);
 		if (read(p[0], &c, 1) == 1)
 			exit(0);
@@ -192,19 +224,6 @@ void sup_detached_ready(struct sup *s)
 		sup_notify_fd(s->daemon_fd);
 		s->daemon_fd = -1;
 	}
-}
-
-static void block_signals(void)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
 }
 
 /* Each client connection costs three descriptors (the socket, the client's pidfd and
@@ -314,6 +333,7 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	sup_log_init(s->cfg.log_level, "chipd");
+	block_signals();
 	(void)wl_set_limit(s->cfg.max_callables); /* nothing is loaded yet: cannot fail */
 	rc = load_callables(&s->cfg);
 	if (rc)
@@ -364,7 +384,6 @@ int main(int argc, char **argv, char **envp)
 	s->started_ns = shm_now_ns();
 	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STARTING, memory_order_relaxed);
 	pthread_mutex_init(&s->lock, NULL);
-	block_signals();
 	/* before any thread that may ask for the stop */
 	s->loop_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = s->loop_wake_fd < 0 ? -errno : sup_table_init(s);
