@@ -528,8 +528,8 @@ void sup_register_tick(struct sup *s)
 		pthread_mutex_lock(&s->lock);
 		q = s->reg.books[i].quarantined;
 		cancel = s->reg.books[i].drain_cancel;
-		orphan = drains && s->reg.books[i].drainer &&
-			 !conn_id_live(s, s->reg.books[i].drainer);
+		orphan =
+		    drains && s->reg.books[i].drainer && !conn_id_live(s, s->reg.books[i].drainer);
 		pthread_mutex_unlock(&s->lock);
 		if ((!q && !orphan) || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE ||
 		    drain_step(s, i, q || cancel) != 0)

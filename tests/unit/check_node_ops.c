@@ -175,7 +175,8 @@ int main(void)
 	    {"trace_collect_onto_a_directory_is_bad_request",
 	     trace_collect_onto_a_directory_is_bad_request},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
-	    {"sigterm_early_in_the_start_leaves_nothing", sigterm_early_in_the_start_leaves_nothing},
+	    {"sigterm_early_in_the_start_leaves_nothing",
+	     sigterm_early_in_the_start_leaves_nothing},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
