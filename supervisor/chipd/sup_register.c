@@ -386,11 +386,12 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 	return 0;
 }
 
-/* The connection id of the live connection of @pid, 0 when none. Under sup.lock. */
-static uint64_t conn_id_of(const struct sup *s, pid_t pid)
+/* The connection id of the live connection of @pid whose client region is @region
+ * (a process may hold several connections), 0 when none. Under sup.lock. */
+static uint64_t conn_id_of(const struct sup *s, pid_t pid, uint32_t region)
 {
 	for (uint32_t i = 0; pid > 0 && i < s->cfg.max_clients; i++)
-		if (s->conns[i].live && s->conns[i].pid == pid)
+		if (s->conns[i].live && s->conns[i].pid == pid && s->conns[i].region == region)
 			return s->conns[i].id;
 	return 0;
 }
@@ -407,7 +408,7 @@ static bool conn_id_live(const struct sup *s, uint64_t id)
  * Under sup.lock, router thread. */
 static void drainer_set(struct sup *s, struct sup_reg_book *b, bool resume, bool cancel)
 {
-	uint64_t id = resume ? 0 : conn_id_of(s, s->router_client);
+	uint64_t id = resume ? 0 : conn_id_of(s, s->router_client, s->router_region);
 
 	if (b->quarantined)
 		return; /* the router carries it out whoever asks */
