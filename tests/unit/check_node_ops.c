@@ -3,7 +3,8 @@
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
  * named as such (bad_request), not as a bug of chipd (internal); a stop's grace
  * (drain, stop) is the time requests in flight get, also when a drain came first;
- * a SIGTERM early in the start leaves no pid file and no region behind. */
+ * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
+ * detaching chipd too. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -168,6 +169,74 @@ START_TEST(sigterm_early_in_the_start_leaves_nothing)
 }
 END_TEST
 
+/* chipd without --foreground, sent SIGTERM while it starts (its pid file is there, it
+ * is not ready yet): "SIGTERM ... stop chipd" (chipd(8)), also when the signal reaches
+ * the command the caller started (a timeout, a Ctrl-C: the detached child is in a
+ * session of its own, the terminal's SIGINT reaches the command alone). The command
+ * exits, and the instance is gone within 10 s: no node region, no pid file (before
+ * the fix the command died and the detached chipd went on, ready and serving). */
+START_TEST(sigterm_to_a_detaching_chipd_stops_it)
+{
+	char instance[32], pidfile[96], region[96], rundir[] = "/tmp/chipd-nodeops.XXXXXX";
+	char env_rundir[64];
+	struct stat st;
+	uint64_t until;
+	bool served, had_pidfile;
+	int status;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	snprintf(instance, sizeof(instance), "d%d", (int)getpid());
+	snprintf(pidfile, sizeof(pidfile), "%s/chipd.pid", rundir);
+	snprintf(region, sizeof(region), "/dev/shm/chipd.%u.%s", (unsigned)getuid(), instance);
+	snprintf(env_rundir, sizeof(env_rundir), "CHIPD_RUNTIME_DIR=%s", rundir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		putenv(env_rundir);
+		execl(CHIPD_BIN, CHIPD_BIN, "--instance", instance, "--pidfile", pidfile, "--chips",
+		      "2", (char *)NULL);
+		_exit(127);
+	}
+	until = now_ms() + 10000;
+	while (stat(pidfile, &st) != 0 || st.st_size == 0) {
+		ck_assert_msg(now_ms() < until, "no pid file");
+		usleep(500);
+	}
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	until = now_ms() + 10000;
+	while ((stat(region, &st) == 0 || stat(pidfile, &st) == 0) && now_ms() < until)
+		usleep(10000);
+	served = stat(region, &st) == 0;
+	had_pidfile = stat(pidfile, &st) == 0;
+	if (had_pidfile) { /* the daemon went on: stop it, then fail */
+		FILE *f = fopen(pidfile, "r");
+		int daemon = 0;
+
+		if (f && fscanf(f, "%d", &daemon) == 1 && daemon > 0)
+			kill(daemon, SIGTERM);
+		if (f)
+			fclose(f);
+		usleep(1500000);
+	}
+	{
+		char log[160];
+
+		snprintf(log, sizeof(log), "%s/chipd.%u.%s.log", rundir, (unsigned)getuid(),
+			 instance);
+		unlink(log);
+		snprintf(log, sizeof(log), "%s/chipd.%u.%s.sock", rundir, (unsigned)getuid(),
+			 instance);
+		unlink(log);
+	}
+	rmdir(rundir);
+	ck_assert_msg(!served, "the detached chipd still served %s 10 s after the SIGTERM",
+		      region);
+	ck_assert_msg(!had_pidfile, "the pid file %s was left behind", pidfile);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("node_ops");
@@ -177,6 +246,7 @@ int main(void)
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
+	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
