@@ -21,13 +21,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libutil.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,6 +146,41 @@ static void block_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* The detaching parent: waits for the child's ready byte on @fd (true) or the end of
+ * the pipe (false). A SIGTERM or SIGINT meanwhile (one pending since before the fork
+ * included: they stay blocked here) is the child's: it is passed on, and the child
+ * stops through its loop, so a caller's timeout or Ctrl-C (the child has a session of
+ * its own) stops chipd and does not leave it running detached. */
+static bool wait_ready(pid_t pid, int fd)
+{
+	sigset_t set;
+	char c;
+	int sfd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		struct signalfd_siginfo si;
+
+		if (poll(pf, sfd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (sfd >= 0 && (pf[1].revents & POLLIN) &&
+		    read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			kill(pid, (int)si.ssi_signo);
+		if (pf[0].revents)
+			break;
+	}
+	if (sfd >= 0)
+		close(sfd);
+	return read(fd, &c, 1) == 1;
+}
+
 /* Detaches from the terminal: the parent waits until the child is ready (exit 0) or
  * has exited, and then exits with the child's status (1 when that was 0 or a signal:
  * it never became ready), so `chipd && chipctl ...` works and a second chipd on a
@@ -150,7 +188,6 @@ static void block_signals(void)
 static void detach(struct sup *s)
 {
 	int p[2];
-	char c;
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) != 0) {
@@ -164,25 +201,10 @@ static void detach(struct sup *s)
 		exit(1);
 	}
 	if (pid > 0) {
-		sigset_t set, pending;
 		int status;
 
-		/* the waiting parent holds nothing of the instance: a stop signal that came
-		 * before the fork is the child's (it stops through its loop), and one that
-		 * comes later ends the parent as before */
-		if (sigpending(&pending) == 0) {
-			if (sigismember(&pending, SIGTERM))
-				kill(pid, SIGTERM);
-			if (sigismember(&pending, SIGINT))
-				kill(pid, SIGINT);
-		}
-		sigemptyset(&set);
-		sigaddset(&set, SIGTERM);
-		sigaddset(&set, SIGINT);
-		sigaddset(&set, SIGHUP);
-		sigprocmask(SIG_UNBLOCK, &set, NULL);
 		close(p[1]);
-		if (read(p[0], &c, 1) == 1)
+		if (wait_ready(pid, p[0]))
 			exit(0);
 		/* End of file without the ready byte: the child exited (its processes hold
 		 * the pipe only while it lives: they die with it) */
