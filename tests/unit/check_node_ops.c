@@ -231,8 +231,7 @@ START_TEST(sigterm_to_a_detaching_chipd_stops_it)
 		unlink(log);
 	}
 	rmdir(rundir);
-	ck_assert_msg(!served, "the detached chipd still served %s 10 s after the SIGTERM",
-		      region);
+	ck_assert_msg(!served, "the detached chipd still served %s 10 s after the SIGTERM", region);
 	ck_assert_msg(!had_pidfile, "the pid file %s was left behind", pidfile);
 }
 END_TEST
