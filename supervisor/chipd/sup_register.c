@@ -374,10 +374,14 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 	}
 	if (n)
 		return n;
-	/* the chips with a worker: one a stop ended has nothing to unload, and would only
-	 * be waited for (the forward bound, 2 s a chip) */
+	/* the chips with a worker not being shut down: one the stop ended or is ending
+	 * has nothing to unload, and would only be waited for (the forward bound, 2 s a
+	 * chip: a worker that answered its shutdown serves its mailbox no more) */
 	pthread_mutex_lock(&s->lock);
 	left = running_chips(s) & atomic_load_explicit(&e->loaded, memory_order_relaxed);
+	for (uint32_t c = 0; c < s->cfg.chips; c++)
+		if (s->workers[c].stopping)
+			left &= ~(1ull << c);
 	pthread_mutex_unlock(&s->lock);
 	unload_chips(s, i, left, &left);
 	if (left)
