@@ -25,6 +25,11 @@ target_link_libraries(check_liveness PRIVATE chipd_proto)
 target_compile_definitions(check_liveness PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
                                                   CHIPCTL_BIN="$<TARGET_FILE:chipctl>")
 add_dependencies(check_liveness chipd chipctl)
+# Promises of the node's operator ops (trace) as a client reads them.
+chipd_check(check_node_ops chipd_fixture.c)
+target_link_libraries(check_node_ops PRIVATE chipd_proto)
+target_compile_definitions(check_node_ops PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")
+add_dependencies(check_node_ops chipd)
 
 # chipctl against a real chipd: submit, stats --prom through promtool, trace JSON, stop.
 add_test(NAME chipctl_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/chipd/cli.sh

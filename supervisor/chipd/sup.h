@@ -255,7 +255,11 @@ struct sup_view {
 struct sup_reg_book {
 	bool draining;	  /* unregister or quarantine under way: new requests refused */
 	bool quarantined; /* the router unregisters it (sup_register_tick) */
+	bool drain_cancel; /* the drainer's mode is cancel */
 	uint32_t crashes; /* worker deaths with one of its requests in flight */
+	/* the connection (its hello's "client") whose unregister --drain or --cancel is
+	 * under way, 0 none: once it is gone, the router carries the drain out itself */
+	uint64_t drainer;
 };
 
 struct wrk_reg_entry;
@@ -284,6 +288,9 @@ struct sup {
 	/* 0, or SUP_STOP_ASKED | the drain's grace in ms: set once by a drain or stop
 	 * request or a signal (sup_ask_stop), read by the event loop */
 	_Atomic uint64_t stop_req;
+	/* 0, or when the grace of a drain or stop request that came after the first ends,
+	 * the earliest such (CLOCK_MONOTONIC ns): it cuts what is left of the drain */
+	_Atomic uint64_t stop_cut_ns;
 	_Atomic bool router_quit; /* the router thread leaves */
 	pthread_t router;
 	bool router_running;
@@ -343,6 +350,9 @@ struct sup {
 		pthread_mutex_t lock;
 		/* quarantines decided (event loop) and not yet carried out (router) */
 		_Atomic uint32_t quarantines;
+		/* books with a drainer (router thread), and when the router looks next */
+		uint32_t drains;
+		uint64_t drains_next_ns;
 	} reg;
 };
 
@@ -599,8 +609,9 @@ _Static_assert(PROTO_SUP_err_node_lost - PROTO_SUP_err_bad_request ==
 #define SUP_STOP_ASKED (1ull << 63)
 
 /* Asks for the stop: refuse new work, give in-flight work @grace_ms, end the workers,
- * exit. The first request wins (one word, so the grace is never torn from the flag);
- * later ones change nothing. Any thread. */
+ * exit. The first request starts the drain (one word, so the grace is never torn from
+ * the flag); a later one can only shorten it: its grace, from now, when it ends first
+ * (stop_cut_ns). Any thread. */
 static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
 {
 	uint64_t none = 0;
@@ -614,6 +625,15 @@ static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
 		atomic_store_explicit(&s->sup_state, CHIPD_SUP_DRAINING, memory_order_release);
 		if (s->loop_wake_fd >= 0) /* EAGAIN: a wake is pending anyway */
 			(void)!write(s->loop_wake_fd, &one, sizeof(one));
+	} else {
+		uint64_t end = shm_now_ns() + (uint64_t)grace_ms * SHM_NS_PER_MS;
+		uint64_t cur = atomic_load_explicit(&s->stop_cut_ns, memory_order_relaxed);
+
+		while ((!cur || end < cur) &&
+		       !atomic_compare_exchange_weak_explicit(&s->stop_cut_ns, &cur, end,
+							      memory_order_relaxed,
+							      memory_order_relaxed))
+			;
 	}
 }
 

@@ -277,10 +277,14 @@ static void signal_grace(struct loop *l)
 			 l->s->cfg.grace_ms);
 }
 
-/* Whether the drain's grace is over at @now: its own, or a signal's if that ends first. */
+/* Whether the drain's grace is over at @now: its own, or a signal's or a later
+ * request's (stop_cut_ns) if that ends first. */
 static bool drain_over(const struct loop *l, uint64_t now)
 {
-	return now >= l->deadline_ns || (l->signal_deadline_ns && now >= l->signal_deadline_ns);
+	uint64_t cut = atomic_load_explicit(&l->s->stop_cut_ns, memory_order_relaxed);
+
+	return now >= l->deadline_ns || (l->signal_deadline_ns && now >= l->signal_deadline_ns) ||
+	       (cut && now >= cut);
 }
 
 static void on_signals(struct loop *l)

@@ -21,13 +21,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libutil.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,6 +129,58 @@ static void log_refused(const char *path, int rc)
 		fprintf(stderr, "chipd: log file %s: %s\n", path, strerror(-rc));
 }
 
+/* SIGTERM, SIGINT, SIGHUP and SIGCHLD are the event loop's (a signalfd): blocked from
+ * before the pid file is taken, so a SIGTERM at any moment of the start stops chipd
+ * through the loop (pid file and region removed, exit 0) instead of killing it; the
+ * spawner and the workers inherit the mask. */
+static void block_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The detaching parent: waits for the child's ready byte on @fd (true) or the end of
+ * the pipe (false). A SIGTERM or SIGINT meanwhile (one pending since before the fork
+ * included: they stay blocked here) is the child's: it is passed on, and the child
+ * stops through its loop, so a caller's timeout or Ctrl-C (the child has a session of
+ * its own) stops chipd and does not leave it running detached. */
+static bool wait_ready(pid_t pid, int fd)
+{
+	sigset_t set;
+	char c;
+	int sfd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		struct signalfd_siginfo si;
+
+		if (poll(pf, sfd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (sfd >= 0 && (pf[1].revents & POLLIN) &&
+		    read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			kill(pid, (int)si.ssi_signo);
+		if (pf[0].revents)
+			break;
+	}
+	if (sfd >= 0)
+		close(sfd);
+	return read(fd, &c, 1) == 1;
+}
+
 /* Detaches from the terminal: the parent waits until the child is ready (exit 0) or
  * has exited, and then exits with the child's status (1 when that was 0 or a signal:
  * it never became ready), so `chipd && chipctl ...` works and a second chipd on a
@@ -133,7 +188,6 @@ static void log_refused(const char *path, int rc)
 static void detach(struct sup *s)
 {
 	int p[2];
-	char c;
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) != 0) {
@@ -150,7 +204,7 @@ static void detach(struct sup *s)
 		int status;
 
 		close(p[1]);
-		if (read(p[0], &c, 1) == 1)
+		if (wait_ready(pid, p[0]))
 			exit(0);
 		/* End of file without the ready byte: the child exited (its processes hold
 		 * the pipe only while it lives: they die with it) */
@@ -192,19 +246,6 @@ void sup_detached_ready(struct sup *s)
 		sup_notify_fd(s->daemon_fd);
 		s->daemon_fd = -1;
 	}
-}
-
-static void block_signals(void)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
 }
 
 /* Each client connection costs three descriptors (the socket, the client's pidfd and
@@ -314,6 +355,7 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	sup_log_init(s->cfg.log_level, "chipd");
+	block_signals();
 	(void)wl_set_limit(s->cfg.max_callables); /* nothing is loaded yet: cannot fail */
 	rc = load_callables(&s->cfg);
 	if (rc)
@@ -364,7 +406,6 @@ int main(int argc, char **argv, char **envp)
 	s->started_ns = shm_now_ns();
 	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STARTING, memory_order_relaxed);
 	pthread_mutex_init(&s->lock, NULL);
-	block_signals();
 	/* before any thread that may ask for the stop */
 	s->loop_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = s->loop_wake_fd < 0 ? -errno : sup_table_init(s);

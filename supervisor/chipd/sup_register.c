@@ -237,6 +237,8 @@ static void entry_free(struct sup *s, uint32_t i)
 	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
 	if (s->reg.books[i].quarantined) /* carried out (or unregistered by hand) */
 		atomic_fetch_sub_explicit(&s->reg.quarantines, 1, memory_order_relaxed);
+	if (s->reg.books[i].drainer)
+		s->reg.drains--;
 	s->reg.books[i] = (struct sup_reg_book){0};
 	sup_clstat_drop(s, e->name); /* a later registration of the name starts at 0 */
 	pthread_mutex_unlock(&s->lock);
@@ -372,11 +374,51 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 	}
 	if (n)
 		return n;
-	unload_chips(s, i, atomic_load_explicit(&e->loaded, memory_order_relaxed), &left);
+	/* the chips with a worker not being shut down: one the stop ended or is ending
+	 * has nothing to unload, and would only be waited for (the forward bound, 2 s a
+	 * chip: a worker that answered its shutdown serves its mailbox no more) */
+	pthread_mutex_lock(&s->lock);
+	left = running_chips(s) & atomic_load_explicit(&e->loaded, memory_order_relaxed);
+	for (uint32_t c = 0; c < s->cfg.chips; c++)
+		if (s->workers[c].stopping)
+			left &= ~(1ull << c);
+	pthread_mutex_unlock(&s->lock);
+	unload_chips(s, i, left, &left);
 	if (left)
 		return 1; /* a chip still frees a request of it: ask again */
 	entry_free(s, i);
 	return 0;
+}
+
+/* The connection id of the live connection of @pid whose client region is @region
+ * (a process may hold several connections), 0 when none. Under sup.lock. */
+static uint64_t conn_id_of(const struct sup *s, pid_t pid, uint32_t region)
+{
+	for (uint32_t i = 0; pid > 0 && i < s->cfg.max_clients; i++)
+		if (s->conns[i].live && s->conns[i].pid == pid && s->conns[i].region == region)
+			return s->conns[i].id;
+	return 0;
+}
+
+static bool conn_id_live(const struct sup *s, uint64_t id)
+{
+	for (uint32_t i = 0; id && i < s->cfg.max_clients; i++)
+		if (s->conns[i].live && s->conns[i].id == id)
+			return true;
+	return false;
+}
+
+/* Book @b's drain is the router client's (@cancel: its mode), or no one's (@resume).
+ * Under sup.lock, router thread. */
+static void drainer_set(struct sup *s, struct sup_reg_book *b, bool resume, bool cancel)
+{
+	uint64_t id = resume ? 0 : conn_id_of(s, s->router_client, s->router_region);
+
+	if (b->quarantined)
+		return; /* the router carries it out whoever asks */
+	s->reg.drains += (id != 0) - (b->drainer != 0);
+	b->drainer = id;
+	b->drain_cancel = cancel;
 }
 
 int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -408,10 +450,14 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		pthread_mutex_lock(&s->lock);
 		if (!s->reg.books[i].quarantined)
 			s->reg.books[i].draining = false;
+		drainer_set(s, &s->reg.books[i], true, false);
 		pthread_mutex_unlock(&s->lock);
 		break;
 	case PROTO_UNREG_DRAIN:
 	case PROTO_UNREG_CANCEL:
+		pthread_mutex_lock(&s->lock);
+		drainer_set(s, &s->reg.books[i], false, req->mode == PROTO_UNREG_CANCEL);
+		pthread_mutex_unlock(&s->lock);
 		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
 		break;
 	default:
@@ -473,21 +519,32 @@ void sup_register_worker_died(struct sup *s, struct sup_worker *w)
 
 void sup_register_tick(struct sup *s)
 {
+	bool drains = s->reg.drains && shm_now_ns() >= s->reg.drains_next_ns;
+
 	/* one relaxed load per round while none is due: the router's loop is hot */
-	if (atomic_load_explicit(&s->reg.quarantines, memory_order_acquire) == 0 ||
+	if ((atomic_load_explicit(&s->reg.quarantines, memory_order_acquire) == 0 && !drains) ||
 	    pthread_mutex_trylock(&s->reg.lock) != 0)
 		return;
+	if (drains) /* a drain whose client is gone: stepped as its client would, 20 ms */
+		s->reg.drains_next_ns = shm_now_ns() + 20000000u;
 	for (uint32_t i = 0; i < s->reg.n; i++) {
-		bool q;
+		bool q, orphan, cancel;
 
 		pthread_mutex_lock(&s->lock);
 		q = s->reg.books[i].quarantined;
+		cancel = s->reg.books[i].drain_cancel;
+		orphan =
+		    drains && s->reg.books[i].drainer && !conn_id_live(s, s->reg.books[i].drainer);
 		pthread_mutex_unlock(&s->lock);
-		if (q && entry_state(&s->reg.entries[i]) == WRK_REG_LIVE &&
-		    drain_step(s, i, true) == 0) {
+		if ((!q && !orphan) || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE ||
+		    drain_step(s, i, q || cancel) != 0)
+			continue;
+		if (q)
 			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",
 				 s->reg.entries[i].name);
-		}
+		else
+			SUP_INFO(-1, 0, "callable %s unregistered (its drain's client is gone)",
+				 s->reg.entries[i].name);
 	}
 	pthread_mutex_unlock(&s->reg.lock);
 }

@@ -48,7 +48,8 @@ void sup_register_spawn_end(struct sup *s);
  * logged and counted (callables_quarantined). Event loop. */
 void sup_register_worker_died(struct sup *s, struct sup_worker *w);
 
-/* Router thread, each time round its loop: carries out the quarantines due. */
+/* Router thread, each time round its loop: carries out the quarantines due, and every
+ * 20 ms the drains (unregister --drain, --cancel) whose client's connection ended. */
 void sup_register_tick(struct sup *s);
 
 #endif

@@ -70,8 +70,13 @@ static int merge(const char *path, char (*parts)[PROTO_PATH_MAX + 16], uint32_t 
 	fputs("],\"displayTimeUnit\":\"ns\"}\n", out);
 	if (fclose(out) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && rename(tmp, path) != 0)
+	if (rc == 0 && rename(tmp, path) != 0) {
 		rc = -errno;
+		unlink(tmp);
+		/* the caller's path: a directory, or one not ours to replace */
+		return proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": cannot write %s: %s", path,
+				  strerror(-rc));
+	}
 	if (rc) {
 		unlink(tmp);
 		return proto_fail(err, CHIPD_E_INTERNAL, "writing %s: %s", path, strerror(-rc));

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -394,6 +395,115 @@ START_TEST(drain_and_cancel)
 }
 END_TEST
 
+/* An unregister --drain whose client is killed while it waits (it never sends the
+ * resume of its timeout, nor asks again): "drain ... unregister once none is in
+ * flight" (docs/protocol.md 8.4) holds all the same. Once the request in flight
+ * ended, the name is unregistered: a submit is bad_request (unknown), not draining
+ * for ever, and the file registers again. */
+START_TEST(drain_of_a_killed_client_completes)
+{
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *s;
+	pid_t child;
+	uint64_t until;
+	int status;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	s = submit(&d, "tiny", 0, 10, 1, 100000, &err); /* about 1 s in flight */
+	ck_assert_msg(s, "%s", err.message);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		chipd_conn *c = NULL;
+
+		if (chipd_connect(d.instance, &c, &err) != 0)
+			_exit(2);
+		(void)chipd_unregister(c, "tiny", CHIPD_UNREGISTER_DRAIN, BOUND_MS, &err);
+		_exit(3);
+	}
+	/* the drain began: a submit of the name is refused draining */
+	until = now_ns() + 5000000000ull;
+	for (;;) {
+		chipd_stream *t = submit(&d, "tiny", 1, 1, 1, 0, &err);
+
+		if (!t && err.code == CHIPD_E_DRAINING)
+			break;
+		if (t)
+			chipd_stream_close(t, CD_CALL_MS);
+		ck_assert_msg(now_ns() < until, "the drain never began");
+		usleep(20000);
+	}
+	ck_assert_int_eq(kill(child, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert(WIFSIGNALED(status));
+	expect_tokens(s, 10, 1);
+	/* the request ended: the drain is carried out without its client */
+	until = now_ns() + 5000000000ull;
+	while (cd_listed(&d, "tiny", NULL)) {
+		ck_assert_msg(now_ns() < until, "tiny is still registered (draining for ever)");
+		usleep(50000);
+	}
+	ck_assert_ptr_null(submit(&d, "tiny", -1, 1, 1, 0, &err));
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	run_on_both(&d, "tiny", 3);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
+/* A stop (SIGTERM, --grace-ms 300) while an unregister --drain waits on a request in
+ * flight: the grace ends the request, the drain then unloads the callable from no
+ * chip the stop already ended. chipd exits within the grace and a second or so, not
+ * held by the forward bound (2 s) once per stopped chip, six here. */
+START_TEST(stop_during_a_drain_is_not_held_per_chip)
+{
+	static const char *const args[] = {"--chips", "6", "--grace-ms", "300", NULL};
+	struct cd d;
+	struct chipd_error err;
+	pid_t child;
+	uint64_t until, t0, ms;
+	int status;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		struct chipd_param p[] = {{"tokens", 30}, {"seed", 1}, {"step_us", 100000}};
+		struct chipd_request req = {
+		    .workload = "tiny", .params = p, .nparams = 3, .chip = 0};
+		chipd_conn *c = NULL;
+		chipd_stream *st = NULL;
+		uint64_t id;
+
+		if (chipd_connect(d.instance, &c, &err) != 0 ||
+		    chipd_submit(c, &req, CD_CALL_MS, &id, &st, &err) != 0)
+			_exit(2);
+		(void)chipd_unregister(c, "tiny", CHIPD_UNREGISTER_DRAIN, BOUND_MS, &err);
+		_exit(0);
+	}
+	until = now_ns() + 5000000000ull;
+	for (;;) {
+		chipd_stream *t = submit(&d, "tiny", 1, 1, 1, 0, &err);
+
+		if (!t && err.code == CHIPD_E_DRAINING)
+			break;
+		if (t)
+			chipd_stream_close(t, CD_CALL_MS);
+		ck_assert_msg(now_ns() < until, "the drain never began");
+		usleep(20000);
+	}
+	t0 = now_ns();
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS * 2), 0);
+	ms = (now_ns() - t0) / 1000000u;
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(ms < 5000, "chipd took %llu ms to stop (grace 300 ms)",
+		      (unsigned long long)ms);
+}
+END_TEST
+
 /* A registered callable's counts (docs/callables.md, "Counters") start at 0 with its
  * registration, count its requests on both chips (a submit refused counts nowhere),
  * and go with it: a later registration of the name starts at 0 again. */
@@ -624,6 +734,8 @@ int main(void)
 	    {"replay_failed_chip_gets_no_requeue", replay_failed_chip_gets_no_requeue},
 	    {"replay_failed_chip_gets_no_offer", replay_failed_chip_gets_no_offer},
 	    {"drain_and_cancel", drain_and_cancel},
+	    {"drain_of_a_killed_client_completes", drain_of_a_killed_client_completes},
+	    {"stop_during_a_drain_is_not_held_per_chip", stop_during_a_drain_is_not_held_per_chip},
 	    {"counts_start_at_registration", counts_start_at_registration},
 	    {"limit_reached", limit_reached},
 	    {"quarantined", quarantined},

@@ -1,0 +1,253 @@
+/* check_node_ops.c - promises of the node's operator ops (docs/protocol.md 8.4:
+ * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
+ * libchipd, as a client author reads them: a refusal that is the caller's doing is
+ * named as such (bad_request), not as a bug of chipd (internal); a stop's grace
+ * (drain, stop) is the time requests in flight get, also when a drain came first;
+ * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
+ * detaching chipd too. */
+#include "chipd_fixture.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BOUND_MS 20000u
+
+static const char *const two_chips[] = {"--chips", "2", NULL};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Entries of @dir whose name starts with @prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+/* A trace collect whose path names a directory: the path is the caller's
+ * (docs/protocol.md 8.4, trace: "path ... absolute: the supervisor writes Chrome trace
+ * JSON there"), as one in a missing directory is ("path": cannot write beside ...):
+ * bad_request naming "path", not internal ("a bug or an impossible state in chipd",
+ * 8.3). The directory is left as it was, with no temporary file beside it, and a
+ * collect to a file path then succeeds. */
+START_TEST(trace_collect_onto_a_directory_is_bad_request)
+{
+	struct cd d;
+	struct chipd_error err;
+	char parent[] = "/tmp/chipd-nodeops.XXXXXX", target[64], file[64];
+	uint64_t events = 0, dropped = 0;
+	struct stat st;
+	chipd_stream *s;
+
+	ck_assert_ptr_nonnull(mkdtemp(parent));
+	snprintf(target, sizeof(target), "%s/out", parent);
+	snprintf(file, sizeof(file), "%s/trace.json", parent);
+	ck_assert_int_eq(mkdir(target, 0700), 0);
+	cd_start(&d, two_chips, NULL);
+	ck_assert_msg(chipd_trace(d.conn, CHIPD_TRACE_START, NULL, CD_CALL_MS, NULL, NULL, &err) ==
+			  0,
+		      "%s", err.message);
+	s = cd_submit(&d, 3, 0);
+	cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
+	ck_assert_int_eq(
+	    chipd_trace(d.conn, CHIPD_TRACE_COLLECT, target, CD_CALL_MS, &events, &dropped, &err),
+	    -EREMOTEIO);
+	ck_assert_msg(err.code == CHIPD_E_BAD_REQUEST, "code %d: %s", (int)err.code, err.message);
+	ck_assert_msg(strstr(err.message, "\"path\""), "%s", err.message);
+	ck_assert_int_eq(stat(target, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_assert_int_eq(count_prefixed(parent, "out."), 0); /* no temporary left beside it */
+	ck_assert_msg(chipd_trace(d.conn, CHIPD_TRACE_COLLECT, file, CD_CALL_MS, &events, &dropped,
+				  &err) == 0,
+		      "%s", err.message);
+	ck_assert_int_eq(stat(file, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	unlink(file);
+	rmdir(target);
+	rmdir(parent);
+}
+END_TEST
+
+/* A stop asked for with a short grace while a drain with a long one runs (chipctl
+ * drain --grace-ms 60000, then chipctl stop --grace-ms 300: "--grace-ms N: time for
+ * in-flight requests", chipctl(1)) is answered ok, and its grace is what the requests
+ * in flight get: the long stream ends cancelled within about 300 ms, not after the
+ * drain's minute, and chipd exits. A SIGTERM cuts a drain the same way (chipd(8)). */
+START_TEST(stop_during_a_drain_cuts_its_grace)
+{
+	struct cd d;
+	struct chipd_error err;
+	enum chipd_code code;
+	uint64_t t0, ms;
+	chipd_stream *s;
+
+	cd_start(&d, two_chips, NULL);
+	s = cd_submit(&d, 200, 100000); /* 20 s */
+	ck_assert_msg(chipd_drain(d.conn, 60000, CD_CALL_MS, &err) == 0, "%s", err.message);
+	usleep(200000);
+	t0 = now_ms();
+	ck_assert_msg(chipd_stop(d.conn, 300, CD_CALL_MS, &err) == 0, "%s", err.message);
+	(void)cd_drain_stream(s, &code, BOUND_MS);
+	ms = now_ms() - t0;
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "code %d after %llu ms", (int)code,
+		      (unsigned long long)ms);
+	ck_assert_msg(ms < 3000, "the stream ended %llu ms after a stop with grace 300 ms",
+		      (unsigned long long)ms);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, 0, BOUND_MS), 0); /* it exits by itself */
+}
+END_TEST
+
+/* Whether @pid runs chipd's image yet (its exec is done). */
+static bool execd(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	return strncmp(comm, "chipd", 5) == 0;
+}
+
+/* A SIGTERM early in chipd's start, at every millisecond of its first 40: "SIGTERM
+ * ... stop chipd: ... the node region is unlinked and chipd exits 0" (chipd(8)). It
+ * never leaves its pid file or its node region behind, and once it took its pid file
+ * it exits 0, not killed by the signal (a stale region and pid file in /dev/shm and
+ * the runtime directory until the next start of that instance). */
+START_TEST(sigterm_early_in_the_start_leaves_nothing)
+{
+	for (int ms = 0; ms <= 40; ms++) {
+		struct cd d;
+		struct stat st;
+		bool had_pidfile;
+		int status;
+		pid_t pid = cd_spawn(&d, two_chips, NULL, NULL);
+
+		for (int i = 0; i < 2000 && !execd(pid); i++)
+			usleep(500);
+		usleep((useconds_t)ms * 1000u);
+		had_pidfile = stat(d.pidfile, &st) == 0;
+		ck_assert_int_eq(kill(pid, SIGTERM), 0);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		d.pid = 0;
+		ck_assert_msg(!cd_region_exists(&d), "%d ms: the region %s is left behind", ms,
+			      d.region);
+		ck_assert_msg(stat(d.pidfile, &st) != 0, "%d ms: the pid file %s is left behind",
+			      ms, d.pidfile);
+		ck_assert_msg(!had_pidfile || (WIFEXITED(status) && WEXITSTATUS(status) == 0),
+			      "%d ms: chipd ended with status 0x%x after it took its pid file", ms,
+			      (unsigned)status);
+	}
+}
+END_TEST
+
+/* chipd without --foreground, sent SIGTERM while it starts (its pid file is there, it
+ * is not ready yet): "SIGTERM ... stop chipd" (chipd(8)), also when the signal reaches
+ * the command the caller started (a timeout, a Ctrl-C: the detached child is in a
+ * session of its own, the terminal's SIGINT reaches the command alone). The command
+ * exits, and the instance is gone within 10 s: no node region, no pid file (before
+ * the fix the command died and the detached chipd went on, ready and serving). */
+START_TEST(sigterm_to_a_detaching_chipd_stops_it)
+{
+	char instance[32], pidfile[96], region[96], rundir[] = "/tmp/chipd-nodeops.XXXXXX";
+	char env_rundir[64];
+	struct stat st;
+	uint64_t until;
+	bool served, had_pidfile;
+	int status;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	snprintf(instance, sizeof(instance), "d%d", (int)getpid());
+	snprintf(pidfile, sizeof(pidfile), "%s/chipd.pid", rundir);
+	snprintf(region, sizeof(region), "/dev/shm/chipd.%u.%s", (unsigned)getuid(), instance);
+	snprintf(env_rundir, sizeof(env_rundir), "CHIPD_RUNTIME_DIR=%s", rundir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		putenv(env_rundir);
+		execl(CHIPD_BIN, CHIPD_BIN, "--instance", instance, "--pidfile", pidfile, "--chips",
+		      "2", (char *)NULL);
+		_exit(127);
+	}
+	until = now_ms() + 10000;
+	while (stat(pidfile, &st) != 0 || st.st_size == 0) {
+		ck_assert_msg(now_ms() < until, "no pid file");
+		usleep(500);
+	}
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	until = now_ms() + 10000;
+	while ((stat(region, &st) == 0 || stat(pidfile, &st) == 0) && now_ms() < until)
+		usleep(10000);
+	served = stat(region, &st) == 0;
+	had_pidfile = stat(pidfile, &st) == 0;
+	if (had_pidfile) { /* the daemon went on: stop it, then fail */
+		FILE *f = fopen(pidfile, "r");
+		int daemon = 0;
+
+		if (f && fscanf(f, "%d", &daemon) == 1 && daemon > 0)
+			kill(daemon, SIGTERM);
+		if (f)
+			fclose(f);
+		usleep(1500000);
+	}
+	{
+		char log[160];
+
+		snprintf(log, sizeof(log), "%s/chipd.%u.%s.log", rundir, (unsigned)getuid(),
+			 instance);
+		unlink(log);
+		snprintf(log, sizeof(log), "%s/chipd.%u.%s.sock", rundir, (unsigned)getuid(),
+			 instance);
+		unlink(log);
+	}
+	rmdir(rundir);
+	ck_assert_msg(!served, "the detached chipd still served %s 10 s after the SIGTERM", region);
+	ck_assert_msg(!had_pidfile, "the pid file %s was left behind", pidfile);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("node_ops");
+	const struct tu_case cases[] = {
+	    {"trace_collect_onto_a_directory_is_bad_request",
+	     trace_collect_onto_a_directory_is_bad_request},
+	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
+	    {"sigterm_early_in_the_start_leaves_nothing",
+	     sigterm_early_in_the_start_leaves_nothing},
+	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},
+	};
+
+	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
+	return tu_run(s);
+}
