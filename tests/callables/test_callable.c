@@ -22,7 +22,8 @@
  *   TC_V1        exports only chipd_callable_v1, as a library built for ABI 1
  *
  * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
- * a callable that keeps killing its workers (the quarantine).
+ * a callable that keeps killing its workers (the quarantine). With seed 997 its steps
+ * hook answers 0: a request that makes no step (no token) at all.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -112,6 +113,8 @@ static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 
 static uint32_t tiny_steps(const int64_t *cfg)
 {
+	if (cfg[P_SEED] == 997)
+		return 0; /* a callable that makes no step of a request */
 	return (uint32_t)cfg[P_TOKENS];
 }
 
