@@ -253,6 +253,13 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 	if (wl_cost(req->wl, &p, &cost, msg, sizeof(msg)))
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);
 	steps = cost.steps;
+	/* no step, no token: nothing could ever end its stream (FINAL goes with the last
+	 * token), so it would stay live for good */
+	if (steps == 0)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "%s: the request makes no step (its callable's steps hook "
+				  "answered 0)",
+				  req->wl);
 	if (req->max_tokens > 0 && (uint64_t)req->max_tokens < steps)
 		steps = (uint64_t)req->max_tokens;
 	if (c->max_request_steps && steps > c->max_request_steps)
