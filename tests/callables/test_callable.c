@@ -23,7 +23,9 @@
  *
  * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
  * a callable that keeps killing its workers (the quarantine). With seed 997 its steps
- * hook answers 0: a request that makes no step (no token) at all.
+ * hook answers 0: a request that makes no step (no token) at all. With seed 996 its
+ * fill first sleeps ten times step_us: a fill that holds the worker's loader (its cost
+ * declares more device bytes than a fill the mailbox thread would do itself).
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -36,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* macros, not an enum: the preprocessor compares them */
@@ -120,9 +123,9 @@ static uint32_t tiny_steps(const int64_t *cfg)
 
 static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 {
-	(void)cfg;
 	out->host_bytes = sizeof(struct tiny);
-	out->dev_bytes = TOK_INTS * sizeof(int32_t);
+	/* an upper bound for seed 996: its slow fill is the loader's, not M's */
+	out->dev_bytes = cfg[P_SEED] == 996 ? 64 * 1024 : TOK_INTS * sizeof(int32_t);
 }
 
 /* This worker's requests of the callable between reserve and release (reserve runs
@@ -147,6 +150,13 @@ static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 {
 	struct tiny *t = r->state;
+
+	if (r->cfg[P_SEED] == 996) { /* a fill that holds the loader (a hung device copy) */
+		int64_t us = 10 * r->cfg[P_STEP_US];
+		struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+
+		nanosleep(&ts, NULL);
+	}
 	int err = r->host->dev_alloc(r, TOK_INTS * sizeof(int32_t), (void **)&t->tok);
 
 	if (err)
