@@ -54,6 +54,37 @@ START_TEST(request_of_no_step_refused)
 }
 END_TEST
 
+/* callables.md: a callable's fill runs on the loader thread, off the mailbox thread.
+ * A run-time callable (the tests' "tiny", seed 995: a fill of 10 x step_us, here 1 s,
+ * with a cost as small as a one-token request's) may do slow work there; M must still
+ * answer the assign, and heartbeats, at once. */
+START_TEST(slow_fill_of_a_small_request_is_off_m)
+{
+	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+	uint64_t t0, took;
+
+	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
+	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
+		      "%s", wmsg);
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 64);
+	t0 = shm_now_ns();
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "tiny", "seed=995,step_us=100000,tokens=1", 0, msg),
+			 CHIPD_OK);
+	took = shm_now_ns() - t0;
+	ck_assert_msg(took < 500ull * SHM_NS_PER_MS,
+		      "the assign was answered after %llu ms: M ran the 1 s fill itself",
+		      (unsigned long long)(took / SHM_NS_PER_MS));
+	ck_assert_int_eq(wf_heartbeat(&f, 1, NULL, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	ck_assert_uint_eq(rec[0].value, 995 * 7);
+	wf_stop(&f);
+}
+END_TEST
+
 void wrk_add_limit_tcases(Suite *s);
 
 /* The request of the fault matrix that took tens of seconds to fill on M: about 3.1 GiB
@@ -191,6 +222,7 @@ void wrk_add_limit_tcases(Suite *s)
 	    {"failed_load_ends_stream_no_capacity", failed_load_ends_stream_no_capacity},
 	    {"shutdown_waits_for_a_held_load", shutdown_waits_for_a_held_load},
 	    {"request_of_no_step_refused", request_of_no_step_refused},
+	    {"slow_fill_of_a_small_request_is_off_m", slow_fill_of_a_small_request_is_off_m},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
