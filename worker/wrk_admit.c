@@ -281,8 +281,11 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 	if (rc)
 		return proto_fail(err, CHIPD_E_DEVICE_ERROR, "%s", msg);
 	rq->limit = (uint32_t)steps;
+	/* a run-time callable's fill is always L's, whatever its cost: callables.md
+	 * promises it runs off the mailbox thread (and it may be slow work) */
 	rq->small_fill = cost.dev_bytes <= WRK_SMALL_FILL_DEV_BYTES &&
-			 cost.host_bytes <= WRK_SMALL_FILL_HOST_BYTES;
+			 cost.host_bytes <= WRK_SMALL_FILL_HOST_BYTES &&
+			 wl_req_loaded_at_start(rq->wl);
 	return CHIPD_OK;
 }
 
