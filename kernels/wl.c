@@ -528,6 +528,11 @@ uint32_t wl_req_steps(const struct wl_req *r)
 	return r->pub.steps;
 }
 
+bool wl_req_loaded_at_start(const struct wl_req *r)
+{
+	return r->wc->at_start;
+}
+
 const char *wl_req_workload(const struct wl_req *r)
 {
 	return r->wc->name;

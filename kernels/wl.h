@@ -337,6 +337,11 @@ uint32_t wl_req_built(const struct wl_req *r);
 /* The name of the workload @r is a request of (the name it was loaded under). */
 const char *wl_req_workload(const struct wl_req *r);
 
+/* Whether @r's callable was loaded at start (wl_load_dir), not registered at run time
+ * (wl_load_file): a worker runs only such a callable's tiny fills on its mailbox
+ * thread, every other fill on its loader (docs/callables.md, fill). */
+bool wl_req_loaded_at_start(const struct wl_req *r);
+
 /* Appends the request's next step to @st on lane @lane; *@out says where its token
  * will be. -ENOBUFS when @st's task array or an arena is full (nothing is appended
  * and the request does not advance), -ENODATA when every step was built. */

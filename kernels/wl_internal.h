@@ -29,6 +29,10 @@ struct wl_callable {
 	char knames[CHIPD_CL_KERNELS_MAX][CHIPD_CL_NAME_MAX];
 	uint32_t kargs[CHIPD_CL_KERNELS_MAX]; /* args_size of each */
 	char kfile[3][WL_KFILE_MAX];	      /* sim, amd, nvidia: "" when none */
+	/* loaded by wl_load_dir (chipd's start, --callables), not registered at run time
+	 * (wl_load_file): the one kind whose tiny fills a worker may run on its mailbox
+	 * thread (docs/callables.md, fill) */
+	bool at_start;
 };
 
 /* Owned by root or by us, not writable by group or others: the file @path (a regular

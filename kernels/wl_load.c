@@ -474,6 +474,8 @@ int wl_load_dir(const char *dir, char *msg, size_t cap)
 	free(files);
 	while (err && nreg > first) /* all or nothing: what this call loaded goes again */
 		drop_entry(nreg - 1);
+	for (unsigned i = first; !err && i < nreg; i++)
+		reg[i]->at_start = true;
 	pthread_mutex_unlock(&reg_lock);
 	return err;
 }

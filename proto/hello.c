@@ -5,6 +5,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -13,7 +14,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+/* A connect refused because the listener's backlog is full is tried again after this
+ * long at first, then twice as long each time up to CONNECT_RETRY_MAX_NS. */
+#define CONNECT_RETRY_NS     (1u * SHM_NS_PER_MS)
+#define CONNECT_RETRY_MAX_NS (16u * SHM_NS_PER_MS)
 
 __attribute__((format(printf, 4, 5))) static int say(char *why, size_t cap, int rc,
 						     const char *fmt, ...)
@@ -45,6 +52,37 @@ static int wait_readable(int fd, uint64_t deadline_ns)
 		if (rc < 0 && errno != EINTR)
 			return -errno;
 	}
+}
+
+/* Connects @fd (non-blocking) to @sa by @deadline_ns, then makes it blocking again. A
+ * unix socket whose backlog is full (a server that stopped accepting) refuses a
+ * non-blocking connect with EAGAIN, where a blocking one would wait for an accept
+ * with no bound: tried again until the deadline. Returns 0, -ETIMEDOUT or -errno. */
+static int connect_by(int fd, const struct sockaddr_un *sa, uint64_t deadline_ns)
+{
+	uint64_t pause = CONNECT_RETRY_NS;
+	int flags;
+
+	while (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) != 0) {
+		uint64_t now = shm_now_ns(), left;
+		struct timespec ts;
+
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		left = deadline_ns - now;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)(pause < left ? pause : left);
+		nanosleep(&ts, NULL);
+		pause = pause * 2 < CONNECT_RETRY_MAX_NS ? pause * 2 : CONNECT_RETRY_MAX_NS;
+	}
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+		return -errno;
+	return 0;
 }
 
 /* recv(2) of one answer datagram that may carry the exchange region's fd (into
@@ -92,11 +130,18 @@ int proto_hello(struct proto_node *n, uint32_t timeout_ms, struct proto_hello *o
 			   n->region.name);
 	memcpy(sa.sun_path, path, sizeof(path) < sizeof(sa.sun_path) ? sizeof(path)
 								      : sizeof(sa.sun_path));
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return say(why, cap, -errno, "socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		rc = -errno;
+	rc = connect_by(fd, &sa, deadline);
+	if (rc == -ETIMEDOUT) {
+		say(why, cap, rc,
+		    "cannot connect to %s within %u ms: its backlog is full (the supervisor "
+		    "accepts no connection)",
+		    path, timeout_ms);
+		goto err_close;
+	}
+	if (rc) {
 		say(why, cap, rc, "cannot connect to %s: %s", path, strerror(-rc));
 		goto err_close;
 	}

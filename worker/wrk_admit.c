@@ -253,6 +253,13 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 	if (wl_cost(req->wl, &p, &cost, msg, sizeof(msg)))
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);
 	steps = cost.steps;
+	/* no step, no token: nothing could ever end its stream (FINAL goes with the last
+	 * token), so it would stay live for good */
+	if (steps == 0)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "%s: the request makes no step (its callable's steps hook "
+				  "answered 0)",
+				  req->wl);
 	if (req->max_tokens > 0 && (uint64_t)req->max_tokens < steps)
 		steps = (uint64_t)req->max_tokens;
 	if (c->max_request_steps && steps > c->max_request_steps)
@@ -274,8 +281,11 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 	if (rc)
 		return proto_fail(err, CHIPD_E_DEVICE_ERROR, "%s", msg);
 	rq->limit = (uint32_t)steps;
+	/* a run-time callable's fill is always L's, whatever its cost: callables.md
+	 * promises it runs off the mailbox thread (and it may be slow work) */
 	rq->small_fill = cost.dev_bytes <= WRK_SMALL_FILL_DEV_BYTES &&
-			 cost.host_bytes <= WRK_SMALL_FILL_HOST_BYTES;
+			 cost.host_bytes <= WRK_SMALL_FILL_HOST_BYTES &&
+			 wl_req_loaded_at_start(rq->wl);
 	return CHIPD_OK;
 }
 
@@ -392,6 +402,7 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	(void)err;
 	pthread_mutex_lock(&w->lock);
 	ans->queued = w->q_len;
+	ans->loading = w->nloading; /* the loader's: held, or waiting for it */
 	pthread_mutex_unlock(&w->lock);
 	ans->active = atomic_load_explicit(&w->o_active, memory_order_relaxed);
 	ans->seq = req->seq;
@@ -403,6 +414,8 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	    (int64_t)(atomic_load_explicit(&w->sync.o_rounds, memory_order_relaxed) & INT64_MAX);
 	ans->s_rounds =
 	    (int64_t)(atomic_load_explicit(&w->sync.s_rounds, memory_order_relaxed) & INT64_MAX);
+	ans->l_rounds =
+	    (int64_t)(atomic_load_explicit(&w->sync.l_rounds, memory_order_relaxed) & INT64_MAX);
 	/* released first: published >= released always holds for what we read */
 	released = atomic_load_explicit(&w->sync.released, memory_order_seq_cst);
 	published = atomic_load_explicit(&w->sync.published, memory_order_seq_cst);

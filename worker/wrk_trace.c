@@ -224,30 +224,47 @@ static uint64_t overlap(const struct snap *o, const struct snap *s)
 	return sum;
 }
 
-/* Latency of each epoch from its build's end to its publish's end. O builds and S
- * publishes epochs in increasing order, so one pass pairs them. */
+/* O's build span of epoch @arg among its @n builds @b (in increasing epoch order: O
+ * builds the epochs in turn), or NULL. */
+static const struct wrk_span *build_of(const struct wrk_span *const *b, uint64_t n, uint32_t arg)
+{
+	uint64_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (b[mid]->arg < arg)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && b[lo]->arg == arg ? b[lo] : NULL;
+}
+
+/* Latency of each epoch from its build's end to its publish's end. O builds the
+ * epochs in increasing order, but S publishes (releases) a bank once every lane in it
+ * finished, so out of epoch order behind a slow lane: each publish is paired with its
+ * own epoch's build, found by its epoch. */
 static int latencies(const struct snap *o, const struct snap *s, struct wrk_trace_summary *sum)
 {
-	uint64_t i = 0, n = 0;
+	uint64_t nb = 0, n = 0;
 	uint64_t *lat = calloc(s->n ? s->n : 1, sizeof(*lat));
+	const struct wrk_span **builds = calloc(o->n ? o->n : 1, sizeof(*builds));
 
-	if (!lat)
+	if (!lat || !builds) {
+		free(lat);
+		free(builds);
 		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < o->n; i++)
+		if (o->v[i].kind == WRK_SPAN_O_BUILD)
+			builds[nb++] = &o->v[i];
 	for (uint64_t j = 0; j < s->n; j++) {
-		const struct wrk_span *p = &s->v[j];
-		const struct wrk_span *b = NULL;
+		const struct wrk_span *p = &s->v[j], *b;
 
-		if (p->kind != WRK_SPAN_S_PUBLISH)
+		if (p->kind != WRK_SPAN_S_PUBLISH || !(b = build_of(builds, nb, p->arg)))
 			continue;
-		for (; i < o->n; i++) {
-			b = &o->v[i];
-			if (b->kind == WRK_SPAN_O_BUILD && b->arg >= p->arg)
-				break;
-		}
-		if (i == o->n)
-			break;
-		if (b->arg == p->arg)
-			lat[n++] = p->t1_ns > b->t1_ns ? p->t1_ns - b->t1_ns : 0;
+		lat[n++] = p->t1_ns > b->t1_ns ? p->t1_ns - b->t1_ns : 0;
 	}
 	if (n) {
 		qsort(lat, n, sizeof(*lat), cmp_u64);
@@ -255,6 +272,7 @@ static int latencies(const struct snap *o, const struct snap *s, struct wrk_trac
 		sum->latency_p99_ns = lat[(n * 99 + 99) / 100 - 1];
 	}
 	free(lat);
+	free(builds);
 	return 0;
 }
 

@@ -120,9 +120,10 @@ typedef struct chipd_stream chipd_stream;
  * --allow-group; -EACCES when the caller is not in that group). */
 int chipd_connect(const char *instance, chipd_conn **out, struct chipd_error *err);
 
-/* chipd_connect, waiting up to @timeout_ms (not CHIPD_TIMEOUT_MS) for the answer to
- * the hello: -ETIMEDOUT (code timeout, retryable) when none came in time, e.g. from a
- * stopped or hung supervisor. Otherwise the same returns as chipd_connect. */
+/* chipd_connect, waiting up to @timeout_ms (not CHIPD_TIMEOUT_MS) for the handshake
+ * (the connection, then the answer to the hello): -ETIMEDOUT (code timeout, retryable)
+ * when it did not come in time, e.g. from a stopped or hung supervisor, also one whose
+ * socket's backlog is full. Otherwise the same returns as chipd_connect. */
 int chipd_connect_timeout(const char *instance, uint32_t timeout_ms, chipd_conn **out,
 			  struct chipd_error *err);
 

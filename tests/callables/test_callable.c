@@ -22,7 +22,11 @@
  *   TC_V1        exports only chipd_callable_v1, as a library built for ABI 1
  *
  * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
- * a callable that keeps killing its workers (the quarantine).
+ * a callable that keeps killing its workers (the quarantine). With seed 997 its steps
+ * hook answers 0: a request that makes no step (no token) at all. With seed 996 its
+ * fill first sleeps ten times step_us: a fill that holds the worker's loader (its cost
+ * declares more device bytes than a fill the mailbox thread would do itself); with
+ * seed 995 likewise, its cost as small as any other's.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* macros, not an enum: the preprocessor compares them */
@@ -112,14 +117,16 @@ static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 
 static uint32_t tiny_steps(const int64_t *cfg)
 {
+	if (cfg[P_SEED] == 997)
+		return 0; /* a callable that makes no step of a request */
 	return (uint32_t)cfg[P_TOKENS];
 }
 
 static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 {
-	(void)cfg;
 	out->host_bytes = sizeof(struct tiny);
-	out->dev_bytes = TOK_INTS * sizeof(int32_t);
+	/* an upper bound for seed 996: its slow fill is the loader's, not M's */
+	out->dev_bytes = cfg[P_SEED] == 996 ? 64 * 1024 : TOK_INTS * sizeof(int32_t);
 }
 
 /* This worker's requests of the callable between reserve and release (reserve runs
@@ -144,6 +151,14 @@ static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 {
 	struct tiny *t = r->state;
+
+	/* a fill that holds the loader (a hung device copy, or a slow file read) */
+	if (r->cfg[P_SEED] == 996 || r->cfg[P_SEED] == 995) {
+		int64_t us = 10 * r->cfg[P_STEP_US];
+		struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+
+		nanosleep(&ts, NULL);
+	}
 	int err = r->host->dev_alloc(r, TOK_INTS * sizeof(int32_t), (void **)&t->tok);
 
 	if (err)

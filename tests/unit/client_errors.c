@@ -1,17 +1,21 @@
 /* client_errors.c - libchipd's failures: every connect error distinct and
  * explained, instance discovery order, a server that never answers (timeout, then
  * the acknowledged reset frees the slot for the next call), a hello never answered
- * (the connect's own timeout), a full mailbox, requests
- * refused before they are sent. */
+ * (the connect's own timeout), a handshake socket whose backlog is full (the same
+ * timeout), a full mailbox, requests refused before they are sent. */
 #include "client_fixture.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -319,6 +323,82 @@ START_TEST(bad_request_refused_before_sending)
 }
 END_TEST
 
+struct connect_arg {
+	const char *instance;
+	uint32_t timeout_ms;
+	int rc;
+	struct chipd_error err;
+	_Atomic int done;
+};
+
+static void *connect_thread(void *arg)
+{
+	struct connect_arg *a = arg;
+	chipd_conn *c = NULL;
+
+	a->rc = chipd_connect_timeout(a->instance, a->timeout_ms, &c, &a->err);
+	if (a->rc == 0)
+		chipd_close(c);
+	atomic_store(&a->done, 1);
+	return NULL;
+}
+
+static bool connect_returned(void *arg)
+{
+	return atomic_load(&((struct connect_arg *)arg)->done) != 0;
+}
+
+/* A supervisor that stopped accepting (stopped, or hung in its loop) while clients
+ * kept connecting: its socket's backlog is full, and a connect() on it waits for an
+ * accept that never comes. chipd_connect_timeout still gives up at its timeout, with
+ * timeout (retryable), instead of hanging in connect() for good. */
+START_TEST(full_handshake_backlog_gives_up_at_the_timeout)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct connect_arg a = {.timeout_ms = 200};
+	int lfd, fill[8], nfill = 0;
+	pthread_t th;
+	struct cx x;
+
+	cx_region(&x);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/chipd-test-hx.%d.backlog.sock",
+		 (int)getpid());
+	unlink(sa.sun_path);
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 0), 0); /* nobody accepts */
+	memcpy(x.node.desc->sock_path, sa.sun_path, strlen(sa.sun_path) + 1);
+	/* the backlog filled by connects that are never accepted */
+	while (nfill < 8) {
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+		ck_assert_int_ge(fd, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			ck_assert_int_eq(errno, EAGAIN); /* full */
+			close(fd);
+			break;
+		}
+		fill[nfill++] = fd;
+	}
+	ck_assert_int_lt(nfill, 8);
+	a.instance = x.instance;
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_thread, &a), 0);
+	ck_assert_msg(tu_eventually(connect_returned, &a, 1500),
+		      "chipd_connect_timeout(200 ms) still blocked after 1.5 s (in connect())");
+	pthread_join(th, NULL);
+	ck_assert_int_eq(a.rc, -ETIMEDOUT);
+	ck_assert_int_eq(a.err.code, CHIPD_E_TIMEOUT);
+	ck_assert(a.err.retryable);
+	ck_assert_msg(strstr(a.err.message, "within 200 ms"), "%s", a.err.message);
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	close(lfd);
+	unlink(sa.sun_path);
+	cx_region_remove(&x);
+}
+END_TEST
+
 void client_add_error_tcases(Suite *s)
 {
 	TCase *tc = tcase_create("connect_errors");
@@ -333,6 +413,7 @@ void client_add_error_tcases(Suite *s)
 	tc = tcase_create("giving_up");
 	tcase_add_test(tc, silent_server_times_out_then_slot_is_reused);
 	tcase_add_test(tc, unanswered_hello_gives_up_at_the_timeout);
+	tcase_add_test(tc, full_handshake_backlog_gives_up_at_the_timeout);
 	tcase_add_test(tc, busy_mailbox_is_queue_full);
 	tcase_add_test(tc, bad_request_refused_before_sending);
 	suite_add_tcase(s, tc);

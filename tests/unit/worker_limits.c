@@ -2,8 +2,10 @@
  * over a per-request limit is refused naming the limit; the fill of an admitted
  * request runs on the loader thread (L), so M answers heartbeats, assigns and cancels
  * while a load is held; a load that fails ends its stream no_capacity and frees its
- * id; a shutdown waits for a held load and ends its stream exactly once. */
+ * id; a shutdown waits for a held load and ends its stream exactly once; a request
+ * that would make no step (so no token and no FINAL to end its stream) is refused. */
 #include "testutil.h"
+#include "wl.h"
 #include "worker_fixture.h"
 
 #include <check.h>
@@ -11,6 +13,77 @@
 #include <string.h>
 
 #define READ_MS 5000u
+
+#ifndef CL_TEST_DIR
+#error "CL_TEST_DIR: where the tests' callables are built"
+#endif
+
+/* A callable's steps hook may answer 0 for some parameters (the tests' "tiny" does for
+ * seed 997). Such a request has no step to build and so no token to end its stream
+ * with FINAL: admitted, it would stay live forever, its id, KV blocks and ring held and
+ * its client waiting. It is refused at admission, naming why. */
+START_TEST(request_of_no_step_refused)
+{
+	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+	uint32_t n;
+	int code;
+
+	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
+	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
+		      "%s", wmsg);
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 64);
+	code = wf_assign(&f, 1, 0, "tiny", "seed=997", 0, msg);
+	if (code == CHIPD_OK) {
+		n = wf_read(&f, 0, rec, 8, 1000);
+		ck_abort_msg("a request of no step was admitted: %u records in 1 s, %s", n,
+			     n ? "an end" : "no end (its stream never ends)");
+	}
+	ck_assert_int_eq(code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(msg, "tiny: the request makes no step"), "message: %s", msg);
+	ck_assert_uint_eq(wf_ctr(&f, "rejected"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 0);
+	/* the id is free and the callable's other requests run */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "tiny", "seed=3,tokens=2", 0, msg), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	ck_assert_uint_eq(rec[1].value, 3 * 7 + 1);
+	wf_stop(&f);
+}
+END_TEST
+
+/* callables.md: a callable's fill runs on the loader thread, off the mailbox thread.
+ * A run-time callable (the tests' "tiny", seed 995: a fill of 10 x step_us, here 1 s,
+ * with a cost as small as a one-token request's) may do slow work there; M must still
+ * answer the assign, and heartbeats, at once. */
+START_TEST(slow_fill_of_a_small_request_is_off_m)
+{
+	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+	uint64_t t0, took;
+
+	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
+	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
+		      "%s", wmsg);
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 64);
+	t0 = shm_now_ns();
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "tiny", "seed=995,step_us=100000,tokens=1", 0, msg),
+			 CHIPD_OK);
+	took = shm_now_ns() - t0;
+	ck_assert_msg(took < 500ull * SHM_NS_PER_MS,
+		      "the assign was answered after %llu ms: M ran the 1 s fill itself",
+		      (unsigned long long)(took / SHM_NS_PER_MS));
+	ck_assert_int_eq(wf_heartbeat(&f, 1, NULL, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	ck_assert_uint_eq(rec[0].value, 995 * 7);
+	wf_stop(&f);
+}
+END_TEST
 
 void wrk_add_limit_tcases(Suite *s);
 
@@ -148,6 +221,8 @@ void wrk_add_limit_tcases(Suite *s)
 	    {"m_answers_while_a_load_is_held", m_answers_while_a_load_is_held},
 	    {"failed_load_ends_stream_no_capacity", failed_load_ends_stream_no_capacity},
 	    {"shutdown_waits_for_a_held_load", shutdown_waits_for_a_held_load},
+	    {"request_of_no_step_refused", request_of_no_step_refused},
+	    {"slow_fill_of_a_small_request_is_off_m", slow_fill_of_a_small_request_is_off_m},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
