@@ -395,6 +395,24 @@ START_TEST(drain_and_cancel)
 }
 END_TEST
 
+/* Waits (up to 5 s) until a submit of @wl is refused draining: its drain began. */
+static void wait_draining(struct cd *d, const char *wl)
+{
+	uint64_t until = now_ns() + 5000000000ull;
+	struct chipd_error err;
+
+	for (;;) {
+		chipd_stream *t = submit(d, wl, 1, 1, 1, 0, &err);
+
+		if (!t && err.code == CHIPD_E_DRAINING)
+			return;
+		if (t)
+			chipd_stream_close(t, CD_CALL_MS);
+		ck_assert_msg(now_ns() < until, "the drain of %s never began", wl);
+		usleep(20000);
+	}
+}
+
 /* An unregister --drain whose client is killed while it waits (it never sends the
  * resume of its timeout, nor asks again): "drain ... unregister once none is in
  * flight" (docs/protocol.md 8.4) holds all the same. Once the request in flight
@@ -424,17 +442,7 @@ START_TEST(drain_of_a_killed_client_completes)
 		_exit(3);
 	}
 	/* the drain began: a submit of the name is refused draining */
-	until = now_ns() + 5000000000ull;
-	for (;;) {
-		chipd_stream *t = submit(&d, "tiny", 1, 1, 1, 0, &err);
-
-		if (!t && err.code == CHIPD_E_DRAINING)
-			break;
-		if (t)
-			chipd_stream_close(t, CD_CALL_MS);
-		ck_assert_msg(now_ns() < until, "the drain never began");
-		usleep(20000);
-	}
+	wait_draining(&d, "tiny");
 	ck_assert_int_eq(kill(child, SIGKILL), 0);
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
 	ck_assert(WIFSIGNALED(status));
@@ -463,7 +471,7 @@ START_TEST(stop_during_a_drain_is_not_held_per_chip)
 	struct cd d;
 	struct chipd_error err;
 	pid_t child;
-	uint64_t until, t0, ms;
+	uint64_t t0, ms;
 	int status;
 
 	cd_start(&d, args, NULL);
@@ -484,17 +492,7 @@ START_TEST(stop_during_a_drain_is_not_held_per_chip)
 		(void)chipd_unregister(c, "tiny", CHIPD_UNREGISTER_DRAIN, BOUND_MS, &err);
 		_exit(0);
 	}
-	until = now_ns() + 5000000000ull;
-	for (;;) {
-		chipd_stream *t = submit(&d, "tiny", 1, 1, 1, 0, &err);
-
-		if (!t && err.code == CHIPD_E_DRAINING)
-			break;
-		if (t)
-			chipd_stream_close(t, CD_CALL_MS);
-		ck_assert_msg(now_ns() < until, "the drain never began");
-		usleep(20000);
-	}
+	wait_draining(&d, "tiny");
 	t0 = now_ns();
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS * 2), 0);
 	ms = (now_ns() - t0) / 1000000u;
