@@ -443,6 +443,11 @@ void sup_conn_exited(struct sup *s, uint32_t i);
 void sup_conn_tick(struct sup *s, uint64_t now);
 /* Whether @pid has a live connection. Under sup.lock. */
 bool sup_conn_pid_live(const struct sup *s, pid_t pid);
+/* The id of @pid's live connection whose client region is @region (a process may hold
+ * several), 0 when none. Under sup.lock. */
+uint64_t sup_conn_id_of(const struct sup *s, pid_t pid, uint32_t region);
+/* Whether the connection of id @id is still live. Under sup.lock. */
+bool sup_conn_id_live(const struct sup *s, uint64_t id);
 /* Whether @e's reader may still read it: its client region is still its client's
  * (LIVE, with that pid). Under sup.lock. */
 bool sup_conn_reader_live(const struct sup *s, const struct sup_req *e);
@@ -535,6 +540,12 @@ void sup_call_free(struct sup_call *c);
  * -ETIMEDOUT: it is stuck). */
 enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_call *c,
 			     struct proto_error *err);
+/* Passes a cancel of request @id on to worker @w and waits for its answer
+ * (sup_call_run; sup_router.c). Returns the code, with @err filled; CHIPD_OK also when
+ * the worker died with the cancel in flight (-EPIPE): its death path ends a stream
+ * whose cancel_asked is set as cancelled. Router thread. */
+enum chipd_code sup_cancel_on(struct sup *s, struct sup_worker *w, uint64_t id,
+			      struct proto_error *err);
 /* Publishes @w's state in the directory (and @w->state). */
 void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_state st);
 

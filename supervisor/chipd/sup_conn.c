@@ -148,6 +148,22 @@ bool sup_conn_pid_live(const struct sup *s, pid_t pid)
 	return false;
 }
 
+uint64_t sup_conn_id_of(const struct sup *s, pid_t pid, uint32_t region)
+{
+	for (uint32_t i = 0; pid > 0 && i < s->cfg.max_clients; i++)
+		if (s->conns[i].live && s->conns[i].pid == pid && s->conns[i].region == region)
+			return s->conns[i].id;
+	return 0;
+}
+
+bool sup_conn_id_live(const struct sup *s, uint64_t id)
+{
+	for (uint32_t i = 0; id && i < s->cfg.max_clients; i++)
+		if (s->conns[i].live && s->conns[i].id == id)
+			return true;
+	return false;
+}
+
 bool sup_conn_reader_live(const struct sup *s, const struct sup_req *e)
 {
 	/* no pool books (before the socket, or after the stop closed it): nobody reads */

@@ -8,7 +8,7 @@
  * (its client gave the slot up) that the worker admitted is abandoned: its ring's
  * reader is closed, so the worker cancels it at its next round. A cancel that came
  * while it was in flight is answered ok (the request is live) and passed on once the
- * worker admitted it (cancel_admitted). Router thread only;
+ * worker admitted it (sup_cancel_on). Router thread only;
  * the table entries under sup.lock. */
 #include "sup.h"
 #include "sup_clstat.h"
@@ -173,24 +173,6 @@ static bool offer_elsewhere(struct sup *s, struct sup_fwd *f, struct sup_req *e)
 	return true;
 }
 
-/* The cancel its client sent while @f was in flight (answered ok then: the request was
- * live), passed on now that @f's worker admitted the request. A worker that dies
- * first leaves it to its death path, which ends it cancelled (cancel_asked). */
-static void cancel_admitted(struct sup *s, const struct sup_fwd *f, uint64_t id)
-{
-	struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
-	struct proto_error err = {0};
-
-	if (!c) {
-		SUP_WARN((int)f->chip, id, "out of memory: its client's cancel not passed on");
-		return;
-	}
-	c->req.id = (int64_t)id;
-	if (sup_call_run(s, &s->workers[f->chip], c, &err) != CHIPD_OK)
-		SUP_INFO((int)f->chip, id, "its client's cancel, passed on: %s", err.message);
-	sup_call_free(c);
-}
-
 /* Ends @f, or moves it on to another chip (offer_elsewhere): @rc is the poll's result
  * (0: the worker's answer is in fwd_msg). Returns false when it goes on. */
 static bool complete(struct sup *s, struct sup_fwd *f, int rc)
@@ -247,8 +229,10 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 		err.request = (int64_t)e->id;
 	pthread_mutex_unlock(&s->lock);
 	answer_client(s, f, code, m, &err);
-	if (cancel_id)
-		cancel_admitted(s, f, cancel_id);
+	/* the cancel its client sent while @f was in flight (answered ok then: the
+	 * request was live), passed on now that its worker admitted the request */
+	if (cancel_id && sup_cancel_on(s, w, cancel_id, &err) != CHIPD_OK)
+		SUP_INFO((int)f->chip, cancel_id, "its client's cancel, passed on: %s", err.message);
 	return true;
 }
 

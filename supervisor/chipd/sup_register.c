@@ -361,15 +361,10 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 	pthread_mutex_unlock(&s->lock);
 	if (n && cancel) {
 		for (uint32_t k = 0; k < n && k < CANCEL_BATCH; k++) {
-			struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
 			struct proto_error err;
 
-			if (!c)
-				break;
-			c->req.id = (int64_t)ids[k];
-			(void)sup_call_run(s, &s->workers[chips[k]], c,
-					   &err); /* ended: not_found */
-			sup_call_free(c);
+			/* one that ended meanwhile: not_found */
+			(void)sup_cancel_on(s, &s->workers[chips[k]], ids[k], &err);
 		}
 	}
 	if (n)
@@ -390,29 +385,11 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 	return 0;
 }
 
-/* The connection id of the live connection of @pid whose client region is @region
- * (a process may hold several connections), 0 when none. Under sup.lock. */
-static uint64_t conn_id_of(const struct sup *s, pid_t pid, uint32_t region)
-{
-	for (uint32_t i = 0; pid > 0 && i < s->cfg.max_clients; i++)
-		if (s->conns[i].live && s->conns[i].pid == pid && s->conns[i].region == region)
-			return s->conns[i].id;
-	return 0;
-}
-
-static bool conn_id_live(const struct sup *s, uint64_t id)
-{
-	for (uint32_t i = 0; id && i < s->cfg.max_clients; i++)
-		if (s->conns[i].live && s->conns[i].id == id)
-			return true;
-	return false;
-}
-
 /* Book @b's drain is the router client's (@cancel: its mode), or no one's (@resume).
  * Under sup.lock, router thread. */
 static void drainer_set(struct sup *s, struct sup_reg_book *b, bool resume, bool cancel)
 {
-	uint64_t id = resume ? 0 : conn_id_of(s, s->router_client, s->router_region);
+	uint64_t id = resume ? 0 : sup_conn_id_of(s, s->router_client, s->router_region);
 
 	if (b->quarantined)
 		return; /* the router carries it out whoever asks */
@@ -534,7 +511,7 @@ void sup_register_tick(struct sup *s)
 		q = s->reg.books[i].quarantined;
 		cancel = s->reg.books[i].drain_cancel;
 		orphan =
-		    drains && s->reg.books[i].drainer && !conn_id_live(s, s->reg.books[i].drainer);
+		    drains && s->reg.books[i].drainer && !sup_conn_id_live(s, s->reg.books[i].drainer);
 		pthread_mutex_unlock(&s->lock);
 		if ((!q && !orphan) || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE ||
 		    drain_step(s, i, q || cancel) != 0)

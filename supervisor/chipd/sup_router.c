@@ -227,17 +227,35 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	return PROTO_DEFERRED;
 }
 
+enum chipd_code sup_cancel_on(struct sup *s, struct sup_worker *w, uint64_t id,
+			      struct proto_error *err)
+{
+	struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
+	enum chipd_code code;
+
+	if (!c)
+		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
+	c->req.id = (int64_t)id;
+	code = sup_call_run(s, w, c, err);
+	/* its worker died with the cancel in flight: the death path ends the stream
+	 * cancelled (cancel_asked), never re-queues it; the cancel took effect */
+	if (code != CHIPD_OK && c->rc == -EPIPE) {
+		SUP_INFO((int)w->chip, id, "cancel: its worker died meanwhile; it ends cancelled");
+		*err = (struct proto_error){0};
+		code = CHIPD_OK;
+	}
+	sup_call_free(c);
+	return code;
+}
+
 static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		      struct proto_error *err)
 {
 	struct sup *s = ctx;
-	struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
 	struct sup_worker *w = NULL;
 	struct sup_req *e;
-	enum chipd_code code = CHIPD_OK;
+	enum chipd_code code;
 
-	if (!c)
-		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	e = sup_table_find(s, (uint64_t)req->id);
 	/* another user's request is not found, as if it were not there (--allow-group) */
@@ -246,10 +264,9 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	if (e && !e->ended && e->requeue) {
 		/* being moved off a dead worker: the supervisor holds its stream and ends
 		 * it, unless the worker it was posted to admitted it already */
-		w = sup_workers_requeue_cancel(s, e, &c->ans);
+		w = sup_workers_requeue_cancel(s, e, s->fwd_msg);
 		if (!w) {
 			pthread_mutex_unlock(&s->lock);
-			sup_call_free(c);
 			ans->id = req->id;
 			return CHIPD_OK;
 		}
@@ -258,7 +275,6 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		 * once its worker admitted it (sup_forward.c), or it ends refused */
 		e->cancel_asked = true;
 		pthread_mutex_unlock(&s->lock);
-		sup_call_free(c);
 		ans->id = req->id;
 		return CHIPD_OK;
 	} else if (e && !e->ended) {
@@ -272,21 +288,11 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		code =
 		    proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
 		err->request = req->id;
-	} else {
-		c->req.id = req->id;
-		code = sup_call_run(s, w, c, err);
-		/* its worker died with the cancel in flight: the death path ends the stream
-		 * cancelled (cancel_asked), never re-queues it; the cancel took effect */
-		if (code != CHIPD_OK && c->rc == -EPIPE) {
-			SUP_INFO((int)w->chip, (uint64_t)req->id,
-				 "cancel: its worker died meanwhile; it ends cancelled");
-			*err = (struct proto_error){0};
-			code = CHIPD_OK;
-		}
-		if (code == CHIPD_OK)
-			ans->id = req->id;
+		return code;
 	}
-	sup_call_free(c);
+	code = sup_cancel_on(s, w, (uint64_t)req->id, err);
+	if (code == CHIPD_OK)
+		ans->id = req->id;
 	return code;
 }
 
