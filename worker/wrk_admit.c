@@ -402,7 +402,6 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	(void)err;
 	pthread_mutex_lock(&w->lock);
 	ans->queued = w->q_len;
-	ans->loading = w->nloading; /* the loader's: held, or waiting for it */
 	pthread_mutex_unlock(&w->lock);
 	ans->active = atomic_load_explicit(&w->o_active, memory_order_relaxed);
 	ans->seq = req->seq;
@@ -414,8 +413,6 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	    (int64_t)(atomic_load_explicit(&w->sync.o_rounds, memory_order_relaxed) & INT64_MAX);
 	ans->s_rounds =
 	    (int64_t)(atomic_load_explicit(&w->sync.s_rounds, memory_order_relaxed) & INT64_MAX);
-	ans->l_rounds =
-	    (int64_t)(atomic_load_explicit(&w->sync.l_rounds, memory_order_relaxed) & INT64_MAX);
 	/* released first: published >= released always holds for what we read */
 	released = atomic_load_explicit(&w->sync.released, memory_order_seq_cst);
 	published = atomic_load_explicit(&w->sync.published, memory_order_seq_cst);

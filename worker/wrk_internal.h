@@ -184,10 +184,8 @@ struct wrk_sync {
 	 * least every ORCH_IDLE_WAIT_NS) and after each request's build, S bumps s_rounds whenever it launched a step or
 	 * finished a lane (a lane the device never completes, or S stuck in a call, stops
 	 * it while epochs are out). Relaxed: M only reports them and nothing is ordered
-	 * by them. l_rounds is the loader's: bumped each time a fill ends (the request
-	 * queued for O), so a fill that never returns stops it while requests are
-	 * loading (nloading). */
-	_Atomic uint64_t o_rounds, s_rounds, l_rounds;
+	 * by them. */
+	_Atomic uint64_t o_rounds, s_rounds;
 };
 
 struct wrk {

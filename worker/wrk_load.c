@@ -187,8 +187,6 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 	 * takes the queue) all hold the lock: the last store is the current length */
 	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), w->q_len);
 	pthread_mutex_unlock(&w->lock);
-	/* progress for the heartbeat: a fill ended (relaxed, as o_rounds) */
-	atomic_fetch_add_explicit(&w->sync.l_rounds, 1, memory_order_relaxed);
 	wrk_kick_o(w);
 }
 

@@ -100,11 +100,10 @@ struct sup_worker {
 	bool hb_pending;
 	struct mbox_ticket hb_ticket;
 	uint64_t hb_seq;
-	/* progress of O, S and the loader L from the heartbeat answers: the last value,
-	 * and since when (a heartbeat's send time) it has not moved while work was
-	 * pending */
-	int64_t o_rounds, s_rounds, l_rounds;
-	uint64_t o_still_ns, s_still_ns, l_still_ns;
+	/* progress of O and S from the heartbeat answers: the last value, and since when
+	 * (a heartbeat's send time) it has not moved while work was pending */
+	int64_t o_rounds, s_rounds;
+	uint64_t o_still_ns, s_still_ns;
 };
 
 /* A submit the router forwarded to its worker and has not answered (sup_forward.c,

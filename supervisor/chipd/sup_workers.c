@@ -209,8 +209,8 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	w->hb_last_ok_ns = now;
 	w->hb_sent_ns = 0; /* the stuck clock starts with the first heartbeat */
 	w->hb_next_ns = now;
-	w->o_rounds = w->s_rounds = w->l_rounds = -1; /* no answer yet */
-	w->o_still_ns = w->s_still_ns = w->l_still_ns = now;
+	w->o_rounds = w->s_rounds = -1; /* no answer yet */
+	w->o_still_ns = w->s_still_ns = now;
 	w->healthy_since_ns = now;
 	sup_count(s, PROTO_SUP_worker_starts, 1);
 	SUP_INFO((int)w->chip, 0, "worker started, pid %d", (int)pid);
@@ -251,10 +251,8 @@ static void hb_send(struct sup_worker *w, uint64_t now)
 struct hb_health {
 	int64_t o_err, s_err;	    /* the threads' error words: -errno once one gave up */
 	int64_t o_rounds, s_rounds; /* their progress words */
-	int64_t l_rounds;	    /* the loader's (-1: the answer has none) */
 	bool o_work, s_work;	    /* work pending for O (queued, active, epochs out), for S
 				     * (epochs published, not released) */
-	bool l_work;		    /* requests the loader holds (loading) */
 	uint64_t at;		    /* when the heartbeat was sent: the answer is later */
 };
 
@@ -287,8 +285,6 @@ static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now, struct hb
 		    .s_rounds = m->s_rounds,
 		    .o_work = m->queued > 0 || m->active > 0 || m->epochs > 0,
 		    .s_work = m->epochs > 0,
-		    .l_rounds = m->l_rounds,
-		    .l_work = m->loading > 0,
 		    .at = w->hb_sent_ns,
 		};
 	}
@@ -356,12 +352,6 @@ static const char *hb_judge(struct sup *s, struct sup_worker *w, const struct hb
 			 s->cfg.progress_ms);
 		return buf;
 	}
-	if (h->l_rounds >= 0 &&
-	    stalled(&w->l_rounds, &w->l_still_ns, h->l_rounds, h->l_work, h->at, bound)) {
-		snprintf(buf, cap, "its loader made no progress for %u ms with a request to fill",
-			 s->cfg.progress_ms);
-		return buf;
-	}
 	return NULL;
 }
 
@@ -395,7 +385,7 @@ static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now, 
 		/* The supervisor itself was stalled: what its clocks say of the worker is
 		 * stale. Ask afresh; the deadlines start now. */
 		hb_drop(w);
-		w->o_still_ns = w->s_still_ns = w->l_still_ns = now;
+		w->o_still_ns = w->s_still_ns = now;
 	}
 	if (!w->hb_pending &&
 	    (w->state == CHIPD_CHIP_STARTING || resumed ||
