@@ -9,9 +9,8 @@ add_dependencies(check_chipd chipd)
 # a dead worker's gauges.
 chipd_check(check_health chipd_fixture.c)
 target_link_libraries(check_health PRIVATE chipd_proto)
-target_compile_definitions(check_health PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
-                           CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
-add_dependencies(check_health chipd tc_good)
+target_compile_definitions(check_health PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")
+add_dependencies(check_health chipd)
 # Per-request limits and the worker's loader: an over-limit request is refused naming
 # the limit; a request whose fill takes seconds leaves the worker answering.
 chipd_check(check_limits chipd_fixture.c)

@@ -1,9 +1,8 @@
 /* check_health.c - a chip's health as the supervisor judges it, with a real chipd:
  * a chip whose scheduler gave the device up leaves the router's choice at once and is
  * marked degraded and restarted; a scheduler stuck in a step past --progress-ms does
- * the same, its stream ending retryable, and so does a loader held in one fill past
- * it; a supervisor that was itself stopped asks its workers afresh instead of killing
- * them; a dead worker's gauges read 0. */
+ * the same, its stream ending retryable; a supervisor that was itself stopped asks
+ * its workers afresh instead of killing them; a dead worker's gauges read 0. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 #include "wait.h"
@@ -14,9 +13,6 @@
 #include <unistd.h>
 
 #define WAIT_MS 15000u /* bound of every poll (a loaded 2-core machine, sanitizers) */
-#ifndef CL_TEST_DIR
-#error "CL_TEST_DIR: where the tests' callables are built"
-#endif
 
 /* Waits (bounded) until counter @block.@name is @want. */
 static bool wait_stat(struct cd *d, const char *block, const char *name, uint64_t want)
@@ -196,49 +192,12 @@ START_TEST(dead_worker_gauges_read_zero)
 }
 END_TEST
 
-/* A loader held in one fill (the tests' tiny with seed 996 sleeps in its fill: a device
- * copy that does not return) while the bound of progress is 300 ms: M answers the
- * heartbeats and O has nothing of the request (queued, active, epochs 0), but the
- * loader's progress word stands still with a request loading, so the chip is marked
- * degraded, killed and restarted, as for a stuck scheduler; the stream ends
- * worker_lost, retryable (no other chip to move it to). Before, the chip stayed ready
- * and the request unended for as long as the fill. */
-START_TEST(stuck_loader_degrades_the_chip)
-{
-	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "50", "--progress-ms",
-				    "300",     NULL};
-	const struct chipd_param held[] = {{"seed", 996}, {"step_us", 1000000}, {"tokens", 1}};
-	char dir[128], path[256];
-	struct chipd_error err;
-	chipd_stream *s;
-	struct cd d;
-	pid_t w0;
-
-	cd_callables_dir(dir, sizeof(dir), "health", CL_TEST_DIR, "tc_good.so");
-	snprintf(path, sizeof(path), "%s/tc_good.so", dir);
-	cd_start(&d, args, NULL);
-	ck_assert_msg(chipd_register(d.conn, path, NULL, CD_CALL_MS * 2, NULL, NULL, &err) == 0,
-		      "%s", err.message);
-	w0 = cd_worker_pid(&d, 0);
-	ck_assert_msg(cd_submit_to(&d, "tiny", -1, held, 3, &s, &err) == 0, "%s: %s",
-		      chipd_code_name(err.code), err.message);
-	/* well before the fill's 10 s */
-	cd_expect_stream(s, 0, CHIPD_E_WORKER_LOST, 5000);
-	ck_assert_uint_ge(cd_stat(&d, "supervisor", "worker_degraded"), 1);
-	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, WAIT_MS));
-	serves(&d, -1);
-	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
-	cd_remove_dir(dir);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("health");
 	const struct tu_case cases[] = {
 	    {"scheduler_gave_up", chip_whose_scheduler_gave_up_takes_no_traffic},
 	    {"stuck_scheduler", stuck_scheduler_degrades_the_chip},
-	    {"stuck_loader", stuck_loader_degrades_the_chip},
 	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},
 	    {"dead_worker_gauges", dead_worker_gauges_read_zero},
 	};
