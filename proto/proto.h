@@ -174,10 +174,8 @@ struct proto_msg {
 	int64_t events, dropped;
 	/* ping, status, heartbeat answers */
 	int64_t state, pid, uptime_ms, seq, queued, active;
-	/* heartbeat answers: each worker thread's state (docs/protocol.md, heartbeat);
-	 * the loader's requests and progress word (optional: -1 absent) */
+	/* heartbeat answers: each worker thread's state (docs/protocol.md, heartbeat) */
 	int64_t o_err, s_err, o_rounds, s_rounds, epochs;
-	int64_t loading, l_rounds;
 	uint32_t nchips;
 	struct proto_chip chips[CHIPD_MAX_CHIPS];
 	/* stats; workloads */

@@ -396,9 +396,6 @@ static const struct field heartbeat_ans_f[] = {
     F_INT("o_rounds", true, 0, INT64_MAX, 0, MSG(o_rounds)),
     F_INT("s_rounds", true, 0, INT64_MAX, 0, MSG(s_rounds)),
     COUNT_REQ(epochs),
-    /* optional (absent: -1), so that either side may predate them */
-    F_INT("loading", false, 0, U32_MAX, -1, MSG(loading)),
-    F_INT("l_rounds", false, 0, INT64_MAX, -1, MSG(l_rounds)),
 };
 SCHEMA(heartbeat_ans, "heartbeat answer", NULL);
 

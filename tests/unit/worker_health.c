@@ -1,9 +1,8 @@
 /* worker_health.c - what the heartbeat answer says of the worker's threads: M alone
  * answers it, so each thread's error word and progress word, and whether work is
- * pending, are what the supervisor judges the chip by. A scheduler stuck in a step,
- * an orchestrator stuck in a build and a loader stuck in a fill show as a progress
- * word that stands still with work pending, while the other threads' move on. Part of
- * check_worker. */
+ * pending, are what the supervisor judges the chip by. A scheduler stuck in a step
+ * and an orchestrator stuck in a build show as a progress word that stands still
+ * with work pending, while the other thread's moves on. Part of check_worker. */
 #include "testutil.h"
 #include "worker_fixture.h"
 
@@ -12,49 +11,6 @@
 #include <stdlib.h>
 
 #define ENTER_MS 10000u /* bound of the wait for the held hook to be reached */
-
-/* L held in a fill (a device copy of the weights that does not return): the requests
- * it holds are work pending, and its progress word stands still while O's keeps
- * moving (O has nothing of it: queued, active and epochs are all 0, so without the
- * loader's words a stuck fill is pending work nobody sees). */
-START_TEST(heartbeat_shows_a_stuck_loader)
-{
-	struct proto_msg *m = calloc(3, sizeof(*m));
-	struct wf_gate g = {.id = 7};
-	static struct ring_rec rec[8];
-	struct wrk_config cfg;
-	struct wf f;
-
-	ck_assert_ptr_nonnull(m);
-	wf_config(&cfg);
-	cfg.l_fault = wf_gate_hook;
-	cfg.fault_arg = &g;
-	wf_start(&f, &cfg, 64);
-	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=3,device_us=50", 0, NULL),
-			 CHIPD_OK);
-	ck_assert_msg(tu_eventually(wf_gate_entered, &g, ENTER_MS), "the fill was never reached");
-	wf_heartbeat_ans(&f, 1, &m[0]);
-	tu_sleep_ms(1300); /* past O's idle wake (1 s): O's word moves, L's does not */
-	wf_heartbeat_ans(&f, 2, &m[1]);
-	ck_assert_int_eq(m[1].queued + m[1].active + m[1].epochs, 0);
-	ck_assert_int_gt(m[1].o_rounds, m[0].o_rounds);
-	ck_assert_int_eq(m[1].loading, 1);
-	ck_assert_int_ge(m[0].l_rounds, 0);
-	ck_assert_int_eq(m[1].l_rounds, m[0].l_rounds);
-	atomic_store(&g.open, 1);
-	ck_assert_uint_eq(wf_read(&f, 0, rec, 8, 5000), 3);
-	for (unsigned ms = 0;; ms++) { /* the fill is done: L moved on, nothing loading */
-		wf_heartbeat_ans(&f, 3, &m[2]);
-		if (m[2].loading == 0)
-			break;
-		ck_assert_msg(ms < 5000, "still loading after the stream ended");
-		tu_sleep_ms(1);
-	}
-	ck_assert_int_gt(m[2].l_rounds, m[1].l_rounds);
-	wf_stop(&f);
-	free(m);
-}
-END_TEST
 
 void wrk_add_health_tcases(Suite *s);
 
@@ -170,7 +126,6 @@ void wrk_add_health_tcases(Suite *s)
 	    {"heartbeat_reports_threads_progress", heartbeat_reports_threads_progress},
 	    {"heartbeat_shows_a_stuck_scheduler", heartbeat_shows_a_stuck_scheduler},
 	    {"heartbeat_shows_a_stuck_orchestrator", heartbeat_shows_a_stuck_orchestrator},
-	    {"heartbeat_shows_a_stuck_loader", heartbeat_shows_a_stuck_loader},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
