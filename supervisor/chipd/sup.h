@@ -518,6 +518,17 @@ struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
 					      struct proto_msg *m);
 /* Whether every chip is READY or FAILED (start-up is over). */
 bool sup_workers_settled(struct sup *s);
+
+/* ---- health (sup_health.c), event loop thread ---- */
+/* A new incarnation of @w: no heartbeat awaited, no progress seen yet. */
+void sup_worker_health_reset(struct sup_worker *w, uint64_t now);
+/* Gives up the heartbeat @w has pending, if any. */
+void sup_worker_hb_drop(struct sup_worker *w);
+/* Per tick for a live worker: polls its pending heartbeat and judges the answer
+ * (degrades and kills it when unhealthy), sends the next one when due, and kills a
+ * worker that left one unanswered for --stuck-ms. @resumed: the supervisor itself did
+ * not run for a while (its clocks start again). */
+void sup_worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now, bool resumed);
 /* One round trip to a worker's mailbox: the request to send, the answer, and the
  * buffer both are encoded in. On the heap: a struct proto_msg is about 41 KiB, too
  * much for the router's and the event loop's stacks. */

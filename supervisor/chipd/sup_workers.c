@@ -1,5 +1,5 @@
 /* sup_workers.c - one worker process per chip: its control region, fork, the child's
- * set-up, heartbeats, death, re-queue of its unstarted requests (posted on one tick,
+ * set-up, death, re-queue of its unstarted requests (posted on one tick,
  * completed on a later one: the loop never waits for a worker), restart with
  * exponential backoff, and the crash-loop limit. Runs on the event loop thread (and
  * on main before any thread starts); the router only reads worker state under
@@ -168,14 +168,6 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 
 /* ---- start ---- */
 
-static void hb_drop(struct sup_worker *w)
-{
-	if (w->hb_pending)
-		mbox_give_up(&w->mb, w->hb_ticket);
-	w->hb_pending = false;
-	w->hb_sent_ns = 0;
-}
-
 int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 {
 	struct proto_node_worker *d = &s->node.dir[w->chip];
@@ -183,7 +175,7 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	pid_t pid;
 	int pidfd;
 
-	hb_drop(w);
+	sup_worker_hb_drop(w);
 	/* a restarted worker finds its control region reset (mbox_server_attach recovers
 	 * what the dead one held) */
 	shm_region_bump_generation(&w->ctl);
@@ -206,200 +198,11 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	atomic_store_explicit(&d->restarts, w->restarts, memory_order_relaxed);
 	atomic_fetch_add_explicit(&d->incarnation, 1, memory_order_relaxed);
 	atomic_store_explicit(&d->pid, (uint32_t)pid, memory_order_release);
-	w->hb_last_ok_ns = now;
-	w->hb_sent_ns = 0; /* the stuck clock starts with the first heartbeat */
-	w->hb_next_ns = now;
-	w->o_rounds = w->s_rounds = -1; /* no answer yet */
-	w->o_still_ns = w->s_still_ns = now;
+	sup_worker_health_reset(w, now);
 	w->healthy_since_ns = now;
 	sup_count(s, PROTO_SUP_worker_starts, 1);
 	SUP_INFO((int)w->chip, 0, "worker started, pid %d", (int)pid);
 	return 0;
-}
-
-/* ---- heartbeats ---- */
-
-static void hb_send(struct sup_worker *w, uint64_t now)
-{
-	struct proto_msg *m = malloc(sizeof(*m));
-	struct proto_error err;
-	size_t len;
-
-	w->hb_next_ns = now;
-	/* a heartbeat that cannot be posted (every slot busy) is awaited all the same: a
-	 * worker whose M holds every slot is stuck */
-	if (!w->hb_sent_ns)
-		w->hb_sent_ns = now;
-	if (!m || mbox_claim(&w->mb, &w->hb_ticket) != 0) {
-		free(m);
-		return; /* every slot busy: try again next tick */
-	}
-	proto_msg_init(m, PROTO_OP_HEARTBEAT);
-	m->seq = (int64_t)++w->hb_seq;
-	if (proto_encode_request(m, mbox_req_buf(&w->mb, w->hb_ticket), PROTO_REQ_MAX, &len,
-				 &err) != 0 ||
-	    mbox_post(&w->mb, w->hb_ticket, (uint32_t)len) != 0) {
-		mbox_give_up(&w->mb, w->hb_ticket);
-		free(m);
-		return;
-	}
-	w->hb_pending = true;
-	free(m);
-}
-
-/* What a heartbeat answer says of the worker's threads (docs/protocol.md, heartbeat). */
-struct hb_health {
-	int64_t o_err, s_err;	    /* the threads' error words: -errno once one gave up */
-	int64_t o_rounds, s_rounds; /* their progress words */
-	bool o_work, s_work;	    /* work pending for O (queued, active, epochs out), for S
-				     * (epochs published, not released) */
-	uint64_t at;		    /* when the heartbeat was sent: the answer is later */
-};
-
-/* Checks a pending heartbeat without waiting: true when it was answered, with what
- * it said in @h. */
-static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now, struct hb_health *h)
-{
-	struct proto_msg *m;
-	struct proto_error err;
-	const void *buf;
-	uint32_t len;
-	bool ok = false;
-	int rc = mbox_wait(&w->mb, w->hb_ticket, now);
-
-	if (rc == -ETIMEDOUT)
-		return false;
-	if (rc != 0) { /* the worker left or reset: its death arrives through its pidfd */
-		hb_drop(w);
-		return false;
-	}
-	m = malloc(sizeof(*m));
-	if (m && mbox_response(&w->mb, w->hb_ticket, &buf, &len) == 0 &&
-	    proto_decode_answer(PROTO_OP_HEARTBEAT, buf, len, m, &err) == 0 && m->ok &&
-	    m->seq == (int64_t)w->hb_seq) {
-		ok = true;
-		*h = (struct hb_health){
-		    .o_err = m->o_err,
-		    .s_err = m->s_err,
-		    .o_rounds = m->o_rounds,
-		    .s_rounds = m->s_rounds,
-		    .o_work = m->queued > 0 || m->active > 0 || m->epochs > 0,
-		    .s_work = m->epochs > 0,
-		    .at = w->hb_sent_ns,
-		};
-	}
-	mbox_release(&w->mb, w->hb_ticket);
-	w->hb_pending = false;
-	w->hb_sent_ns = 0;
-	free(m);
-	if (ok) {
-		w->hb_last_ok_ns = now;
-		atomic_store_explicit(&s->node.dir[w->chip].heartbeat_ns, now,
-				      memory_order_relaxed);
-	}
-	return ok;
-}
-
-/* Marks @w DEGRADED (the router sends it nothing more) and kills it: its death
- * takes the usual path (streams re-queued or ended worker_lost, restart after the
- * backoff, the crash limit). */
-static void degrade(struct sup *s, struct sup_worker *w, const char *why)
-{
-	pthread_mutex_lock(&s->lock);
-	sup_worker_set_state(s, w, CHIPD_CHIP_DEGRADED);
-	pthread_mutex_unlock(&s->lock);
-	sup_count(s, PROTO_SUP_worker_degraded, 1);
-	SUP_WARN((int)w->chip, 0, "degraded: %s: killing pid %d", why, (int)w->pid);
-	(void)sup_pidfd_signal(w->pidfd, SIGKILL); /* the spawner kills its group */
-}
-
-/* Whether a progress word stands still past the bound: @still_ns is when it was
- * last seen moving or with no work pending; both times are heartbeats' send times,
- * so a supervisor that was slow to read the answers does not stretch them. */
-static bool stalled(int64_t *seen, uint64_t *still_ns, int64_t val, bool work, uint64_t at,
-		    uint64_t bound_ns)
-{
-	if (*seen != val || !work) {
-		*seen = val;
-		*still_ns = at;
-		return false;
-	}
-	return at > *still_ns && at - *still_ns > bound_ns;
-}
-
-/* Judges a heartbeat answer: the reason @w is degraded, or NULL while healthy. */
-static const char *hb_judge(struct sup *s, struct sup_worker *w, const struct hb_health *h,
-			    char *buf, size_t cap)
-{
-	uint64_t bound = (uint64_t)s->cfg.progress_ms * SHM_NS_PER_MS;
-
-	if (h->s_err) {
-		snprintf(buf, cap, "its scheduler gave the device up (%s)",
-			 strerror((int)-h->s_err));
-		return buf;
-	}
-	if (h->o_err) {
-		snprintf(buf, cap, "its orchestrator failed (%s)", strerror((int)-h->o_err));
-		return buf;
-	}
-	if (stalled(&w->s_rounds, &w->s_still_ns, h->s_rounds, h->s_work, h->at, bound)) {
-		snprintf(buf, cap, "its scheduler made no progress for %u ms with a step pending",
-			 s->cfg.progress_ms);
-		return buf;
-	}
-	if (stalled(&w->o_rounds, &w->o_still_ns, h->o_rounds, h->o_work, h->at, bound)) {
-		snprintf(buf, cap, "its orchestrator made no progress for %u ms with work pending",
-			 s->cfg.progress_ms);
-		return buf;
-	}
-	return NULL;
-}
-
-static void worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now, bool resumed)
-{
-	struct hb_health h;
-	char why[160];
-	const char *bad;
-
-	if (w->hb_pending && hb_poll(s, w, now, &h)) {
-		if (w->state == CHIPD_CHIP_STARTING) {
-			pthread_mutex_lock(&s->lock);
-			sup_worker_set_state(s, w, CHIPD_CHIP_READY);
-			pthread_mutex_unlock(&s->lock);
-			SUP_INFO((int)w->chip, 0, "worker ready, pid %d", (int)w->pid);
-		}
-		bad = hb_judge(s, w, &h, why, sizeof(why));
-		if (bad && !w->stopping) {
-			degrade(s, w, bad);
-			return;
-		}
-	}
-	/* It said it refuses new work (its scheduler or orchestrator gave up) before
-	 * its next heartbeat could say why. */
-	if (w->state == CHIPD_CHIP_READY && !w->stopping &&
-	    atomic_load_explicit(&w->ctl.hdr->state, memory_order_acquire) != SHM_STATE_READY) {
-		degrade(s, w, "it refuses new work (its scheduler or orchestrator gave up)");
-		return;
-	}
-	if (resumed) {
-		/* The supervisor itself was stalled: what its clocks say of the worker is
-		 * stale. Ask afresh; the deadlines start now. */
-		hb_drop(w);
-		w->o_still_ns = w->s_still_ns = now;
-	}
-	if (!w->hb_pending &&
-	    (w->state == CHIPD_CHIP_STARTING || resumed ||
-	     now >= w->hb_next_ns + (uint64_t)s->cfg.heartbeat_ms * SHM_NS_PER_MS))
-		hb_send(w, now);
-	/* measured from when the heartbeat awaited was really sent */
-	if (w->hb_sent_ns && now - w->hb_sent_ns > (uint64_t)s->cfg.stuck_ms * SHM_NS_PER_MS &&
-	    !w->stopping) {
-		SUP_WARN((int)w->chip, 0, "no heartbeat for %u ms: killing pid %d", s->cfg.stuck_ms,
-			 (int)w->pid);
-		(void)sup_pidfd_signal(w->pidfd, SIGKILL); /* the spawner kills its group */
-		/* its death comes through the pidfd; no heartbeat is awaited meanwhile */
-		hb_drop(w);
-	}
 }
 
 bool sup_workers_settled(struct sup *s)
@@ -716,7 +519,7 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 
 	/* a readable pidfd means the process ended; the spawner reaps it and logs its
 	 * status. Closed under the lock: the router signals through it under the lock */
-	hb_drop(w);
+	sup_worker_hb_drop(w);
 	pthread_mutex_lock(&s->lock);
 	close(w->pidfd);
 	w->pidfd = -1;
@@ -761,7 +564,7 @@ void sup_workers_tick(struct sup *s, uint64_t now)
 		struct sup_worker *w = &s->workers[i];
 
 		if (w->pid > 0 && (w->state == CHIPD_CHIP_STARTING || w->state == CHIPD_CHIP_READY))
-			worker_heartbeat(s, w, now, resumed);
+			sup_worker_heartbeat(s, w, now, resumed);
 		/* not while a registration is under way: a later tick (sup_register.h) */
 		if (w->state == CHIPD_CHIP_BACKOFF && now >= w->restart_at_ns && !draining &&
 		    sup_register_spawn_begin(s)) {
