@@ -176,6 +176,8 @@ struct proto_msg {
 	int64_t state, pid, uptime_ms, seq, queued, active;
 	/* heartbeat answers: each worker thread's state (docs/protocol.md, heartbeat) */
 	int64_t o_err, s_err, o_rounds, s_rounds, epochs;
+	/* heartbeat answers: the fill the loader is in (0, 0: none) */
+	int64_t fill_ms, fill_id;
 	uint32_t nchips;
 	struct proto_chip chips[CHIPD_MAX_CHIPS];
 	/* stats; workloads */

@@ -396,6 +396,9 @@ static const struct field heartbeat_ans_f[] = {
     F_INT("o_rounds", true, 0, INT64_MAX, 0, MSG(o_rounds)),
     F_INT("s_rounds", true, 0, INT64_MAX, 0, MSG(s_rounds)),
     COUNT_REQ(epochs),
+    /* the loader's fill in progress, if any: for how long, and whose */
+    F_INT("fill_ms", false, 1, INT64_MAX, 0, MSG(fill_ms)),
+    F_INT("fill_id", false, 1, ID_MAX, 0, MSG(fill_id)),
 };
 SCHEMA(heartbeat_ans, "heartbeat answer", NULL);
 

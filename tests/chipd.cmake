@@ -5,12 +5,13 @@ chipd_check(check_chipd chipd_fixture.c chipd_counters.c chipd_abandon.c chipd_c
 target_link_libraries(check_chipd PRIVATE chipd_proto chipd_kernels)
 target_compile_definitions(check_chipd PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")
 add_dependencies(check_chipd chipd)
-# A chip's health: degraded chips (scheduler gave up or stuck), a stalled supervisor,
-# a dead worker's gauges.
+# A chip's health: degraded chips (scheduler gave up or stuck, a fill held past
+# --fill-ms), a stalled supervisor, a dead worker's gauges.
 chipd_check(check_health chipd_fixture.c)
 target_link_libraries(check_health PRIVATE chipd_proto)
-target_compile_definitions(check_health PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>")
-add_dependencies(check_health chipd)
+target_compile_definitions(check_health PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
+                           CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+add_dependencies(check_health chipd tc_good)
 # Per-request limits and the worker's loader: an over-limit request is refused naming
 # the limit; a request whose fill takes seconds leaves the worker answering.
 chipd_check(check_limits chipd_fixture.c)

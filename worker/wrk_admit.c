@@ -402,6 +402,12 @@ static int run_heartbeat(void *ctx, const struct proto_msg *req, struct proto_ms
 	(void)err;
 	pthread_mutex_lock(&w->lock);
 	ans->queued = w->q_len;
+	if (w->fill_since_ns) {
+		uint64_t ms = (shm_now_ns() - w->fill_since_ns) / SHM_NS_PER_MS;
+
+		ans->fill_ms = ms ? (int64_t)(ms & INT64_MAX) : 1;
+		ans->fill_id = (int64_t)w->fill_id;
+	}
 	pthread_mutex_unlock(&w->lock);
 	ans->active = atomic_load_explicit(&w->o_active, memory_order_relaxed);
 	ans->seq = req->seq;

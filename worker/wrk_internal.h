@@ -5,7 +5,8 @@
  *
  * Who owns what:
  *   request table (ids, admission queue)   M, L and O, under wrk.lock
- *   load queue, nloading                   M and L, under wrk.lock
+ *   load queue, nloading, the fill         M and L, under wrk.lock
+ *   in progress (fill_since_ns, fill_id)
  *   a request in state LOADING             L (its wl fill); M only sets its cancel
  *                                          flag
  *   a request after O took it              O; S reads the fields O fixed before
@@ -227,6 +228,10 @@ struct wrk {
 	 * room in the admission queue. */
 	struct wrk_req **load_q;
 	uint32_t load_head, load_len, nloading;
+	/* the fill in progress, which the heartbeat reports (a fill that never returns
+	 * is judged by the supervisor, --fill-ms): when it began (shm_now_ns; 0: none)
+	 * and whose */
+	uint64_t fill_since_ns, fill_id;
 	pthread_cond_t load_cond; /* L sleeps here (under lock): new work, stop */
 	bool load_cond_init;
 	pthread_t l_thread;

@@ -165,6 +165,10 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 			rc = -ENOMEM; /* injected: as if memory had run out */
 			snprintf(msg, sizeof(msg), "injected load fault");
 		} else {
+			pthread_mutex_lock(&w->lock);
+			w->fill_since_ns = shm_now_ns();
+			w->fill_id = rq->id;
+			pthread_mutex_unlock(&w->lock);
 			rc = wl_req_fill(rq->wl, msg, sizeof(msg));
 		}
 		if (rc) {
@@ -178,6 +182,7 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 		}
 	}
 	pthread_mutex_lock(&w->lock);
+	w->fill_since_ns = 0;
 	w->nloading--;
 	/* room guaranteed: admission counted this request in nloading */
 	w->queue[(w->q_head + w->q_len) % w->cfg.queue_cap] = rq;

@@ -138,6 +138,10 @@ struct sup_req {
 	 * was being forwarded (passed on once the worker admitted it, sup_forward.c): a
 	 * death path ends the stream cancelled, never re-queues it */
 	bool cancel_asked;
+	/* its worker's loader was in its fill past --fill-ms (sup_health.c): the death
+	 * path that follows ends the stream timeout, never re-queues it (the fill would
+	 * hold another chip's loader the same way) */
+	bool fill_held;
 	/* ended, and read to its end or closed by its reader, as an admission's look at
 	 * its client's usage saw it (sup_table_client_usage): counted for nothing there
 	 * any more without reading the ring again, and given back by the sweep (or an

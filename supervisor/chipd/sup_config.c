@@ -154,6 +154,11 @@ static const struct opt opts[] = {
      "a worker whose scheduler or orchestrator makes no progress this long with work "
      "pending is degraded and restarted",
      NULL},
+    {"fill_ms", "fill-ms", "MS", "CHIPD_FILL_MS", K_U32, FIELD(fill_ms), SRC(fill_ms), 100,
+     86400000, 0,
+     "a worker whose loader is in one request's fill this long is degraded and restarted; "
+     "that request ends timeout",
+     NULL},
     {"backoff_min_ms", "backoff-min-ms", "MS", "CHIPD_BACKOFF_MIN_MS", K_U32, FIELD(backoff_min_ms),
      SRC(backoff_min_ms), 1, 3600000, 0,
      "first restart delay of a worker that died; it doubles after each death", NULL},
@@ -305,6 +310,7 @@ static void defaults(struct sup_config *cfg, struct sup_sources *src)
 	cfg->heartbeat_ms = 500;
 	cfg->stuck_ms = 5000;
 	cfg->progress_ms = 5000;
+	cfg->fill_ms = 600000;
 	cfg->backoff_min_ms = 100;
 	cfg->backoff_max_ms = 5000;
 	cfg->crash_limit = 5;

@@ -98,6 +98,7 @@ struct sup_config {
 	uint32_t heartbeat_ms;	  /* --heartbeat-ms, CHIPD_HEARTBEAT_MS; 500 */
 	uint32_t stuck_ms;	  /* --stuck-ms, CHIPD_STUCK_MS; 5000 (no heartbeat) */
 	uint32_t progress_ms;	  /* --progress-ms, CHIPD_PROGRESS_MS; 5000 (O/S stalled) */
+	uint32_t fill_ms;	  /* --fill-ms, CHIPD_FILL_MS; 600000 (one fill, L stuck) */
 	uint32_t backoff_min_ms;  /* --backoff-min-ms, CHIPD_BACKOFF_MIN_MS; 100 */
 	uint32_t backoff_max_ms;  /* --backoff-max-ms, CHIPD_BACKOFF_MAX_MS; 5000 */
 	uint32_t crash_limit;	  /* --crash-limit K, CHIPD_CRASH_LIMIT; 5 */
@@ -117,7 +118,7 @@ struct sup_sources {
 	    max_client_pending, max_client_rings, max_client_slots, client_data_kib, banks,
 	    no_overlap, foreground,
 	    log_level, notify_fd, trace, callables, max_callables, callable_crash_limit, pidfile, runtime_dir, allow_group, grace_ms,
-	    heartbeat_ms, stuck_ms, progress_ms, backoff_min_ms, backoff_max_ms, crash_limit,
+	    heartbeat_ms, stuck_ms, progress_ms, fill_ms, backoff_min_ms, backoff_max_ms, crash_limit,
 	    crash_window_ms, kv_blocks, max_request_host_bytes, max_request_device_bytes,
 	    max_request_steps, watchdog_usec, notify_socket, gpus;
 };

@@ -69,6 +69,7 @@ struct hb_health {
 	int64_t o_rounds, s_rounds; /* their progress words */
 	bool o_work, s_work;	    /* work pending for O (queued, active, epochs out), for S
 				     * (epochs published, not released) */
+	int64_t fill_ms, fill_id;   /* the loader's fill in progress (0, 0: none) */
 	uint64_t at;		    /* when the heartbeat was sent: the answer is later */
 };
 
@@ -101,6 +102,8 @@ static bool hb_poll(struct sup *s, struct sup_worker *w, uint64_t now, struct hb
 		    .s_rounds = m->s_rounds,
 		    .o_work = m->queued > 0 || m->active > 0 || m->epochs > 0,
 		    .s_work = m->epochs > 0,
+		    .fill_ms = m->fill_ms,
+		    .fill_id = m->fill_id,
 		    .at = w->hb_sent_ns,
 		};
 	}
@@ -143,6 +146,22 @@ static bool stalled(int64_t *seen, uint64_t *still_ns, int64_t val, bool work, u
 	return at > *still_ns && at - *still_ns > bound_ns;
 }
 
+/* Marks the stream whose fill held @w's loader past --fill-ms (@id, its worker's
+ * answer: checked against the table), so that the death which follows ends it
+ * timeout rather than move it to another chip's loader. */
+static void fill_held(struct sup *s, struct sup_worker *w, uint64_t id)
+{
+	struct sup_req *e;
+
+	if (w->stopping)
+		return; /* not degraded: its streams end as the stop ends them */
+	pthread_mutex_lock(&s->lock);
+	e = sup_table_find(s, id);
+	if (e && e->chip == w->chip && !e->ended)
+		e->fill_held = true;
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* Judges a heartbeat answer: the reason @w is degraded, or NULL while healthy. */
 static const char *hb_judge(struct sup *s, struct sup_worker *w, const struct hb_health *h,
 			    char *buf, size_t cap)
@@ -166,6 +185,13 @@ static const char *hb_judge(struct sup *s, struct sup_worker *w, const struct hb
 	if (stalled(&w->o_rounds, &w->o_still_ns, h->o_rounds, h->o_work, h->at, bound)) {
 		snprintf(buf, cap, "its orchestrator made no progress for %u ms with work pending",
 			 s->cfg.progress_ms);
+		return buf;
+	}
+	if (h->fill_ms > (int64_t)s->cfg.fill_ms) {
+		fill_held(s, w, (uint64_t)h->fill_id);
+		snprintf(buf, cap, "its loader has been in the fill of request %lld for %lld ms "
+			 "(--fill-ms %u)", (long long)h->fill_id, (long long)h->fill_ms,
+			 s->cfg.fill_ms);
 		return buf;
 	}
 	return NULL;

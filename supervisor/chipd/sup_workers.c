@@ -457,16 +457,19 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 			e->ended = true;
 			continue;
 		}
-		if (requeue_unstarted && unstarted && !e->data_in_len && !e->cancel_asked) {
+		if (requeue_unstarted && unstarted && !e->data_in_len && !e->cancel_asked &&
+		    !e->fill_held) {
 			requeue_start(s, w, e);
 		} else {
 			/* a stream its client cancelled ends as its worker would have ended it */
-			enum chipd_code code =
-			    e->cancel_asked ? CHIPD_E_CANCELLED : CHIPD_E_WORKER_LOST;
+			enum chipd_code code = e->cancel_asked ? CHIPD_E_CANCELLED
+					       : e->fill_held	? CHIPD_E_TIMEOUT
+								: CHIPD_E_WORKER_LOST;
 
 			sup_table_end(s, e, code);
 			SUP_INFO((int)w->chip, e->id, "stream ended: %s%s", chipd_code_name(code),
 				 e->cancel_asked ? " (its client had cancelled it: not moved)"
+				 : e->fill_held	 ? " (its fill held the loader past --fill-ms: not moved)"
 				 : e->data_in_len ? " (its input was in the data area: not moved)"
 						  : "");
 		}

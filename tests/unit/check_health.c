@@ -1,8 +1,11 @@
 /* check_health.c - a chip's health as the supervisor judges it, with a real chipd:
  * a chip whose scheduler gave the device up leaves the router's choice at once and is
  * marked degraded and restarted; a scheduler stuck in a step past --progress-ms does
- * the same, its stream ending retryable; a supervisor that was itself stopped asks
- * its workers afresh instead of killing them; a dead worker's gauges read 0. */
+ * the same, its stream ending retryable; a loader held in one fill past --fill-ms
+ * does the same, that stream ending timeout and the others moved, while a fill slower
+ * than --progress-ms but within --fill-ms completes; a supervisor that was itself
+ * stopped asks its workers afresh instead of killing them; a dead worker's gauges
+ * read 0. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 #include "wait.h"
@@ -13,6 +16,9 @@
 #include <unistd.h>
 
 #define WAIT_MS 15000u /* bound of every poll (a loaded 2-core machine, sanitizers) */
+#ifndef CL_TEST_DIR
+#error "CL_TEST_DIR: where the tests' callables are built"
+#endif
 
 /* Waits (bounded) until counter @block.@name is @want. */
 static bool wait_stat(struct cd *d, const char *block, const char *name, uint64_t want)
@@ -192,12 +198,91 @@ START_TEST(dead_worker_gauges_read_zero)
 }
 END_TEST
 
+/* Starts chipd with @args and registers the tests' tiny (its seed 996 sleeps ten
+ * times step_us in its fill, holding the worker's loader); its directory in @dir. */
+static void start_with_tiny(struct cd *d, const char *const *args, char *dir, size_t cap)
+{
+	char path[256];
+	struct chipd_error err;
+
+	cd_callables_dir(dir, cap, "health", CL_TEST_DIR, "tc_good.so");
+	snprintf(path, sizeof(path), "%s/tc_good.so", dir);
+	cd_start(d, args, NULL);
+	ck_assert_msg(chipd_register(d->conn, path, NULL, CD_CALL_MS * 2, NULL, NULL, &err) == 0,
+		      "%s", err.message);
+}
+
+/* A loader held in one fill (10 s) past --fill-ms (1 s) on chip 0: M answers the
+ * heartbeats and O has nothing of the request, but the heartbeat says how long the
+ * fill has lasted, so the chip is marked degraded, killed and restarted. The held
+ * request ends timeout and is not moved (it would hold chip 1's loader too); a request
+ * queued behind it at the loader is moved to chip 1 and completes, and chip 1 keeps
+ * its worker. Before, the chip stayed ready and both requests unended for the whole
+ * fill. */
+START_TEST(held_fill_degrades_the_chip)
+{
+	const char *const args[] = {"--chips", "2", "--heartbeat-ms", "50", "--fill-ms", "1000",
+				    NULL};
+	const struct chipd_param held[] = {{"seed", 996}, {"step_us", 1000000}, {"tokens", 1}};
+	const struct chipd_param next[] = {{"seed", 7}, {"step_us", 1000}, {"tokens", 2}};
+	struct chipd_error err;
+	chipd_stream *s, *t;
+	char dir[128];
+	struct cd d;
+	pid_t w0, w1;
+
+	start_with_tiny(&d, args, dir, sizeof(dir));
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_msg(cd_submit_to(&d, "tiny", 0, held, 3, &s, &err) == 0, "%s: %s",
+		      chipd_code_name(err.code), err.message);
+	ck_assert_msg(cd_submit_to(&d, "tiny", 0, next, 3, &t, &err) == 0, "%s: %s",
+		      chipd_code_name(err.code), err.message);
+	/* well before the fill's 10 s (which would end it with a token) */
+	cd_expect_stream(s, 0, CHIPD_E_TIMEOUT, 8000);
+	cd_expect_stream(t, 2, CHIPD_OK, WAIT_MS);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_degraded"), 1);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, WAIT_MS));
+	ck_assert_int_eq(cd_worker_pid(&d, 1), w1);
+	serves(&d, 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	cd_remove_dir(dir);
+}
+END_TEST
+
+/* A fill of 2 s, six times --progress-ms, within --fill-ms (the default, 10 min): the
+ * chip stays ready and the request completes. A slow fill is no stall of O or S. */
+START_TEST(slow_fill_within_fill_ms_completes)
+{
+	const char *const args[] = {"--chips", "1", "--heartbeat-ms", "50", "--progress-ms", "300",
+				    NULL};
+	const struct chipd_param slow[] = {{"seed", 996}, {"step_us", 200000}, {"tokens", 2}};
+	struct chipd_error err;
+	chipd_stream *s;
+	char dir[128];
+	struct cd d;
+	pid_t w0;
+
+	start_with_tiny(&d, args, dir, sizeof(dir));
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_msg(cd_submit_to(&d, "tiny", -1, slow, 3, &s, &err) == 0, "%s: %s",
+		      chipd_code_name(err.code), err.message);
+	cd_expect_stream(s, 2, CHIPD_OK, WAIT_MS);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_degraded"), 0);
+	ck_assert_int_eq(cd_worker_pid(&d, 0), w0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	cd_remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("health");
 	const struct tu_case cases[] = {
 	    {"scheduler_gave_up", chip_whose_scheduler_gave_up_takes_no_traffic},
 	    {"stuck_scheduler", stuck_scheduler_degrades_the_chip},
+	    {"held_fill", held_fill_degrades_the_chip},
+	    {"slow_fill", slow_fill_within_fill_ms_completes},
 	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},
 	    {"dead_worker_gauges", dead_worker_gauges_read_zero},
 	};

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define READ_MS 5000u
@@ -82,6 +83,55 @@ START_TEST(slow_fill_of_a_small_request_is_off_m)
 	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
 	ck_assert_uint_eq(rec[0].value, 995 * 7);
 	wf_stop(&f);
+}
+END_TEST
+
+/* The heartbeat says which request the loader is filling and for how long (the
+ * supervisor judges it by --fill-ms): present during the fill of request 7 (the tests'
+ * tiny, seed 995: 1 s), growing, and gone once the fill returned. */
+START_TEST(heartbeat_reports_the_fill)
+{
+	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	struct proto_msg *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_nonnull(wl_names()[0]);
+	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
+		      "%s", wmsg);
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 64);
+	wf_heartbeat_ans(&f, 1, a);
+	ck_assert_int_eq(a->fill_ms, 0);
+	ck_assert_int_eq(a->fill_id, 0);
+	ck_assert_int_eq(wf_assign(&f, 7, 0, "tiny", "seed=995,step_us=100000,tokens=1", 0, msg),
+			 CHIPD_OK);
+	for (unsigned ms = 0;; ms++) { /* L takes it at once; bounded all the same */
+		wf_heartbeat_ans(&f, 2, a);
+		if (a->fill_ms > 0)
+			break;
+		ck_assert_msg(ms < 900, "no fill in the heartbeat while the loader fills");
+		tu_sleep_ms(1);
+	}
+	ck_assert_int_eq(a->fill_id, 7);
+	tu_sleep_ms(100);
+	wf_heartbeat_ans(&f, 3, b);
+	/* still in the 1 s fill unless this machine stalled us for most of it */
+	if (b->fill_ms > 0) {
+		ck_assert_int_eq(b->fill_id, 7);
+		/* whole ms, rounded down (a fill under 1 ms reads 1): 100 ms later, 99 more */
+		ck_assert_int_ge(b->fill_ms, a->fill_ms + 99);
+	}
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	wf_heartbeat_ans(&f, 4, b);
+	ck_assert_int_eq(b->fill_ms, 0);
+	ck_assert_int_eq(b->fill_id, 0);
+	wf_stop(&f);
+	free(a);
+	free(b);
 }
 END_TEST
 
@@ -223,6 +273,7 @@ void wrk_add_limit_tcases(Suite *s)
 	    {"shutdown_waits_for_a_held_load", shutdown_waits_for_a_held_load},
 	    {"request_of_no_step_refused", request_of_no_step_refused},
 	    {"slow_fill_of_a_small_request_is_off_m", slow_fill_of_a_small_request_is_off_m},
+	    {"heartbeat_reports_the_fill", heartbeat_reports_the_fill},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
