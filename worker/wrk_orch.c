@@ -210,8 +210,10 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	wrk_o_busy_end(&w->sync, t1);
 	ctr_o(w, PROTO_WRK_o_busy_ns, t1 - t0);
 	wrk_trace_span(wrk_trace_of(w), WRK_TR_O, WRK_SPAN_O_BUILD, t0, t1, (uint32_t)b->epoch);
-	ctr_o(w, PROTO_WRK_steps, 1);
-	/* published even when empty: the epoch sequence has no holes */
+	/* a step that holds nothing (every pick cancelled, failed, or its build failed) is
+	 * no step built; it is still published: the epoch sequence has no holes */
+	if (b->nents)
+		ctr_o(w, PROTO_WRK_steps, 1);
 	wrk_bank_publish(w, b);
 	return (int)b->nents;
 }

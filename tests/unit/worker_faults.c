@@ -315,6 +315,32 @@ START_TEST(shutdown_grace_expires_then_answers)
 }
 END_TEST
 
+/* A step whose only request's build failed holds nothing: the bank is published all
+ * the same (the epoch sequence has no holes), but no step was built, and `steps`
+ * counts the steps O built (protocol.md 8.1): 2 here, steps 0 and 1. */
+START_TEST(failed_build_is_not_counted_as_a_step)
+{
+	struct wrk_config cfg;
+	struct wf_fail_at fail = {.id = 7, .step = 2};
+	struct ring_rec rec[8];
+	struct tu_capture log;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.o_fault = wf_fail_at;
+	cfg.fault_arg = &fail;
+	tu_stderr_begin(&log);
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=4,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	wf_read_end(&f, 0, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL));
+	wf_stop(&f);
+	free(tu_stderr_end(&log));
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "steps"), 2);
+}
+END_TEST
+
 struct trip {
 	_Atomic int armed;
 };
@@ -436,6 +462,7 @@ void wrk_add_fault_tcases(Suite *s)
 	    {"shutdown_grace_keeps_mailbox_serving", shutdown_grace_keeps_mailbox_serving},
 	    {"shutdown_grace_expires_then_answers", shutdown_grace_expires_then_answers},
 	    {"o_fatal_ends_streams_and_refuses_assigns", o_fatal_ends_streams_and_refuses_assigns},
+	    {"failed_build_is_not_counted_as_a_step", failed_build_is_not_counted_as_a_step},
 	    {"s_fatal_after_failed_steps_refuses_assigns",
 	     s_fatal_after_failed_steps_refuses_assigns},
 	};
