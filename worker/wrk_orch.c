@@ -262,17 +262,16 @@ static uint64_t idle_ns(struct wrk *w, bool stopping, bool abort_all)
 					       : ORCH_IDLE_WAIT_NS;
 }
 
-static void update_gauges(struct orch *o)
+void wrk_o_gauges(struct wrk *w, uint32_t nact)
 {
-	struct wrk *w = o->w;
 	uint32_t used;
 
 	pthread_mutex_lock(&w->kv_lock);
 	used = w->cfg.kv_blocks - wl_kvpool_free_blocks(w->kv);
 	pthread_mutex_unlock(&w->kv_lock);
-	ctr_o_set(w, PROTO_WRK_active, o->nact);
+	ctr_o_set(w, PROTO_WRK_active, nact);
 	ctr_o_set(w, PROTO_WRK_kv_blocks_used, used);
-	atomic_store_explicit(&w->o_active, o->nact, memory_order_relaxed);
+	atomic_store_explicit(&w->o_active, nact, memory_order_relaxed);
 }
 
 /* O gives up for good: the error word first, so M stops admitting and S stops
@@ -322,7 +321,7 @@ void *wrk_orch_main(void *arg)
 		o.seen_finished = atomic_load_explicit(&w->sync.finished, memory_order_seq_cst);
 		take_new(&o);
 		retire(&o, abort_all, s_dead);
-		update_gauges(&o);
+		wrk_o_gauges(w, o.nact);
 		/* not before L queued what it holds: a request admitted before the stop runs */
 		if (stopping && o.nact == 0 && !wrk_load_pending(w))
 			break;
