@@ -435,6 +435,8 @@ int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeou
 	struct call *k = call_new(PROTO_OP_SUBMIT, err);
 	struct client_range in = {0, 0}, out = {0, 0};
 	struct chipd_error local;
+	chipd_stream *s = NULL;
+	bool admitted = false;
 	int rc;
 
 	if (!k)
@@ -444,18 +446,32 @@ int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeou
 	rc = build_submit(&k->req, req, err);
 	if (rc == 0)
 		rc = client_data_stage(c, req, &k->req, &in, &out, err);
+	/* before the send: once a worker may have admitted it, nothing can fail for
+	 * want of memory */
+	if (rc == 0 && !(s = client_stream_new(err)))
+		rc = -ENOMEM;
 	if (rc == 0)
 		rc = call(c, k, timeout_ms, err);
 	/* the input's range once the worker copied it (it answered) or never will */
 	if (rc == 0 || nobody_holds(rc, err))
 		client_data_free(c, &in);
-	if (rc == 0)
-		rc = client_stream_open(c, &k->ans, stream, err);
+	if (rc == 0) {
+		admitted = true;
+		rc = client_stream_open(c, &k->ans, s, err);
+		/* admitted, but the ring named is unusable or not this stream's: nobody
+		 * here reads it, so it is cancelled rather than left to run; its output
+		 * range stays held (a worker may write it) until chipd_close */
+		if (rc)
+			(void)chipd_cancel(c, (uint64_t)k->ans.id, timeout_ms, NULL);
+	}
 	if (rc == 0) {
 		*id = (uint64_t)k->ans.id;
-		(*stream)->out = out; /* held until the stream ended */
-	} else if (nobody_holds(rc, err)) {
-		client_data_free(c, &out);
+		s->out = out; /* held until the stream ended */
+		*stream = s;
+	} else {
+		free(s);
+		if (!admitted && nobody_holds(rc, err))
+			client_data_free(c, &out);
 	}
 	free(k);
 	return rc;

@@ -67,8 +67,12 @@ uint64_t client_deadline_ms(uint32_t timeout_ms);
 int client_call_msg(chipd_conn *c, const struct proto_msg *req, struct proto_msg *ans,
 		    uint32_t timeout_ms, struct chipd_error *err);
 
-/* Opens the stream a submit's answer @ans names on @c. Returns 0 or -errno (@err). */
-int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
+/* A zeroed stream handle for a submit, made before the submit is sent (so that no
+ * allocation can fail once a worker may have admitted it), or NULL with @err. */
+chipd_stream *client_stream_new(struct chipd_error *err);
+/* Binds @s (from client_stream_new) to the stream a submit's answer @ans names on @c.
+ * Returns 0 or -errno (@err); @s is then still the caller's to free. */
+int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream *s,
 		       struct chipd_error *err);
 
 /* The data area of @c (client_data.c): init after the hello mapped the client region

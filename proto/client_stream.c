@@ -12,39 +12,37 @@
 
 _Static_assert(CHIPD_PAYLOAD_MAX == RING_PAYLOAD_MAX, "a token carries a record's payload");
 
-int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream **out,
-		       struct chipd_error *err)
+chipd_stream *client_stream_new(struct chipd_error *err)
 {
 	chipd_stream *s = calloc(1, sizeof(*s));
-	int rc;
 
 	if (!s)
-		return client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+		client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
+	return s;
+}
+
+int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream *s,
+		       struct chipd_error *err)
+{
+	int rc;
+
 	s->conn = c;
 	s->id = (uint64_t)ans->id;
 	s->gen = (uint32_t)ans->ring_gen;
 	s->chip = (uint32_t)ans->chip;
 	rc = proto_node_ring(&c->node, (uint32_t)ans->ring, &s->ring);
-	if (rc) {
-		client_fail(err, rc, CHIPD_E_INTERNAL,
-			    "request %" PRIu64 ": ring %" PRId64 " unusable (%d)", s->id, ans->ring,
-			    rc);
-		goto err_free;
-	}
+	if (rc)
+		return client_fail(err, rc, CHIPD_E_INTERNAL,
+				   "request %" PRIu64 ": ring %" PRId64 " unusable (%d)", s->id,
+				   ans->ring, rc);
 	if (atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen ||
-	    atomic_load_explicit(&s->ring.hdr->request_id, memory_order_relaxed) != s->id) {
-		rc = client_fail(err, -EPROTO, CHIPD_E_INTERNAL,
-				 "request %" PRIu64 ": ring %" PRId64 " belongs to another stream",
-				 s->id, ans->ring);
-		goto err_free;
-	}
+	    atomic_load_explicit(&s->ring.hdr->request_id, memory_order_relaxed) != s->id)
+		return client_fail(err, -EPROTO, CHIPD_E_INTERNAL,
+				   "request %" PRIu64 ": ring %" PRId64 " belongs to another stream",
+				   s->id, ans->ring);
 	ring_set_adapt(&s->ring, &c->stream_spin);
 	pthread_mutex_init(&s->lock, NULL);
-	*out = s;
 	return 0;
-err_free:
-	free(s);
-	return rc;
 }
 
 uint64_t chipd_stream_id(const chipd_stream *s)

@@ -544,6 +544,9 @@ void wrk_end_leftovers(struct wrk *w, enum chipd_code code)
 	w->nloading = 0;
 	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), 0);
 	pthread_mutex_unlock(&w->lock);
+	/* O's gauges as O left them (a failed O wrote them last with its requests
+	 * active): every record is back now */
+	wrk_o_gauges(w, 0);
 }
 
 /* one op a line */

@@ -333,6 +333,10 @@ void wrk_req_free(struct wrk *w, struct wrk_req *rq);
  * and one whose FINAL S could not push (state ENDED, s_final 0) with its s_fail code as
  * O would, and returns every record. */
 void wrk_end_leftovers(struct wrk *w, enum chipd_code code);
+/* O at each round, M after the join (the gauges' writers): stores what the worker
+ * holds, @nact active requests and the KV blocks in use, in the gauges `active` and
+ * `kv_blocks_used` and the heartbeat's active count. */
+void wrk_o_gauges(struct wrk *w, uint32_t nact);
 /* O (or M after the join, the counter's writers): the terminal record of request @id
  * could not be pushed (@rc from ring_push: a ring a peer corrupted or ended already).
  * Counts terminal_push_failed and logs the first one of the worker; the stream stays

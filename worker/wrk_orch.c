@@ -210,8 +210,10 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	wrk_o_busy_end(&w->sync, t1);
 	ctr_o(w, PROTO_WRK_o_busy_ns, t1 - t0);
 	wrk_trace_span(wrk_trace_of(w), WRK_TR_O, WRK_SPAN_O_BUILD, t0, t1, (uint32_t)b->epoch);
-	ctr_o(w, PROTO_WRK_steps, 1);
-	/* published even when empty: the epoch sequence has no holes */
+	/* a step that holds nothing (every pick cancelled, failed, or its build failed) is
+	 * no step built; it is still published: the epoch sequence has no holes */
+	if (b->nents)
+		ctr_o(w, PROTO_WRK_steps, 1);
 	wrk_bank_publish(w, b);
 	return (int)b->nents;
 }
@@ -260,17 +262,16 @@ static uint64_t idle_ns(struct wrk *w, bool stopping, bool abort_all)
 					       : ORCH_IDLE_WAIT_NS;
 }
 
-static void update_gauges(struct orch *o)
+void wrk_o_gauges(struct wrk *w, uint32_t nact)
 {
-	struct wrk *w = o->w;
 	uint32_t used;
 
 	pthread_mutex_lock(&w->kv_lock);
 	used = w->cfg.kv_blocks - wl_kvpool_free_blocks(w->kv);
 	pthread_mutex_unlock(&w->kv_lock);
-	ctr_o_set(w, PROTO_WRK_active, o->nact);
+	ctr_o_set(w, PROTO_WRK_active, nact);
 	ctr_o_set(w, PROTO_WRK_kv_blocks_used, used);
-	atomic_store_explicit(&w->o_active, o->nact, memory_order_relaxed);
+	atomic_store_explicit(&w->o_active, nact, memory_order_relaxed);
 }
 
 /* O gives up for good: the error word first, so M stops admitting and S stops
@@ -320,7 +321,7 @@ void *wrk_orch_main(void *arg)
 		o.seen_finished = atomic_load_explicit(&w->sync.finished, memory_order_seq_cst);
 		take_new(&o);
 		retire(&o, abort_all, s_dead);
-		update_gauges(&o);
+		wrk_o_gauges(w, o.nact);
 		/* not before L queued what it holds: a request admitted before the stop runs */
 		if (stopping && o.nact == 0 && !wrk_load_pending(w))
 			break;

@@ -187,10 +187,13 @@ struct chipd_request {
  * never fit it (this request's input and output together exceed it), -ENOSPC
  * (no_capacity, retryable) no free range of the data area for its input or output
  * now (this process's other requests hold it; the message says how much each part
- * holds). The data area's ranges of a submit whose fate is unknown (-ETIMEDOUT,
- * -EPIPE, -ECONNRESET, a forward given up) stay held until chipd_close, as does the
- * output range of a stream closed before its end was seen: a worker may still use
- * them. */
+ * holds), -EPROTO (internal) the answer named a ring that is not this stream's, or
+ * another -errno a ring this process cannot attach: the request was admitted, and is
+ * cancelled (best effort, within @timeout_ms). All memory the call needs is taken
+ * before the submit is sent. The data area's ranges of a submit whose fate is unknown
+ * (-ETIMEDOUT, -EPIPE, -ECONNRESET, a forward given up) stay held until chipd_close,
+ * as do the output range of a submit admitted but not opened and that of a stream
+ * closed before its end was seen: a worker may still use them. */
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err);
 

@@ -212,6 +212,40 @@ static void open_streams_closed_in_turn(bool no_time)
 	cx_stop(&x);
 }
 
+/* Starts @x's server, connects and submits @wl as request @id, which must fail with
+ * @rc and no stream (@err says why); the connection, for the caller to close. */
+static chipd_conn *failed_submit(struct cx *x, const char *wl, uint64_t id, int rc,
+				 struct chipd_error *err)
+{
+	struct chipd_request req = {.workload = wl, .chip = -1, .id = id};
+	chipd_stream *s = NULL;
+	uint64_t got = 0;
+	chipd_conn *c;
+
+	cx_start(x, 4);
+	c = connect_to(x);
+	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &got, &s, err), rc);
+	ck_assert_ptr_null(s);
+	return c;
+}
+
+/* A submit admitted, whose answer names a ring that is not its stream's: libchipd
+ * cannot read the stream, so chipd_submit fails and cancels the request rather than
+ * leave it running with nobody to read or end it (a later cancel finds nothing). */
+START_TEST(submit_whose_ring_is_not_its_own_is_cancelled)
+{
+	struct cx x;
+	struct chipd_error err;
+	chipd_conn *c = failed_submit(&x, "badring", 77, -EPROTO, &err);
+
+	ck_assert_msg(strstr(err.message, "belongs to another stream"), "%s", err.message);
+	ck_assert_int_eq(chipd_cancel(c, 77, T_MS, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_NOT_FOUND);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(close_of_open_stream_cancels_it)
 {
 	open_streams_closed_in_turn(false);
@@ -228,16 +262,9 @@ END_TEST
 START_TEST(error_envelope_arrives_as_struct)
 {
 	struct cx x;
-	struct chipd_request req = {.workload = "refuse", .chip = -1, .id = 5};
 	struct chipd_error err;
-	chipd_conn *c;
-	chipd_stream *s = NULL;
-	uint64_t id = 0;
+	chipd_conn *c = failed_submit(&x, "refuse", 5, -EREMOTEIO, &err);
 
-	cx_start(&x, 4);
-	c = connect_to(&x);
-	ck_assert_int_eq(chipd_submit(c, &req, T_MS, &id, &s, &err), -EREMOTEIO);
-	ck_assert_ptr_null(s);
 	ck_assert_int_eq(err.errnum, -EREMOTEIO);
 	ck_assert_int_eq(err.code, CHIPD_E_NO_CAPACITY);
 	ck_assert(err.retryable);
@@ -541,6 +568,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, ended_stream_stays_ended_when_its_ring_is_reused);
 	tcase_add_test(tc, stream_spin_setting_keeps_every_token);
 	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
+	tcase_add_test(tc, submit_whose_ring_is_not_its_own_is_cancelled);
 	tcase_add_test(tc, close_of_open_stream_cancels_it);
 	tcase_add_test(tc, close_without_time_cancels_it);
 	tcase_add_test(tc, stream_error_record_arrives_as_struct);

@@ -315,6 +315,32 @@ START_TEST(shutdown_grace_expires_then_answers)
 }
 END_TEST
 
+/* A step whose only request's build failed holds nothing: the bank is published all
+ * the same (the epoch sequence has no holes), but no step was built, and `steps`
+ * counts the steps O built (protocol.md 8.1): 2 here, steps 0 and 1. */
+START_TEST(failed_build_is_not_counted_as_a_step)
+{
+	struct wrk_config cfg;
+	struct wf_fail_at fail = {.id = 7, .step = 2};
+	struct ring_rec rec[8];
+	struct tu_capture log;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.o_fault = wf_fail_at;
+	cfg.fault_arg = &fail;
+	tu_stderr_begin(&log);
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 7, 0, "synthetic", "tokens=4,device_us=100", 0, NULL),
+			 CHIPD_OK);
+	wf_read_end(&f, 0, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_INTERNAL));
+	wf_stop(&f);
+	free(tu_stderr_end(&log));
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "steps"), 2);
+}
+END_TEST
+
 struct trip {
 	_Atomic int armed;
 };
@@ -362,6 +388,45 @@ START_TEST(o_fatal_ends_streams_and_refuses_assigns)
 	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_E_NOT_FOUND);
 	wf_stop(&f);
 	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	free(ans);
+}
+END_TEST
+
+static bool holds_kv_blocks(void *arg)
+{
+	struct wf *f = arg;
+
+	return wf_ctr(f, "active") == 1 && wf_ctr(f, "kv_blocks_used") > 0;
+}
+
+/* O failing for good with a request that holds KV blocks (paused on its full ring):
+ * once M ended the stream worker_lost, the gauges O wrote say what the worker holds,
+ * nothing (protocol.md 8.1), and so does the heartbeat's active. */
+START_TEST(o_fatal_leaves_no_stale_gauges)
+{
+	struct wrk_config cfg;
+	static struct ring_rec rec[128];
+	struct trip trip = {0};
+	const char *half = "layers=1,heads=2,kv_heads=1,head_dim=8,block_size=16,context=144,"
+			   "tokens=1000";
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	struct wf f;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_config(&cfg);
+	cfg.o_fatal = trip_hook;
+	cfg.fault_arg = &trip;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "paged_attention", half, 0, NULL), CHIPD_OK);
+	ck_assert(tu_eventually(holds_kv_blocks, &f, READ_MS));
+	atomic_store(&trip.armed, 1);
+	wf_read_end(&f, 0, rec, 128, RING_F_ERROR | RING_F_CODE(CHIPD_E_WORKER_LOST));
+	wf_heartbeat_ans(&f, 5, ans); /* after M's end of the leftovers */
+	ck_assert_int_eq(ans->o_err, -EIO);
+	ck_assert_int_eq(ans->active, 0);
+	ck_assert_uint_eq(wf_ctr(&f, "active"), 0);
+	ck_assert_uint_eq(wf_ctr(&f, "kv_blocks_used"), 0);
+	wf_stop(&f);
 	free(ans);
 }
 END_TEST
@@ -436,6 +501,8 @@ void wrk_add_fault_tcases(Suite *s)
 	    {"shutdown_grace_keeps_mailbox_serving", shutdown_grace_keeps_mailbox_serving},
 	    {"shutdown_grace_expires_then_answers", shutdown_grace_expires_then_answers},
 	    {"o_fatal_ends_streams_and_refuses_assigns", o_fatal_ends_streams_and_refuses_assigns},
+	    {"failed_build_is_not_counted_as_a_step", failed_build_is_not_counted_as_a_step},
+	    {"o_fatal_leaves_no_stale_gauges", o_fatal_leaves_no_stale_gauges},
 	    {"s_fatal_after_failed_steps_refuses_assigns",
 	     s_fatal_after_failed_steps_refuses_assigns},
 	};
