@@ -1,11 +1,13 @@
 /* check_node_ops.c - promises of the node's operator ops (docs/protocol.md 8.4:
  * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
- * named as such (bad_request), not as a bug of chipd (internal); a stop's grace
+ * named as such (bad_request), not as a bug of chipd (internal); a trace with a chip
+ * is that chip's only; a stop's grace
  * (drain, stop) is the time requests in flight get, also when a drain came first;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
  * detaching chipd too. */
 #include "chipd_fixture.h"
+#include "proto.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -88,6 +90,62 @@ START_TEST(trace_collect_onto_a_directory_is_bad_request)
 	unlink(file);
 	rmdir(target);
 	rmdir(parent);
+}
+END_TEST
+
+/* A raw trace op (as a client written from docs/protocol.md sends it) with @chip and,
+ * for collect, @path; returns the answer's ok, with *@m the whole answer. */
+static bool trace_op(struct cd *d, struct proto_msg *m, enum proto_trace_act act, int64_t chip,
+		     const char *path)
+{
+	proto_msg_init(m, PROTO_OP_TRACE);
+	m->act = act;
+	m->chip = chip;
+	if (path)
+		snprintf(m->path, sizeof(m->path), "%s", path);
+	cd_op_raw(d, m);
+	return m->ok;
+}
+
+/* The trace op's "chip" (docs/protocol.md 8.4: "where optional, default -1 (any /
+ * all); a chip the node does not have ... is bad_request"): a start of chip 1 starts
+ * chip 1's recorder only, so a collect of chip 0 after work on both chips has no
+ * event and one of chip 1 has them; chip 2 of a 2-chip node is refused naming
+ * "chip". Before, the supervisor left the field out of what it sent each worker:
+ * every chip recorded and was collected, and chip 2 was answered ok. */
+START_TEST(trace_of_one_chip_is_that_chip_only)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	const struct chipd_param three = {"tokens", 3};
+	char dir[] = "/tmp/chipd-nodeops.XXXXXX", file[64];
+	struct chipd_error err;
+	chipd_stream *s;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/trace.json", dir);
+	cd_start(&d, two_chips, NULL);
+	ck_assert(!trace_op(&d, m, PROTO_TRACE_START, 2, NULL));
+	ck_assert_msg(m->err.code == CHIPD_E_BAD_REQUEST && strstr(m->err.message, "\"chip\""),
+		      "code %d: %s", (int)m->err.code, m->err.message);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_START, 1, NULL), "%s", m->err.message);
+	for (int32_t chip = 0; chip < 2; chip++) {
+		ck_assert_msg(cd_submit_to(&d, "synthetic", chip, &three, 1, &s, &err) == 0, "%s",
+			      err.message);
+		cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
+	}
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 0, file), "%s", m->err.message);
+	ck_assert_msg(m->events == 0, "chip 0 recorded %lld events", (long long)m->events);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 1, file), "%s", m->err.message);
+	ck_assert_msg(m->events > 0, "chip 1 recorded nothing");
+	ck_assert(!trace_op(&d, m, PROTO_TRACE_COLLECT, 2, file));
+	ck_assert_int_eq(m->err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_STOP, 1, NULL), "%s", m->err.message);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	unlink(file);
+	rmdir(dir);
+	free(m);
 }
 END_TEST
 
@@ -242,6 +300,7 @@ int main(void)
 	const struct tu_case cases[] = {
 	    {"trace_collect_onto_a_directory_is_bad_request",
 	     trace_collect_onto_a_directory_is_bad_request},
+	    {"trace_of_one_chip_is_that_chip_only", trace_of_one_chip_is_that_chip_only},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
