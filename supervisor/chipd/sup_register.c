@@ -186,7 +186,8 @@ int sup_register_refuses(struct sup *s, const char *name, struct proto_error *er
 
 /* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err. */
 static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto_op op,
-				 const struct wrk_reg_entry *e, struct proto_error *err, int *mbox_rc)
+				 const struct wrk_reg_entry *e, struct proto_error *err,
+				 int *mbox_rc)
 {
 	struct sup_call *c = sup_call_new(op);
 	enum chipd_code code;
@@ -462,8 +463,8 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 			break;
 		}
 		/* what a chip that does not unload it says instead, else this */
-		proto_fail(err, CHIPD_E_BAD_REQUEST, "callable %s: requests in flight: drain or cancel",
-			   req->wl);
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "callable %s: requests in flight: drain or cancel", req->wl);
 		ans->active = drain_step(s, (uint32_t)i, false, err);
 		if (ans->active == 0)
 			break;

@@ -2,8 +2,9 @@
  * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
  * named as such (bad_request), not as a bug of chipd (internal); a trace with a chip
- * is that chip's only; a stop's grace
- * (drain, stop) is the time requests in flight get, also when a drain came first;
+ * is that chip's only; a stop's grace (drain, stop) is the time requests in flight
+ * get, also when a drain came first, and what it leaves running ends cancelled, also on
+ * a stopped worker;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
  * detaching chipd too. */
 #include "chipd_fixture.h"
@@ -179,6 +180,32 @@ START_TEST(stop_during_a_drain_cuts_its_grace)
 }
 END_TEST
 
+/* A stop whose grace ends while the worker holding a stream is stopped (SIGSTOP, well
+ * within --stuck-ms): the worker cannot answer its shutdown, chipd kills it and ends
+ * the stream itself, cancelled, as every request still running after the grace ends
+ * (docs/protocol.md 8.4, drain; chipctl(1), drain). Before, it ended worker_lost,
+ * retryable: a client retried on a node going away. */
+START_TEST(grace_over_with_a_stopped_worker_cancels)
+{
+	static const char *const args[] = {"--chips", "1", "--stuck-ms", "120000", NULL};
+	struct chipd_error err;
+	struct chipd_token tok;
+	enum chipd_code code;
+	chipd_stream *s;
+	struct cd d;
+
+	cd_start(&d, args, NULL);
+	s = cd_submit(&d, 1000, 20000); /* 20 s */
+	ck_assert_msg(chipd_stream_next(s, &tok, BOUND_MS, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGSTOP), 0);
+	ck_assert_msg(chipd_stop(d.conn, 300, CD_CALL_MS, &err) == 0, "%s", err.message);
+	(void)cd_drain_stream_from(s, 1, &code, BOUND_MS);
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "the stream ended %s", chipd_code_name(code));
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, 0, BOUND_MS), 0); /* it exits by itself */
+}
+END_TEST
+
 /* Whether @pid runs chipd's image yet (its exec is done). */
 static bool execd(pid_t pid)
 {
@@ -302,6 +329,7 @@ int main(void)
 	     trace_collect_onto_a_directory_is_bad_request},
 	    {"trace_of_one_chip_is_that_chip_only", trace_of_one_chip_is_that_chip_only},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
+	    {"grace_over_with_a_stopped_worker_cancels", grace_over_with_a_stopped_worker_cancels},
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
 	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},

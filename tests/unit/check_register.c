@@ -749,7 +749,8 @@ START_TEST(unregister_with_a_stopped_chip)
 	ck_assert_uint_eq(w.chips, 0x2); /* chip 0 unloaded it */
 	ck_assert_msg((s = submit(&d, "tiny", 1, 3, 5, 0, &err)), "%s", err.message);
 	expect_tokens(s, 3, 5);
-	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) == 0,
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
 		      "%s", err.message);
 	ck_assert(!cd_listed(&d, "tiny", NULL));
 	ck_assert_ptr_null(submit(&d, "tiny", 1, 3, 5, 0, &err));
