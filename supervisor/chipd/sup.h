@@ -695,10 +695,11 @@ uint32_t sup_fwd_announce(struct sup *s, struct shm_waitv *w, uint32_t n, uint32
 void sup_fwd_end_all(struct sup *s);
 
 /* ---- trace (sup_trace.c) ---- */
-/* Sends trace @act to every running worker; for COLLECT, merges their fragments
- * into @path. Returns CHIPD_OK or an error code with @err set. */
-int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64_t *dropped,
-	      struct proto_error *err);
+/* Sends trace @act to chip @chip's worker (-1: every running worker); for COLLECT,
+ * merges their fragments into @path. A chip the node does not have is bad_request.
+ * Returns CHIPD_OK or an error code with @err set. */
+int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *events,
+	      uint64_t *dropped, struct proto_error *err);
 
 /* ---- counters (here, inline) ---- */
 /* The supervisor block has two writers (router and event loop), so it adds with an

@@ -420,7 +420,7 @@ static void start_shutdown(struct loop *l, uint64_t now)
 		uint64_t ev = 0, dr = 0;
 		struct proto_error err;
 
-		if (sup_trace(s, PROTO_TRACE_COLLECT, s->cfg.trace, &ev, &dr, &err) == CHIPD_OK)
+		if (sup_trace(s, PROTO_TRACE_COLLECT, -1, s->cfg.trace, &ev, &dr, &err) == CHIPD_OK)
 			SUP_INFO(-1, 0, "trace: %llu events in %s", (unsigned long long)ev,
 				 s->cfg.trace);
 		else

@@ -186,7 +186,8 @@ int sup_register_refuses(struct sup *s, const char *name, struct proto_error *er
 
 /* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err. */
 static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto_op op,
-				 const struct wrk_reg_entry *e, struct proto_error *err)
+				 const struct wrk_reg_entry *e, struct proto_error *err,
+				 int *mbox_rc)
 {
 	struct sup_call *c = sup_call_new(op);
 	enum chipd_code code;
@@ -197,14 +198,20 @@ static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto
 	if (op == PROTO_OP_LOAD)
 		snprintf(c->req.path, sizeof(c->req.path), "%s", e->path);
 	code = sup_call_run(s, w, c, err);
+	if (mbox_rc)
+		*mbox_rc = c->rc;
 	sup_call_free(c);
 	return code;
 }
 
-/* Unloads entry @i from the chips of @chips; the ones that refused stay in *@left
- * (NULL: not wanted). Dead or silent chips count as done: they are gone, and a
- * restarted one reads the entry afresh. */
-static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left)
+/* Unloads entry @i from the chips of @chips; those that did not unload it stay in
+ * *@left (NULL: not wanted), the first one's error in *@why (may be NULL). A chip that
+ * unloaded it, or died (its mailbox says so: a restarted one reads the entry afresh),
+ * leaves the entry's loaded set. One that refused or did not answer (stopped, stuck)
+ * still holds it and serves it once it runs again: it stays, until it answers an
+ * unload or dies (its heartbeat kills it after --stuck-ms). */
+static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left,
+			 struct proto_error *why)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	struct proto_error err;
@@ -213,13 +220,18 @@ static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *le
 		*left = 0;
 	for (uint32_t c = 0; c < s->cfg.chips; c++) {
 		enum chipd_code code;
+		int rc = 0;
 
 		if (!(chips & (1ull << c)))
 			continue;
-		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err);
-		if (code == CHIPD_E_WORKER_LOST)
+		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &rc);
+		if (code == CHIPD_OK || (code == CHIPD_E_WORKER_LOST && rc == -EPIPE)) {
 			atomic_fetch_and_explicit(&e->loaded, ~(1ull << c), memory_order_relaxed);
-		else if (code != CHIPD_OK && left)
+			continue;
+		}
+		if (left && why && *left == 0)
+			*why = err;
+		if (left)
 			*left |= 1ull << c;
 	}
 }
@@ -279,7 +291,7 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 	for (uint32_t c = 0; c < s->cfg.chips && code == CHIPD_OK; c++) {
 		if (!(running & (1ull << c)))
 			continue;
-		code = chip_call(s, &s->workers[c], PROTO_OP_LOAD, e, err);
+		code = chip_call(s, &s->workers[c], PROTO_OP_LOAD, e, err, NULL);
 		if (code == CHIPD_OK)
 			took |= 1ull << c;
 	}
@@ -287,7 +299,7 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 		SUP_WARN(err->chip, 0,
 			 "callable %s refused (%s): rolled back on the chips that took it", e->name,
 			 err->message);
-		unload_chips(s, i, took, NULL);
+		unload_chips(s, i, took, NULL, NULL);
 	}
 	return code;
 }
@@ -347,9 +359,9 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 
 /* Ends entry @i once its requests ended: the draining step of unregister and of
  * the quarantine. Cancels what is left when @cancel. Returns the requests still in
- * flight (or 1 while a chip still holds one), 0 once the entry is gone. Under
- * reg_lock. */
-static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
+ * flight (or 1 while a chip still holds the callable, with *@why, may be NULL, that
+ * chip's error), 0 once the entry is gone. Under reg_lock. */
+static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, struct proto_error *why)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	uint64_t ids[CANCEL_BATCH], left;
@@ -378,7 +390,7 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 		if (s->workers[c].stopping)
 			left &= ~(1ull << c);
 	pthread_mutex_unlock(&s->lock);
-	unload_chips(s, i, left, &left);
+	unload_chips(s, i, left, &left, why);
 	if (left)
 		return 1; /* a chip still frees a request of it: ask again */
 	entry_free(s, i);
@@ -435,7 +447,7 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		pthread_mutex_lock(&s->lock);
 		drainer_set(s, &s->reg.books[i], false, req->mode == PROTO_UNREG_CANCEL);
 		pthread_mutex_unlock(&s->lock);
-		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
+		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL, NULL);
 		break;
 	default:
 		pthread_mutex_lock(&s->lock);
@@ -450,7 +462,19 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 					  req->wl, n, list, n > IDS_NAMED ? ", ..." : "");
 			break;
 		}
-		ans->active = drain_step(s, (uint32_t)i, false);
+		/* what a chip that does not unload it says instead, else this */
+		proto_fail(err, CHIPD_E_BAD_REQUEST,
+			   "callable %s: requests in flight: drain or cancel", req->wl);
+		ans->active = drain_step(s, (uint32_t)i, false, err);
+		if (ans->active == 0)
+			break;
+		/* a chip did not unload it (stopped, stuck, still freeing a request): it
+		 * stays registered, taking requests, as it was */
+		pthread_mutex_lock(&s->lock);
+		s->reg.books[i].draining = false;
+		pthread_mutex_unlock(&s->lock);
+		ans->active = 0;
+		code = (enum chipd_code)err->code;
 		break;
 	}
 	if (code == CHIPD_OK && ans->active == 0 && req->mode != PROTO_UNREG_RESUME)
@@ -514,7 +538,7 @@ void sup_register_tick(struct sup *s)
 		    drains && s->reg.books[i].drainer && !sup_conn_id_live(s, s->reg.books[i].drainer);
 		pthread_mutex_unlock(&s->lock);
 		if ((!q && !orphan) || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE ||
-		    drain_step(s, i, q || cancel) != 0)
+		    drain_step(s, i, q || cancel, NULL) != 0)
 			continue;
 		if (q)
 			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",

@@ -474,7 +474,7 @@ static int trace_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	if (code == CHIPD_OK && req->act == PROTO_TRACE_STOP && s->cfg.trace[0])
 		return CHIPD_OK;
 	if (code == CHIPD_OK)
-		code = sup_trace(s, (int)req->act, req->path, &events, &dropped, err);
+		code = sup_trace(s, (int)req->act, req->chip, req->path, &events, &dropped, err);
 
 	if (code != CHIPD_OK)
 		return code;

@@ -84,8 +84,8 @@ static int merge(const char *path, char (*parts)[PROTO_PATH_MAX + 16], uint32_t 
 	return CHIPD_OK;
 }
 
-int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64_t *dropped,
-	      struct proto_error *err)
+int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *events,
+	      uint64_t *dropped, struct proto_error *err)
 {
 	struct sup_call *c = sup_call_new(PROTO_OP_TRACE);
 	char(*parts)[PROTO_PATH_MAX + 16] = calloc(CHIPD_MAX_CHIPS, sizeof(*parts));
@@ -101,12 +101,20 @@ int sup_trace(struct sup *s, int act, const char *path, uint64_t *events, uint64
 		code = proto_fail(err, CHIPD_E_BAD_REQUEST, "\"path\": must be absolute");
 		goto out;
 	}
+	/* as for every op with a chip (docs/protocol.md 8.4, "chip") */
+	if (chip >= (int64_t)s->cfg.chips) {
+		code = proto_fail(err, CHIPD_E_BAD_REQUEST, "\"chip\": %lld, this node has %u",
+				  (long long)chip, s->cfg.chips);
+		goto out;
+	}
 	for (uint32_t i = 0; i < s->cfg.chips; i++) {
 		struct sup_worker *w = &s->workers[i];
 		struct proto_msg *req = &c->req;
 		struct proto_error werr;
 		bool ready;
 
+		if (chip >= 0 && (uint32_t)chip != i)
+			continue;
 		pthread_mutex_lock(&s->lock);
 		ready = w->state == CHIPD_CHIP_READY;
 		pthread_mutex_unlock(&s->lock);

@@ -432,7 +432,9 @@ struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
 /* Ends or moves every stream of the dead worker @w: an unstarted one (no token out) is
  * taken over for a re-queue when @requeue_unstarted, unless its client cancelled it
  * (it ends cancelled); one whose re-queue was posted to @w is re-queued again, or
- * ends. */
+ * ends. One the stop's grace left running ends cancelled, as its worker's shutdown
+ * would have ended it (docs/protocol.md 8.4, drain): @w died while it was being
+ * stopped, killed when it did not end in time. */
 static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_unstarted)
 {
 	pthread_mutex_lock(&s->lock);
@@ -461,15 +463,17 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 		    !e->fill_held) {
 			requeue_start(s, w, e);
 		} else {
-			/* a stream its client cancelled ends as its worker would have ended it */
-			enum chipd_code code = e->cancel_asked ? CHIPD_E_CANCELLED
-					       : e->fill_held	? CHIPD_E_TIMEOUT
-								: CHIPD_E_WORKER_LOST;
+			/* a stream its client cancelled, or the grace is over for, ends as its
+			 * worker would have ended it */
+			enum chipd_code code = e->cancel_asked || w->stopping ? CHIPD_E_CANCELLED
+					       : e->fill_held		      ? CHIPD_E_TIMEOUT
+									      : CHIPD_E_WORKER_LOST;
 
 			sup_table_end(s, e, code);
 			SUP_INFO((int)w->chip, e->id, "stream ended: %s%s", chipd_code_name(code),
-				 e->cancel_asked ? " (its client had cancelled it: not moved)"
-				 : e->fill_held	 ? " (its fill held the loader past --fill-ms: not moved)"
+				 e->cancel_asked  ? " (its client had cancelled it: not moved)"
+				 : w->stopping	  ? " (the stop's grace is over)"
+				 : e->fill_held	  ? " (its fill held the loader past --fill-ms: not moved)"
 				 : e->data_in_len ? " (its input was in the data area: not moved)"
 						  : "");
 		}

@@ -1,11 +1,14 @@
 /* check_node_ops.c - promises of the node's operator ops (docs/protocol.md 8.4:
  * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
- * named as such (bad_request), not as a bug of chipd (internal); a stop's grace
- * (drain, stop) is the time requests in flight get, also when a drain came first;
+ * named as such (bad_request), not as a bug of chipd (internal); a trace with a chip
+ * is that chip's only; a stop's grace (drain, stop) is the time requests in flight
+ * get, also when a drain came first, and what it leaves running ends cancelled, also on
+ * a stopped worker;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
  * detaching chipd too. */
 #include "chipd_fixture.h"
+#include "proto.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -91,6 +94,62 @@ START_TEST(trace_collect_onto_a_directory_is_bad_request)
 }
 END_TEST
 
+/* A raw trace op (as a client written from docs/protocol.md sends it) with @chip and,
+ * for collect, @path; returns the answer's ok, with *@m the whole answer. */
+static bool trace_op(struct cd *d, struct proto_msg *m, enum proto_trace_act act, int64_t chip,
+		     const char *path)
+{
+	proto_msg_init(m, PROTO_OP_TRACE);
+	m->act = act;
+	m->chip = chip;
+	if (path)
+		snprintf(m->path, sizeof(m->path), "%s", path);
+	cd_op_raw(d, m);
+	return m->ok;
+}
+
+/* The trace op's "chip" (docs/protocol.md 8.4: "where optional, default -1 (any /
+ * all); a chip the node does not have ... is bad_request"): a start of chip 1 starts
+ * chip 1's recorder only, so a collect of chip 0 after work on both chips has no
+ * event and one of chip 1 has them; chip 2 of a 2-chip node is refused naming
+ * "chip". Before, the supervisor left the field out of what it sent each worker:
+ * every chip recorded and was collected, and chip 2 was answered ok. */
+START_TEST(trace_of_one_chip_is_that_chip_only)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	const struct chipd_param three = {"tokens", 3};
+	char dir[] = "/tmp/chipd-nodeops.XXXXXX", file[64];
+	struct chipd_error err;
+	chipd_stream *s;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/trace.json", dir);
+	cd_start(&d, two_chips, NULL);
+	ck_assert(!trace_op(&d, m, PROTO_TRACE_START, 2, NULL));
+	ck_assert_msg(m->err.code == CHIPD_E_BAD_REQUEST && strstr(m->err.message, "\"chip\""),
+		      "code %d: %s", (int)m->err.code, m->err.message);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_START, 1, NULL), "%s", m->err.message);
+	for (int32_t chip = 0; chip < 2; chip++) {
+		ck_assert_msg(cd_submit_to(&d, "synthetic", chip, &three, 1, &s, &err) == 0, "%s",
+			      err.message);
+		cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
+	}
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 0, file), "%s", m->err.message);
+	ck_assert_msg(m->events == 0, "chip 0 recorded %lld events", (long long)m->events);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 1, file), "%s", m->err.message);
+	ck_assert_msg(m->events > 0, "chip 1 recorded nothing");
+	ck_assert(!trace_op(&d, m, PROTO_TRACE_COLLECT, 2, file));
+	ck_assert_int_eq(m->err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_STOP, 1, NULL), "%s", m->err.message);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	unlink(file);
+	rmdir(dir);
+	free(m);
+}
+END_TEST
+
 /* A stop asked for with a short grace while a drain with a long one runs (chipctl
  * drain --grace-ms 60000, then chipctl stop --grace-ms 300: "--grace-ms N: time for
  * in-flight requests", chipctl(1)) is answered ok, and its grace is what the requests
@@ -116,6 +175,32 @@ START_TEST(stop_during_a_drain_cuts_its_grace)
 		      (unsigned long long)ms);
 	ck_assert_msg(ms < 3000, "the stream ended %llu ms after a stop with grace 300 ms",
 		      (unsigned long long)ms);
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, 0, BOUND_MS), 0); /* it exits by itself */
+}
+END_TEST
+
+/* A stop whose grace ends while the worker holding a stream is stopped (SIGSTOP, well
+ * within --stuck-ms): the worker cannot answer its shutdown, chipd kills it and ends
+ * the stream itself, cancelled, as every request still running after the grace ends
+ * (docs/protocol.md 8.4, drain; chipctl(1), drain). Before, it ended worker_lost,
+ * retryable: a client retried on a node going away. */
+START_TEST(grace_over_with_a_stopped_worker_cancels)
+{
+	static const char *const args[] = {"--chips", "1", "--stuck-ms", "120000", NULL};
+	struct chipd_error err;
+	struct chipd_token tok;
+	enum chipd_code code;
+	chipd_stream *s;
+	struct cd d;
+
+	cd_start(&d, args, NULL);
+	s = cd_submit(&d, 1000, 20000); /* 20 s */
+	ck_assert_msg(chipd_stream_next(s, &tok, BOUND_MS, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGSTOP), 0);
+	ck_assert_msg(chipd_stop(d.conn, 300, CD_CALL_MS, &err) == 0, "%s", err.message);
+	(void)cd_drain_stream_from(s, 1, &code, BOUND_MS);
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "the stream ended %s", chipd_code_name(code));
 	chipd_stream_close(s, CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, 0, BOUND_MS), 0); /* it exits by itself */
 }
@@ -242,7 +327,9 @@ int main(void)
 	const struct tu_case cases[] = {
 	    {"trace_collect_onto_a_directory_is_bad_request",
 	     trace_collect_onto_a_directory_is_bad_request},
+	    {"trace_of_one_chip_is_that_chip_only", trace_of_one_chip_is_that_chip_only},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
+	    {"grace_over_with_a_stopped_worker_cancels", grace_over_with_a_stopped_worker_cancels},
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
 	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},

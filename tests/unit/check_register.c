@@ -4,7 +4,8 @@
  * callable on both chips and a name of the caller's; a chip that refuses (rolled back
  * on the chip that took it); a worker killed during a registration (a bounded
  * worker_lost, rolled back, and the chip serves it once restarted); the replay to a
- * restarted worker; unregister refused, drained and cancelled; its counts, from 0 at
+ * restarted worker; unregister refused, drained and cancelled, and refused while a
+ * chip does not answer; its counts, from 0 at
  * each registration; the --max-callables limit; the quarantine of a callable that
  * keeps killing its workers; bad files refused through the run-time path; and a
  * callable with its own kernel, loaded on each chip or refused by them. */
@@ -720,6 +721,44 @@ START_TEST(own_kernels_registered)
 }
 END_TEST
 
+/* An unregister while chip 1's worker is stopped (SIGSTOP, well within --stuck-ms): it
+ * does not answer the unload, and once continued it still holds the callable. The
+ * unregister is refused worker_lost naming chip 1, and the name stays registered on
+ * chip 1, where it runs; sent again, it completes and chip 1 refuses the name (before,
+ * the first was answered ok and chip 1 went on running submits of the name). */
+START_TEST(unregister_with_a_stopped_chip)
+{
+	const char *const args[] = {"--chips", "2", "--stuck-ms", "120000", NULL};
+	struct chipd_workload w;
+	struct chipd_error err;
+	chipd_stream *s;
+	struct cd d;
+	pid_t p1;
+	int rc;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	p1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(p1, SIGSTOP), 0);
+	rc = chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err);
+	ck_assert_int_eq(kill(p1, SIGCONT), 0);
+	ck_assert_msg(rc == -EREMOTEIO, "unregister answered %d while chip 1 was stopped", rc);
+	ck_assert_msg(err.code == CHIPD_E_WORKER_LOST && err.chip == 1, "code %d chip %d: %s",
+		      (int)err.code, (int)err.chip, err.message);
+	ck_assert(cd_listed(&d, "tiny", &w));
+	ck_assert_uint_eq(w.chips, 0x2); /* chip 0 unloaded it */
+	ck_assert_msg((s = submit(&d, "tiny", 1, 3, 5, 0, &err)), "%s", err.message);
+	expect_tokens(s, 3, 5);
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	ck_assert_ptr_null(submit(&d, "tiny", 1, 3, 5, 0, &err));
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("register");
@@ -740,6 +779,7 @@ int main(void)
 	    {"quarantine_moves_nothing_further", quarantine_moves_nothing_further},
 	    {"bad_files_refused", bad_files_refused},
 	    {"own_kernels_registered", own_kernels_registered},
+	    {"unregister_with_a_stopped_chip", unregister_with_a_stopped_chip},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */

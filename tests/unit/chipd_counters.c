@@ -325,31 +325,9 @@ END_TEST
  * for every block. Fills @m with the decoded answer (an ok one or the envelope). */
 static void stats_op(struct cd *d, int64_t chip, struct proto_msg *m)
 {
-	unsigned char *buf = malloc(PROTO_RESP_MAX);
-	char name[SHM_NAME_MAX];
-	struct shm_diag diag = {""};
-	struct proto_error perr;
-	struct proto_node n;
-	struct proto_hello hello;
-	char why[CHIPD_MSG_MAX];
-	uint32_t alen;
-	size_t len;
-
-	ck_assert(m && buf);
-	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d->instance), 0);
-	ck_assert_msg(proto_node_attach(&n, name, &diag) == 0, "%s", diag.msg);
-	/* the supervisor serves connected processes only (docs/protocol.md §9) */
-	ck_assert_msg(proto_hello(&n, CD_CALL_MS, &hello, why, sizeof(why)) == 0, "%s", why);
 	proto_msg_init(m, PROTO_OP_STATS);
 	m->chip = chip;
-	ck_assert_int_eq(proto_encode_request(m, buf, PROTO_REQ_MAX, &len, &perr), 0);
-	ck_assert_int_eq(mbox_call(&n.mbox, buf, (uint32_t)len, buf, PROTO_RESP_MAX, &alen,
-				   shm_deadline_in(CD_CALL_MS * SHM_NS_PER_MS)),
-			 0);
-	ck_assert_int_eq(proto_decode_answer(PROTO_OP_STATS, buf, alen, m, &perr), 0);
-	close(hello.fd);
-	proto_node_detach(&n);
-	free(buf);
+	cd_op_raw(d, m);
 }
 
 /* Returns the stats op's answer's keys' blocks as flags: bit 0 the supervisor, bit

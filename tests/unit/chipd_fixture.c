@@ -338,6 +338,33 @@ void cd_node_attach(struct cd *d, struct proto_node *n)
 	ck_assert_msg(proto_hello(n, CD_CALL_MS, &h, why, sizeof(why)) == 0, "hello: %s", why);
 }
 
+void cd_op_raw(struct cd *d, struct proto_msg *m)
+{
+	unsigned char *buf = malloc(PROTO_RESP_MAX);
+	enum proto_op op = m->op;
+	struct shm_diag diag = {""};
+	char name[SHM_NAME_MAX], why[CHIPD_MSG_MAX];
+	struct proto_error perr;
+	struct proto_hello h;
+	struct proto_node n;
+	uint32_t alen;
+	size_t len;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(shm_region_name(name, sizeof(name), (unsigned)geteuid(), d->instance), 0);
+	ck_assert_msg(proto_node_attach(&n, name, &diag) == 0, "%s", diag.msg);
+	/* the supervisor serves connected processes only (docs/protocol.md §9) */
+	ck_assert_msg(proto_hello(&n, CD_CALL_MS, &h, why, sizeof(why)) == 0, "hello: %s", why);
+	ck_assert_int_eq(proto_encode_request(m, buf, PROTO_REQ_MAX, &len, &perr), 0);
+	ck_assert_int_eq(mbox_call(&n.mbox, buf, (uint32_t)len, buf, PROTO_RESP_MAX, &alen,
+				   shm_deadline_in(CD_CALL_MS * SHM_NS_PER_MS)),
+			 0);
+	ck_assert_int_eq(proto_decode_answer(op, buf, alen, m, &perr), 0);
+	close(h.fd);
+	proto_node_detach(&n);
+	free(buf);
+}
+
 bool cd_node_make_writable(struct proto_node *n)
 {
 	char path[SHM_NAME_MAX + 16];

@@ -26,11 +26,17 @@ struct cd {
 };
 
 struct proto_node;
+struct proto_msg;
 
 /* Attaches @d's node region into @n the way a client does (read-only) and says hello,
  * which maps the exchange region (mailbox, ring consumer lines); the connection stays
  * open until the process ends, so the router serves this process's slots. */
 void cd_node_attach(struct cd *d, struct proto_node *n);
+
+/* Sends @m (a request made with proto_msg_init) to @d's supervisor as a client written
+ * from docs/protocol.md alone does: its own attach and hello, the message encoded into
+ * a mailbox slot; decodes the answer (ok or the envelope) into @m. */
+void cd_op_raw(struct cd *d, struct proto_msg *m);
 
 /* For tests that play a client writing where no client can: remaps @n's read-only node
  * region read-write in place (the same addresses) through its /dev/shm path, which only
