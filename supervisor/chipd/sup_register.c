@@ -184,26 +184,35 @@ int sup_register_refuses(struct sup *s, const char *name, struct proto_error *er
 						      : "registered");
 }
 
-/* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err. */
+/* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err.
+ * *@died (NULL: not wanted): no answer came because the worker died (its mailbox's
+ * server is gone, or a restarted one reset the slot), not because it is slow or
+ * stopped (-ETIMEDOUT: it lives, and still has what it had). */
 static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto_op op,
-				 const struct wrk_reg_entry *e, struct proto_error *err)
+				 const struct wrk_reg_entry *e, struct proto_error *err, bool *died)
 {
 	struct sup_call *c = sup_call_new(op);
 	enum chipd_code code;
 
+	if (died)
+		*died = false;
 	if (!c)
 		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	snprintf(c->req.wl, sizeof(c->req.wl), "%s", e->name);
 	if (op == PROTO_OP_LOAD)
 		snprintf(c->req.path, sizeof(c->req.path), "%s", e->path);
 	code = sup_call_run(s, w, c, err);
+	if (died)
+		*died = code == CHIPD_E_WORKER_LOST && (c->rc == -EPIPE || c->rc == -ECONNRESET);
 	sup_call_free(c);
 	return code;
 }
 
-/* Unloads entry @i from the chips of @chips; the ones that refused stay in *@left
- * (NULL: not wanted). Dead or silent chips count as done: they are gone, and a
- * restarted one reads the entry afresh. */
+/* Unloads entry @i from the chips of @chips; the ones that still have it stay in
+ * *@left (NULL: not wanted): those that refused, and those that did not answer
+ * within the forward bound while their worker lives (stopped or stuck: it may
+ * answer the next time, or the heartbeat kills it). A chip whose worker died counts
+ * as done: a restarted one reads the entry afresh. */
 static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
@@ -213,11 +222,12 @@ static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *le
 		*left = 0;
 	for (uint32_t c = 0; c < s->cfg.chips; c++) {
 		enum chipd_code code;
+		bool died;
 
 		if (!(chips & (1ull << c)))
 			continue;
-		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err);
-		if (code == CHIPD_E_WORKER_LOST)
+		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &died);
+		if (died)
 			atomic_fetch_and_explicit(&e->loaded, ~(1ull << c), memory_order_relaxed);
 		else if (code != CHIPD_OK && left)
 			*left |= 1ull << c;
@@ -279,7 +289,7 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 	for (uint32_t c = 0; c < s->cfg.chips && code == CHIPD_OK; c++) {
 		if (!(running & (1ull << c)))
 			continue;
-		code = chip_call(s, &s->workers[c], PROTO_OP_LOAD, e, err);
+		code = chip_call(s, &s->workers[c], PROTO_OP_LOAD, e, err, NULL);
 		if (code == CHIPD_OK)
 			took |= 1ull << c;
 	}

@@ -684,6 +684,35 @@ START_TEST(bad_files_refused)
 }
 END_TEST
 
+/* An unload a live worker does not answer within the forward bound (SIGSTOPped past
+ * 2 s) leaves the name on its chip: asked again once it runs, the unregister unloads
+ * it there too, and the chip runs it no more. */
+START_TEST(silent_chip_keeps_its_unload)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	struct cd d;
+	struct chipd_error err;
+	pid_t w1;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(reg(&d, cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, 300, &err),
+			 -ETIMEDOUT);
+	/* answered once the router gave up on chip 1 */
+	ck_assert_msg(chipd_ping(d.conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	ck_assert_int_eq(cd_worker_pid(&d, 1), w1);
+	ck_assert_msg(!submit(&d, "tiny", 1, 2, 1, 0, &err), "chip 1 still runs tiny");
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* A callable with its own kernel (tc_own, its sim kernel file beside it): each chip
  * loads the kernel at the registration and streams its reference's tokens, again
  * after a worker's restart (the replay) and after an unregister and a new
@@ -739,6 +768,7 @@ int main(void)
 	    {"quarantined", quarantined},
 	    {"quarantine_moves_nothing_further", quarantine_moves_nothing_further},
 	    {"bad_files_refused", bad_files_refused},
+	    {"silent_chip_keeps_its_unload", silent_chip_keeps_its_unload},
 	    {"own_kernels_registered", own_kernels_registered},
 	};
 
