@@ -408,6 +408,15 @@ static void drainer_set(struct sup *s, struct sup_reg_book *b, bool resume, bool
 	b->drain_cancel = cancel;
 }
 
+/* Entry @i's drain is the router client's from now on (drainer_set): once its
+ * connection ended, the router completes it (sup_register_tick). Router thread. */
+static void drainer_take(struct sup *s, uint32_t i, bool cancel)
+{
+	pthread_mutex_lock(&s->lock);
+	drainer_set(s, &s->reg.books[i], false, cancel);
+	pthread_mutex_unlock(&s->lock);
+}
+
 int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		       struct proto_error *err)
 {
@@ -442,9 +451,7 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		break;
 	case PROTO_UNREG_DRAIN:
 	case PROTO_UNREG_CANCEL:
-		pthread_mutex_lock(&s->lock);
-		drainer_set(s, &s->reg.books[i], false, req->mode == PROTO_UNREG_CANCEL);
-		pthread_mutex_unlock(&s->lock);
+		drainer_take(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
 		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
 		break;
 	default:
@@ -460,6 +467,10 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 					  req->wl, n, list, n > IDS_NAMED ? ", ..." : "");
 			break;
 		}
+		/* none in flight: the name is on its way out (draining), and a chip that
+		 * still has it (busy, or silent) is asked again by the caller or, once its
+		 * connection ended, by the router, as for a drain */
+		drainer_take(s, (uint32_t)i, false);
 		ans->active = drain_step(s, (uint32_t)i, false);
 		break;
 	}
