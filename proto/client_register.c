@@ -91,11 +91,16 @@ int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout
 		if (rc == 0 && m[1].active == 0)
 			break;
 		if (rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline)
-			rc =
-			    client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
-					"unregister %s: %" PRIu32 " requests still in flight after "
-					"%" PRIu32 " ms; it stays registered",
-					name, (uint32_t)m[1].active, timeout_ms);
+			rc = mode == CHIPD_UNREGISTER_REFUSE
+				 ? client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
+					       "unregister %s: a chip has not unloaded it after "
+					       "%" PRIu32 " ms; it takes no new requests, and goes "
+					       "once unloaded (ask again, or close the connection)",
+					       name, timeout_ms)
+				 : client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
+					       "unregister %s: %" PRIu32 " requests still in "
+					       "flight after %" PRIu32 " ms; it stays registered",
+					       name, (uint32_t)m[1].active, timeout_ms);
 		if (rc) {
 			/* a drain under way is given up: the name takes requests again */
 			if (mode != CHIPD_UNREGISTER_REFUSE && (asked || rc == -ETIMEDOUT)) {

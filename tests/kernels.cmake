@@ -137,9 +137,12 @@ target_compile_definitions(check_data PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
 
 # Registering callables while the node runs: a real chipd, the tests' callables
 # registered, refused by one chip, killing a worker mid-registration, replayed to a
-# restarted worker, drained, cancelled, limited and quarantined.
-chipd_check(check_register chipd_fixture.c)
-target_link_libraries(check_register PRIVATE chipd_proto)
-add_dependencies(check_register ${CHIPD_TEST_CALLABLES} chipd)
-target_compile_definitions(check_register PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
-                           CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+# restarted worker, drained, cancelled, limited and quarantined; unregistered past a
+# chip whose live worker does not answer (check_unregister).
+foreach(t check_register check_unregister)
+  chipd_check(${t} chipd_fixture.c register_fixture.c)
+  target_link_libraries(${t} PRIVATE chipd_proto)
+  add_dependencies(${t} ${CHIPD_TEST_CALLABLES} chipd)
+  target_compile_definitions(${t} PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
+                             CL_TEST_DIR="${CHIPD_TEST_CALLABLES_DIR}")
+endforeach()

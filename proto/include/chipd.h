@@ -410,7 +410,10 @@ enum chipd_unregister_mode {
  * server's error (not_found: no such registered callable; bad_request: requests in
  * flight with CHIPD_UNREGISTER_REFUSE, or a callable loaded at start), -ETIMEDOUT
  * (code timeout, retryable) when the requests did not end within @timeout_ms (this
- * library's own wait: the message says how many are left), or the call's failures. */
+ * library's own wait: the message says how many are left), also in any mode when a
+ * chip whose worker lives did not unload it in time (the name then takes no new
+ * requests, and goes once unloaded: call again, or close the connection, and chipd
+ * finishes it), or the call's failures. */
 int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
 		     struct chipd_error *err);
 

@@ -86,8 +86,17 @@ static bool eat(struct reader *r, char c)
 	return false;
 }
 
+/* Whether the 4 bytes at @p are hex digits (the caller checked they are there). */
+static bool hex4(const char *p)
+{
+	for (int i = 0; i < 4; i++)
+		if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i])
+			return false;
+	return true;
+}
+
 /* Reads a string into @out (@cap bytes, cut to fit; NULL: skip it). Escapes are
- * decoded; \u escapes outside ASCII become '?'. */
+ * decoded (JSON's only: \" \\ \/ \b \f \n \r \t \uXXXX); \u escapes become '?'. */
 static int string(struct reader *r, char *out, size_t cap)
 {
 	size_t n = 0;
@@ -102,12 +111,15 @@ static int string(struct reader *r, char *out, size_t cap)
 				break;
 			c = *r->p++;
 			if (c == 'u') {
-				if (r->end - r->p < 4)
-					break;
+				if (r->end - r->p < 4 || !hex4(r->p))
+					return bad(r, "bad \\u escape at byte %td",
+						   r->p - 2 - r->start);
 				c = '?';
 				r->p += 4;
 			} else if (c == 'n' || c == 't' || c == 'r' || c == 'b' || c == 'f') {
 				c = ' ';
+			} else if (c != '"' && c != '\\' && c != '/') {
+				return bad(r, "bad escape at byte %td", r->p - 2 - r->start);
 			}
 		}
 		if (out && n + 1 < cap)

@@ -184,34 +184,36 @@ int sup_register_refuses(struct sup *s, const char *name, struct proto_error *er
 						      : "registered");
 }
 
-/* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err. */
+/* Sends @op (load or unload of entry @e) to chip @w; CHIPD_OK or its error in @err.
+ * *@died (NULL: not wanted): no answer came because the worker died (its mailbox's
+ * server is gone, or a restarted one reset the slot), not because it is slow or
+ * stopped (-ETIMEDOUT: it lives, and still has what it had). */
 static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto_op op,
-				 const struct wrk_reg_entry *e, struct proto_error *err,
-				 int *mbox_rc)
+				 const struct wrk_reg_entry *e, struct proto_error *err, bool *died)
 {
 	struct sup_call *c = sup_call_new(op);
 	enum chipd_code code;
 
+	if (died)
+		*died = false;
 	if (!c)
 		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
 	snprintf(c->req.wl, sizeof(c->req.wl), "%s", e->name);
 	if (op == PROTO_OP_LOAD)
 		snprintf(c->req.path, sizeof(c->req.path), "%s", e->path);
 	code = sup_call_run(s, w, c, err);
-	if (mbox_rc)
-		*mbox_rc = c->rc;
+	if (died)
+		*died = code == CHIPD_E_WORKER_LOST && (c->rc == -EPIPE || c->rc == -ECONNRESET);
 	sup_call_free(c);
 	return code;
 }
 
-/* Unloads entry @i from the chips of @chips; those that did not unload it stay in
- * *@left (NULL: not wanted), the first one's error in *@why (may be NULL). A chip that
- * unloaded it, or died (its mailbox says so: a restarted one reads the entry afresh),
- * leaves the entry's loaded set. One that refused or did not answer (stopped, stuck)
- * still holds it and serves it once it runs again: it stays, until it answers an
- * unload or dies (its heartbeat kills it after --stuck-ms). */
-static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left,
-			 struct proto_error *why)
+/* Unloads entry @i from the chips of @chips; the ones that still have it stay in
+ * *@left (NULL: not wanted): those that refused, and those that did not answer
+ * within the forward bound while their worker lives (stopped or stuck: it may
+ * answer the next time, or the heartbeat kills it). A chip whose worker died counts
+ * as done: a restarted one reads the entry afresh. */
+static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	struct proto_error err;
@@ -220,18 +222,14 @@ static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *le
 		*left = 0;
 	for (uint32_t c = 0; c < s->cfg.chips; c++) {
 		enum chipd_code code;
-		int rc = 0;
+		bool died;
 
 		if (!(chips & (1ull << c)))
 			continue;
-		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &rc);
-		if (code == CHIPD_OK || (code == CHIPD_E_WORKER_LOST && rc == -EPIPE)) {
+		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &died);
+		if (died)
 			atomic_fetch_and_explicit(&e->loaded, ~(1ull << c), memory_order_relaxed);
-			continue;
-		}
-		if (left && why && *left == 0)
-			*why = err;
-		if (left)
+		else if (code != CHIPD_OK && left)
 			*left |= 1ull << c;
 	}
 }
@@ -299,7 +297,7 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 		SUP_WARN(err->chip, 0,
 			 "callable %s refused (%s): rolled back on the chips that took it", e->name,
 			 err->message);
-		unload_chips(s, i, took, NULL, NULL);
+		unload_chips(s, i, took, NULL);
 	}
 	return code;
 }
@@ -359,9 +357,9 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 
 /* Ends entry @i once its requests ended: the draining step of unregister and of
  * the quarantine. Cancels what is left when @cancel. Returns the requests still in
- * flight (or 1 while a chip still holds the callable, with *@why, may be NULL, that
- * chip's error), 0 once the entry is gone. Under reg_lock. */
-static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, struct proto_error *why)
+ * flight (or 1 while a chip still holds one), 0 once the entry is gone. Under
+ * reg_lock. */
+static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	uint64_t ids[CANCEL_BATCH], left;
@@ -390,7 +388,7 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, struct proto_
 		if (s->workers[c].stopping)
 			left &= ~(1ull << c);
 	pthread_mutex_unlock(&s->lock);
-	unload_chips(s, i, left, &left, why);
+	unload_chips(s, i, left, &left);
 	if (left)
 		return 1; /* a chip still frees a request of it: ask again */
 	entry_free(s, i);
@@ -408,6 +406,15 @@ static void drainer_set(struct sup *s, struct sup_reg_book *b, bool resume, bool
 	s->reg.drains += (id != 0) - (b->drainer != 0);
 	b->drainer = id;
 	b->drain_cancel = cancel;
+}
+
+/* Entry @i's drain is the router client's from now on (drainer_set): once its
+ * connection ended, the router completes it (sup_register_tick). Router thread. */
+static void drainer_take(struct sup *s, uint32_t i, bool cancel)
+{
+	pthread_mutex_lock(&s->lock);
+	drainer_set(s, &s->reg.books[i], false, cancel);
+	pthread_mutex_unlock(&s->lock);
 }
 
 int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -444,10 +451,8 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		break;
 	case PROTO_UNREG_DRAIN:
 	case PROTO_UNREG_CANCEL:
-		pthread_mutex_lock(&s->lock);
-		drainer_set(s, &s->reg.books[i], false, req->mode == PROTO_UNREG_CANCEL);
-		pthread_mutex_unlock(&s->lock);
-		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL, NULL);
+		drainer_take(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
+		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
 		break;
 	default:
 		pthread_mutex_lock(&s->lock);
@@ -462,19 +467,11 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 					  req->wl, n, list, n > IDS_NAMED ? ", ..." : "");
 			break;
 		}
-		/* what a chip that does not unload it says instead, else this */
-		proto_fail(err, CHIPD_E_BAD_REQUEST,
-			   "callable %s: requests in flight: drain or cancel", req->wl);
-		ans->active = drain_step(s, (uint32_t)i, false, err);
-		if (ans->active == 0)
-			break;
-		/* a chip did not unload it (stopped, stuck, still freeing a request): it
-		 * stays registered, taking requests, as it was */
-		pthread_mutex_lock(&s->lock);
-		s->reg.books[i].draining = false;
-		pthread_mutex_unlock(&s->lock);
-		ans->active = 0;
-		code = (enum chipd_code)err->code;
+		/* none in flight: the name is on its way out (draining), and a chip that
+		 * still has it (busy, or silent) is asked again by the caller or, once its
+		 * connection ended, by the router, as for a drain */
+		drainer_take(s, (uint32_t)i, false);
+		ans->active = drain_step(s, (uint32_t)i, false);
 		break;
 	}
 	if (code == CHIPD_OK && ans->active == 0 && req->mode != PROTO_UNREG_RESUME)
@@ -538,7 +535,7 @@ void sup_register_tick(struct sup *s)
 		    drains && s->reg.books[i].drainer && !sup_conn_id_live(s, s->reg.books[i].drainer);
 		pthread_mutex_unlock(&s->lock);
 		if ((!q && !orphan) || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE ||
-		    drain_step(s, i, q || cancel, NULL) != 0)
+		    drain_step(s, i, q || cancel) != 0)
 			continue;
 		if (q)
 			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",

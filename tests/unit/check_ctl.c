@@ -316,6 +316,11 @@ START_TEST(trace_summary_refuses_malformed)
 	    "{\"other\":1}",
 	    "{\"traceEvents\":[]} x",
 	    "{\"traceEvents\":[{\"ts\":\"1\"\0}]}",
+	    /* escapes: \u with fewer than 4 hex digits (also cut by the end), or none */
+	    "[\"\\u\"]",
+	    "{\"traceEvents\":[],\"x\":\"\\u\"}",
+	    "[\"\\uzzzz\"]",
+	    "[\"\\x\"]",
 	};
 	struct ctl_trace_summary s;
 	char why[128];

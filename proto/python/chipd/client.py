@@ -595,7 +595,9 @@ class Connection(_Closable):
         """Unregisters the callable registered as @name from every chip. @mode: "refuse"
         (BadRequest while requests of it are in flight), "drain" (refuse new ones, wait
         for these) or "cancel" (cancel these, then unregister); CallTimeout when they did
-        not end within @timeout seconds (it then stays registered)."""
+        not end within @timeout seconds (it then stays registered), or when a chip did
+        not unload it in time (it takes no new requests, and goes once unloaded: ask
+        again, or close the connection)."""
         if mode not in _lib.UNREGISTER_MODES:
             raise ValueError(
                 f"unregister mode {mode!r}: expected one of {sorted(_lib.UNREGISTER_MODES)}"

@@ -1,0 +1,105 @@
+/* check_unregister.c - unregistering a callable while a chip's worker lives but does
+ * not answer (docs/callables.md, "Registration"; supervisor/chipd/sup_register.c), on
+ * a real chipd of two sim chips through libchipd: the unload it did not answer within
+ * the forward bound is sent again, by the caller's next ask or, once the caller's
+ * connection ended, by the supervisor; only then is the name gone from every chip. */
+#include "register_fixture.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Starts chipd (no heartbeat kill within the test), registers tiny and unregisters it
+ * (mode none, 300 ms: -ETIMEDOUT) while chip 1's worker is SIGSTOPped past the
+ * router's forward bound (2 s), from here or (@child) from a child process that then
+ * exits; continues the worker once the router gave up on it. Returns its pid. */
+static pid_t unregister_past_stopped_chip1(struct cd *d, bool child)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	struct chipd_error err;
+	chipd_conn *c = NULL;
+	pid_t w1, pid = 0;
+	int status;
+
+	cd_start(d, args, NULL);
+	ck_assert_msg(rf_reg(d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	w1 = cd_worker_pid(d, 1);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	if (child && (pid = fork()) == 0)
+		_exit(chipd_connect(d->instance, &c, &err) == 0 &&
+			      chipd_unregister(c, "tiny", CHIPD_UNREGISTER_REFUSE, 300, &err) ==
+				  -ETIMEDOUT
+			  ? 0
+			  : 3);
+	if (child) {
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	} else {
+		ck_assert_int_eq(
+		    chipd_unregister(d->conn, "tiny", CHIPD_UNREGISTER_REFUSE, 300, &err),
+		    -ETIMEDOUT);
+	}
+	/* answered once the router gave up on chip 1 */
+	ck_assert_msg(chipd_ping(d->conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	return w1;
+}
+
+/* Chip 1 (the same worker) runs tiny no more; chipd stops. */
+static void chip1_unloaded(struct cd *d, pid_t w1)
+{
+	struct chipd_error err;
+
+	ck_assert_int_eq(cd_worker_pid(d, 1), w1);
+	ck_assert_msg(!rf_submit(d, "tiny", 1, 2, 1, 0, &err), "chip 1 still runs tiny");
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_int_eq(cd_stop(d, SIGTERM, BOUND_MS), 0);
+}
+
+/* An unload a live worker does not answer within the forward bound leaves the name
+ * on its chip: asked again once it runs, the unregister unloads it there too. */
+START_TEST(silent_chip_keeps_its_unload)
+{
+	struct cd d;
+	struct chipd_error err;
+	pid_t w1 = unregister_past_stopped_chip1(&d, false);
+
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	chip1_unloaded(&d, w1);
+}
+END_TEST
+
+/* The same, its client gone before it asked again: the supervisor completes it. */
+START_TEST(unload_left_by_a_gone_client_completes)
+{
+	struct cd d;
+	pid_t w1 = unregister_past_stopped_chip1(&d, true);
+	uint64_t until = rf_now_ns() + BOUND_MS * 1000000ull;
+
+	while (cd_listed(&d, "tiny", NULL)) {
+		ck_assert_msg(rf_now_ns() < until, "tiny is still registered (draining for ever)");
+		usleep(50000);
+	}
+	chip1_unloaded(&d, w1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("unregister");
+	const struct tu_case cases[] = {
+	    {"silent_chip_keeps_its_unload", silent_chip_keeps_its_unload},
+	    {"unload_left_by_a_gone_client_completes", unload_left_by_a_gone_client_completes},
+	};
+
+	/* each its own directory of callables; a real chipd on a loaded machine */
+	tu_add_cases_fixture(s, cases, sizeof(cases) / sizeof(cases[0]), 120, rf_setup,
+			     rf_teardown);
+	return tu_run(s);
+}
