@@ -1,5 +1,5 @@
 /* ctl_top.c - `chipctl top`: per-chip rates from the counters, refreshed every
- * --interval seconds with a plain ANSI clear. Quits on q, Ctrl-C, or after
+ * --interval seconds with a plain ANSI clear. Quits on q, Ctrl-C, a hang-up of its terminal, or after
  * --iterations frames. Counters are read straight from shared memory, so the view
  * costs the supervisor nothing; it reconnects every frame, so it follows a restart
  * of chipd. */
@@ -96,7 +96,8 @@ static int top_opt(void *ctx, struct ctl *g, int opt, const char *arg)
 	return 0;
 }
 
-/* Waits @seconds for a key; true when q was pressed (stdin a terminal in raw mode). */
+/* Waits @seconds for a key; true when q was pressed or the terminal hung up (stdin a
+ * terminal in raw mode). */
 static bool wait_key(double seconds, bool tty)
 {
 	uint64_t end = ctl_now_ns() + (uint64_t)(seconds * 1e9);
@@ -108,13 +109,21 @@ static bool wait_key(double seconds, bool tty)
 	while (!ctl_interrupted) {
 		uint64_t now = ctl_now_ns();
 		struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+		ssize_t n;
 		char ch;
 
 		if (now >= end)
 			return false;
-		if (poll(&p, 1, (int)((end - now) / 1000000u) + 1) == 1 &&
-		    read(STDIN_FILENO, &ch, 1) == 1 && (ch == 'q' || ch == 'Q'))
+		if (poll(&p, 1, (int)((end - now) / 1000000u) + 1) != 1)
+			continue;
+		n = read(STDIN_FILENO, &ch, 1);
+		if (n == 1 && (ch == 'q' || ch == 'Q'))
 			return true;
+		if (n == 1 || (n < 0 && errno == EINTR))
+			continue;
+		/* hung up (or an error): nothing more will come from the terminal, nor
+		 * can anyone watch it (poll would answer at once for ever): quit */
+		return true;
 	}
 	return false;
 }
@@ -123,7 +132,7 @@ static const char top_usage[] =
     "Usage: chipctl top [--interval S] [--iterations N]\n"
     "A live view of the counters: per chip tokens/s, requests/s (admitted),\n"
     "done/s (completed, failed, cancelled), queue depth, active requests.\n"
-    "Quits on q or Ctrl-C.\n"
+    "Quits on q, Ctrl-C or a hang-up of its terminal.\n"
     "  --interval S      refresh every S seconds (default 1)\n"
     "  --iterations N    quit after N frames\n" CTL_HELP_COMMON;
 

@@ -43,8 +43,9 @@ static void out_paths(char *out, char *err, size_t cap)
 	snprintf(err, cap, "/tmp/check_ctl.%d.err", (int)getpid());
 }
 
-/* Starts chipctl with the NULL-ended @args, its stdout and stderr into files. */
-static pid_t start(const char *const *args)
+/* Starts chipctl with the NULL-ended @args, its stdout and stderr into files, its
+ * stdin @in (-1: /dev/null). */
+static pid_t start_in(const char *const *args, int in)
 {
 	char *argv[40], out[64], err[64];
 	int n = 0;
@@ -60,7 +61,7 @@ static pid_t start(const char *const *args)
 	if (pid == 0) {
 		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int fi = open("/dev/null", O_RDONLY);
+		int fi = in >= 0 ? in : open("/dev/null", O_RDONLY);
 
 		if (fo < 0 || fe < 0 || fi < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0 ||
 		    dup2(fi, 0) < 0)
@@ -69,6 +70,11 @@ static pid_t start(const char *const *args)
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t start(const char *const *args)
+{
+	return start_in(args, -1);
 }
 
 /* Waits for chipctl @pid; its exit status and output land in @r. */
@@ -653,6 +659,59 @@ START_TEST(cli_submit_local_failure_names_request)
 }
 END_TEST
 
+static bool first_frame_on_a_terminal(void *arg)
+{
+	char out[64], err[64], buf[4096] = "";
+	int fd;
+	ssize_t n;
+
+	(void)arg;
+	out_paths(out, err, sizeof(out));
+	fd = open(out, O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return strstr(buf, "(q quits)") && strstr(buf, "tokens/s");
+}
+
+/* top on a terminal whose other end closed (a dropped ssh session): nothing more can
+ * come from it, so top quits at once, exit 0, as on q. Before, poll kept answering
+ * the hang-up and top spun the CPU until its interval (60 s here) ended. */
+START_TEST(cli_top_quits_when_its_terminal_hangs_up)
+{
+	struct run *r = malloc(sizeof(*r));
+	const char *const args[] = {"--instance", NULL, "top", "--interval", "60", "--iterations", "2",
+				    NULL};
+	const char *names[8];
+	int master, slave;
+	struct cx x;
+	pid_t pid;
+
+	cx_start(&x, 4);
+	memcpy(names, args, sizeof(args));
+	names[1] = x.instance;
+	master = posix_openpt(O_RDWR | O_NOCTTY);
+	ck_assert_int_ge(master, 0);
+	ck_assert(grantpt(master) == 0 && unlockpt(master) == 0);
+	slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+	ck_assert_int_ge(slave, 0);
+	ck_assert_int_eq(fcntl(master, F_SETFD, FD_CLOEXEC), 0); /* top's end only */
+	pid = start_in(names, slave);
+	close(slave);
+	/* its first frame says it watches the terminal for q: then the hang-up */
+	ck_assert_msg(tu_eventually(first_frame_on_a_terminal, NULL, RUN_MS),
+		      "no first frame on the terminal");
+	close(master);
+	finish(r, pid);
+	EXPECT(r, 0);
+	ck_assert_int_eq(count_of(r->out, "tokens/s"), 1);
+	cx_stop(&x);
+	free(r);
+}
+END_TEST
+
 void ctl_add_cli_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -670,6 +729,7 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_export_writes_textfile", cli_export_writes_textfile},
 	    {"cli_export_loop_survives_a_later_failure", cli_export_loop_survives_a_later_failure},
 	    {"cli_submit_local_failure_names_request", cli_submit_local_failure_names_request},
+	    {"cli_top_quits_when_its_terminal_hangs_up", cli_top_quits_when_its_terminal_hangs_up},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
