@@ -261,6 +261,14 @@ int ctl_connect_monitor(const struct ctl *g, chipd_conn **c)
 	return rc ? ctl_report(g, g->cmd ? g->cmd : "connect", rc, &err, true) : CTL_EXIT_OK;
 }
 
+/* @err for a failure of chipctl's own (no protocol code), as libchipd fills it. */
+static int own_failure(struct chipd_error *err, int errnum, const char *what, uint32_t count)
+{
+	*err = (struct chipd_error){.errnum = errnum, .code = CHIPD_OK};
+	snprintf(err->message, sizeof(err->message), "%s (%u counters)", what, count);
+	return errnum;
+}
+
 int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct chipd_error *err)
 {
 	uint32_t cap = CTL_STATS_START;
@@ -272,7 +280,7 @@ int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct c
 		int rc;
 
 		if (!st)
-			return -ENOMEM;
+			return own_failure(err, -ENOMEM, "out of memory", cap);
 		rc = chipd_stats(c, st, cap, n, err);
 		if (rc == 0) {
 			*out = st;
@@ -283,7 +291,7 @@ int ctl_read_stats(chipd_conn *c, struct chipd_stat **out, uint32_t *n, struct c
 			return rc;
 		cap = *n + 16;
 	}
-	return -ENOBUFS;
+	return own_failure(err, -ENOBUFS, "the node's counters kept growing while read", *n);
 }
 
 int ctl_snapshot(const struct ctl *g, struct chipd_stat **st, uint32_t *n, struct chipd_error *err)
