@@ -1,8 +1,8 @@
 /* ctl_top.c - `chipctl top`: per-chip rates from the counters, refreshed every
- * --interval seconds with a plain ANSI clear. Quits on q, Ctrl-C, a hang-up of its terminal, or after
- * --iterations frames. Counters are read straight from shared memory, so the view
- * costs the supervisor nothing; it reconnects every frame, so it follows a restart
- * of chipd. */
+ * --interval seconds with a plain ANSI clear. Quits on q, Ctrl-C, a hang-up of its
+ * terminal, or after --iterations frames. Counters are read straight from shared
+ * memory, so the view costs the supervisor nothing; it reconnects every frame, so it
+ * follows a restart of chipd. */
 #include "ctl.h"
 
 #include <errno.h>
