@@ -507,7 +507,8 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w);
 /* Per tick: heartbeats, stuck workers, restarts due, and the re-queues of dead workers'
  * unstarted requests (posted, answers read, given up after SUP_FORWARD_MS). */
 void sup_workers_tick(struct sup *s, uint64_t now);
-/* Ends every re-queue still pending with worker_lost (a posted one is given up and its
+/* Ends every re-queue still pending with cancelled, as the stop's grace ends every
+ * stream still open (docs/protocol.md 8.4, drain) (a posted one is given up and its
  * ring's reader closed, so a worker that admitted it cancels it): the stop does not
  * wait for them. Event loop, before the workers are told to shut down. */
 void sup_workers_requeue_end_all(struct sup *s);

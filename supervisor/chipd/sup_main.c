@@ -276,11 +276,12 @@ static void cleanup(struct sup *s)
 	sup_router_stop(s);
 	sup_conn_close_all(s);
 	pthread_mutex_lock(&s->lock);
-	/* streams nobody could end are ended here; every stream's outcome is counted
-	 * (one that ended since the last sweep too) */
+	/* streams nobody could end are ended here, cancelled as every stream the stop's
+	 * grace left open (docs/protocol.md 8.4, drain); every stream's outcome is
+	 * counted (one that ended since the last sweep too) */
 	for (uint32_t i = 0; i < s->nreqs; i++)
 		if (s->reqs[i].used)
-			sup_table_end(s, &s->reqs[i], CHIPD_E_WORKER_LOST);
+			sup_table_end(s, &s->reqs[i], CHIPD_E_CANCELLED);
 	pthread_mutex_unlock(&s->lock);
 	atomic_store_explicit(&s->sup_state, CHIPD_SUP_STOPPED, memory_order_release);
 	shm_region_set_state(&s->node.region, SHM_STATE_STOPPED);

@@ -407,7 +407,8 @@ void sup_workers_requeue_end_all(struct sup *s)
 			sup_post_drop(&s->workers[e->chip], &e->rq_post);
 			sup_table_close_reader(s, e);
 		}
-		requeue_end(s, e, "chipd is stopping");
+		/* the stop's grace is over for it, as for every stream still open then */
+		requeue_end_as(s, e, CHIPD_E_CANCELLED, "chipd is stopping (the grace is over)");
 	}
 	pthread_mutex_unlock(&s->lock);
 }

@@ -4,7 +4,7 @@
  * named as such (bad_request), not as a bug of chipd (internal); a trace with a chip
  * is that chip's only; a stop's grace (drain, stop) is the time requests in flight
  * get, also when a drain came first, and what it leaves running ends cancelled, also on
- * a stopped worker;
+ * a stopped worker and during a re-queue;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
  * detaching chipd too. */
 #include "chipd_fixture.h"
@@ -206,6 +206,44 @@ START_TEST(grace_over_with_a_stopped_worker_cancels)
 }
 END_TEST
 
+/* A stop whose grace ends while a dead worker's unstarted request is being re-queued
+ * (its assign posted to a worker that does not answer: SIGSTOPped, well within
+ * --stuck-ms): the re-queue is given up and the stream ends cancelled, as every stream
+ * the grace leaves open (docs/protocol.md 8.4, drain; operations.md, "after the
+ * grace"). Before, it ended worker_lost, retryable, on a node going away. */
+START_TEST(grace_over_during_a_requeue_cancels)
+{
+	static const char *const args[] = {"--chips",	     "2",	"--stuck-ms", "120000",
+					   "--progress-ms", "120000", NULL};
+	/* its first token a second away: still unstarted when its worker dies */
+	struct chipd_param p[] = {{"tokens", 2}, {"device_us", 1000000}};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s = NULL;
+	pid_t w0, w1;
+	uint32_t n;
+	struct cd d;
+
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_msg(cd_submit_to(&d, "synthetic", 0, p, 2, &s, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_BACKOFF, 0, BOUND_MS), "chip 0 not in backoff");
+	/* a few ticks: the re-queue's assign is posted to the stopped chip 1, whose answer
+	 * it waits for up to 2 s (SUP_FORWARD_MS) */
+	usleep(150000);
+	ck_assert_msg(chipd_stop(d.conn, 1, CD_CALL_MS, &err) == 0, "%s", err.message);
+	n = cd_drain_stream(s, &code, BOUND_MS);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "the stream ended %s", chipd_code_name(code));
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_int_eq(cd_stop(&d, 0, BOUND_MS), 0); /* it exits by itself */
+}
+END_TEST
+
 /* Whether @pid runs chipd's image yet (its exec is done). */
 static bool execd(pid_t pid)
 {
@@ -330,6 +368,7 @@ int main(void)
 	    {"trace_of_one_chip_is_that_chip_only", trace_of_one_chip_is_that_chip_only},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	    {"grace_over_with_a_stopped_worker_cancels", grace_over_with_a_stopped_worker_cancels},
+	    {"grace_over_during_a_requeue_cancels", grace_over_during_a_requeue_cancels},
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
 	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},
