@@ -352,7 +352,10 @@ int mbox_release(struct mbox *mb, struct mbox_ticket t)
 	return 0;
 }
 
-int mbox_give_up(struct mbox *mb, struct mbox_ticket t)
+/* mbox_give_up; with @keep_done, an answer that came meanwhile is kept instead
+ * (returns 2, the slot DONE still: read it and release it), so that a server that
+ * answered is never taken for one that did not. */
+static int give_up(struct mbox *mb, struct mbox_ticket t, bool keep_done)
 {
 	if (!ticket_ok(mb, t))
 		return -ESTALE;
@@ -365,9 +368,12 @@ int mbox_give_up(struct mbox *mb, struct mbox_ticket t)
 		if (MBOX_CTL_GEN(c) != t.gen || (uint32_t)MBOX_CTL_PID(c) != pid)
 			return -ESTALE;
 		switch (MBOX_CTL_STATE(c)) {
+		case MBOX_DONE: /* the answer came just too late: kept, or dropped */
+			if (keep_done)
+				return 2;
+			/* fall through */
 		case MBOX_CLAIMED:
 		case MBOX_POSTED: /* the server never saw it: its take CAS will fail */
-		case MBOX_DONE:	  /* the answer came just too late: drop it */
 			if (free_slot(s, c))
 				return 0;
 			break;
@@ -390,6 +396,11 @@ int mbox_give_up(struct mbox *mb, struct mbox_ticket t)
 	}
 }
 
+int mbox_give_up(struct mbox *mb, struct mbox_ticket t)
+{
+	return give_up(mb, t, false);
+}
+
 int mbox_call(struct mbox *mb, const void *req, uint32_t len, void *resp, uint32_t resp_cap,
 	      uint32_t *resp_len, uint64_t deadline_ns)
 {
@@ -410,6 +421,13 @@ int mbox_call(struct mbox *mb, const void *req, uint32_t len, void *resp, uint32
 	rc = mbox_wait(mb, t, deadline_ns);
 	if (rc == -ECONNRESET)
 		return rc;
+	if (rc == -ETIMEDOUT) {
+		/* the answer may land between the wait's last look and the give-up: then
+		 * it is the call's (the server learnt it was answered) */
+		if (give_up(mb, t, true) != 2)
+			return rc;
+		rc = 0;
+	}
 	if (rc)
 		goto err_give_up;
 	rc = mbox_response(mb, t, &answer, &n);

@@ -222,8 +222,10 @@ int mbox_give_up(struct mbox *mb, struct mbox_ticket t);
 
 /* One whole round trip: claim, copy @req in, post, wait, copy the answer into @resp
  * (at most @resp_cap bytes, *resp_len set to the answer's length), release. On any
- * failure the slot is given up. Returns 0, -EAGAIN (no free slot), -EMSGSIZE,
- * -ENOBUFS (answer larger than @resp_cap), or what mbox_wait/mbox_response return. */
+ * failure the slot is given up; an answer that lands while the call gives up after
+ * its deadline is the call's (the server saw its answer taken). Returns 0, -EAGAIN
+ * (no free slot), -EMSGSIZE, -ENOBUFS (answer larger than @resp_cap), or what
+ * mbox_wait/mbox_response return. */
 int mbox_call(struct mbox *mb, const void *req, uint32_t len, void *resp, uint32_t resp_cap,
 	      uint32_t *resp_len, uint64_t deadline_ns);
 

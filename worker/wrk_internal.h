@@ -245,6 +245,10 @@ struct wrk {
 	 * and M cancels the request (wrk_req_abandon). */
 	struct wrk_req *assigned;
 	uint64_t assigned_id;
+	/* The callable the load being served loaded ("": none, or loaded already): an
+	 * answer that finds the slot reset means the supervisor gave up on the load and
+	 * rolled the registration back, so M unloads it again (wrk_load_abandon). */
+	char loaded[WL_NAME_MAX];
 	struct mbox_ticket deferred[WRK_MAX_DEFERRED]; /* shutdowns answered at the end */
 	uint32_t ndeferred;
 	/* The trace spans go to: the config's, or one M created at trace start. Stored
@@ -371,6 +375,9 @@ int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		 struct proto_error *err);
 int wrk_run_unload(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		   struct proto_error *err);
+/* The load just served (w->loaded) was not answered: the supervisor gave up on it
+ * and takes the registration back, so the chip does not keep the callable (M). */
+void wrk_load_abandon(struct wrk *w);
 
 /* Enters a section that may write into a client region for a request (its output into
  * the data area, its ring's consumer line through the reader's wake): @pass (the

@@ -266,17 +266,21 @@ static void serve(struct wrk *w)
 		t0 = shm_now_ns();
 		w->cur = ev.t;
 		w->assigned = NULL;
+		w->loaded[0] = '\0';
 		rc = proto_dispatch(&wrk_server, w, ev.req, ev.len, mbox_resp_buf(&w->mb, ev.t),
 				    mbox_resp_cap(&w->mb), &len);
 		/* -ECANCELED: the supervisor gave up meanwhile, and the reset is acknowledged
 		 * there. An assign's answer is then lost: nobody learns the stream, so the
-		 * request it admitted is cancelled rather than left to run. */
+		 * request it admitted is cancelled rather than left to run; a load's, and
+		 * the supervisor rolled its registration back, so the callable goes again. */
 		if (rc == 0 && mbox_answer(&w->mb, ev.t, (uint32_t)len) == -ECANCELED) {
 			ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_mbox_resets), 1);
 			if (w->assigned)
 				wrk_req_abandon(w, w->assigned, w->assigned_id);
+			wrk_load_abandon(w);
 		}
 		w->assigned = NULL;
+		w->loaded[0] = '\0';
 		wrk_trace_span(wrk_trace_of(w), WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
 	}
 	answer_deferred(w);

@@ -116,8 +116,32 @@ int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		rc = attach(w, req->wl, msg, sizeof(msg));
 	if (rc)
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "chip %u: %s", w->cfg.chip, msg);
+	if (!path) /* loaded here now, not before: the supervisor's answer decides */
+		snprintf(w->loaded, sizeof(w->loaded), "%.*s", (int)sizeof(w->loaded) - 1, req->wl);
 	set_loaded(w, req->wl, true);
 	return CHIPD_OK;
+}
+
+void wrk_load_abandon(struct wrk *w)
+{
+	char msg[WL_MSG_MAX];
+	int rc;
+
+	if (!w->loaded[0])
+		return;
+	/* nothing can hold it: the supervisor admits no request of a name it registers */
+	rc = wl_unload(w->loaded, msg, sizeof(msg));
+	if (rc == 0 || rc == -ENOENT) {
+		set_loaded(w, w->loaded, false);
+		fprintf(stderr,
+			"chipd: chip %u: callable %s: the supervisor gave up on its load (the "
+			"registration failed): unloaded here\n",
+			w->cfg.chip, w->loaded);
+	} else {
+		fprintf(stderr, "chipd: chip %u: callable %s: the supervisor gave up on its load: %s\n",
+			w->cfg.chip, w->loaded, msg);
+	}
+	w->loaded[0] = '\0';
 }
 
 int wrk_run_unload(void *ctx, const struct proto_msg *req, struct proto_msg *ans,

@@ -13,6 +13,8 @@
  *                first, then chip 0's, chip 1's, ...): one chip refuses a registration
  *   TC_KILL      likewise, but that init kills its process (SIGKILL): a worker that
  *                dies during a registration
+ *   (every one)  with $TC_SLOW_INIT_AT, that init (counted as above) sleeps 3.5 s: a
+ *                chip whose load outlasts the supervisor's forward bound (2 s)
  *   TC_OWN       "tiny_own": the same tokens from its own kernel, tc_fill, in the file
  *                tc_kernels_sim.so beside it (launch_own, 2 blocks of 2 threads); with
  *                seed 500 it first probes launch_own with a bad index and bad dims and
@@ -68,22 +70,31 @@ static const struct chipd_cl_param params[] = {
     [P_STEP_US] = {"step_us", CHIPD_CL_INT64, 0, 0, 1000000, "device time of each step"},
 };
 
-/* Whether this is the $TC_REFUSE_AT-th init counted in $TC_COUNT_FILE. */
-static int nth_init(void)
+/* This init's number on the node, counted in $TC_COUNT_FILE (0 without one). */
+static long init_number(void)
 {
-	const char *file = getenv("TC_COUNT_FILE"), *at = getenv("TC_REFUSE_AT");
+	const char *file = getenv("TC_COUNT_FILE");
 	struct stat sb;
-	int fd, hit = 0;
+	long n = 0;
+	int fd;
 
-	if (!file || !at)
+	if (!file)
 		return 0;
 	fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return 0;
 	if (write(fd, "x", 1) == 1 && fstat(fd, &sb) == 0)
-		hit = sb.st_size == atol(at);
+		n = (long)sb.st_size;
 	close(fd);
-	return hit;
+	return n;
+}
+
+/* Whether init number @n is the one the environment variable @var names. */
+static int init_is(long n, const char *var)
+{
+	const char *at = getenv(var);
+
+	return n > 0 && at && n == atol(at);
 }
 
 static int spin = -1; /* the spin kernel's handle, found at init */
@@ -97,11 +108,19 @@ struct tiny {
 
 static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 {
+	long n;
+
 	if (TEST_CALLABLE == TC_INIT) {
 		snprintf(msg, cap, "broken on purpose");
 		return -EIO;
 	}
-	if ((TEST_CALLABLE == TC_REFUSE || TEST_CALLABLE == TC_KILL) && nth_init()) {
+	n = init_number();
+	if (init_is(n, "TC_SLOW_INIT_AT")) { /* a load slower than chipd waits for */
+		struct timespec ts = {3, 500000000L};
+
+		nanosleep(&ts, NULL);
+	}
+	if ((TEST_CALLABLE == TC_REFUSE || TEST_CALLABLE == TC_KILL) && init_is(n, "TC_REFUSE_AT")) {
 		if (TEST_CALLABLE == TC_KILL)
 			raise(SIGKILL);
 		snprintf(msg, cap, "refused on purpose");

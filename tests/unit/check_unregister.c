@@ -2,7 +2,8 @@
  * not answer (docs/callables.md, "Registration"; supervisor/chipd/sup_register.c), on
  * a real chipd of two sim chips through libchipd: the unload it did not answer within
  * the forward bound is sent again, by the caller's next ask or, once the caller's
- * connection ended, by the supervisor; only then is the name gone from every chip. */
+ * connection ended, by the supervisor; only then is the name gone from every chip. And
+ * a registration whose load a live chip ended too late leaves the callable on no chip. */
 #include "register_fixture.h"
 #include "testutil.h"
 
@@ -90,12 +91,62 @@ START_TEST(unload_left_by_a_gone_client_completes)
 }
 END_TEST
 
+/* A registration whose load a live chip does not answer within the forward bound (its
+ * callable's init there takes 3.5 s) fails, worker_lost naming the chip, and is
+ * rolled back on every chip, that one included: a submit of the name pinned to either
+ * chip is refused (bad_request, no such workload), and the same callable registers
+ * from another file afterwards. Before, the slow chip finished the load, found its
+ * answer unwanted and kept the callable: it ran requests for a name chipd did not
+ * list, and refused the name from any other file. */
+START_TEST(failed_registration_leaves_no_chip_with_it)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	char env_count[192];
+	/* inits: the supervisor's 1st, chip 0's 2nd, chip 1's 3rd */
+	const char *env[] = {env_count, "TC_SLOW_INIT_AT=3", NULL};
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t until;
+	pid_t w1;
+	struct cd d;
+
+	snprintf(env_count, sizeof(env_count), "TC_COUNT_FILE=%s/count", rf_dir);
+	cd_start(&d, args, env);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_ne(rf_reg(&d, rf_cl("tc_good"), NULL, &err), 0);
+	ck_assert_msg(err.code == CHIPD_E_WORKER_LOST && err.chip == 1, "%s (chip %d): %s",
+		      chipd_code_name(err.code), err.chip, err.message);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	/* chip 1 ends its load 1.5 s after the supervisor gave up on it */
+	until = rf_now_ns() + BOUND_MS * 1000000ull;
+	for (int chip = 0; chip < 2; chip++) {
+		while ((s = rf_submit(&d, "tiny", chip, 2, 1, 0, &err)) != NULL) {
+			cd_expect_stream(s, 2, CHIPD_OK, BOUND_MS);
+			ck_assert_msg(rf_now_ns() < until, "chip %d still runs tiny", chip);
+			usleep(50000);
+		}
+		ck_assert_msg(err.code == CHIPD_E_BAD_REQUEST, "chip %d: %s: %s", chip,
+			      chipd_code_name(err.code), err.message);
+	}
+	usleep(2500000); /* past the end of chip 1's slow init */
+	ck_assert_msg(!(s = rf_submit(&d, "tiny", 1, 2, 1, 0, &err)), "chip 1 runs tiny");
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_int_eq(cd_worker_pid(&d, 1), w1);
+	/* the same callable as another file: a chip that kept the first one refuses it */
+	ck_assert_int_eq(link(rf_cl("tc_good"), rf_cl("tc_again")), 0);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_again"), NULL, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("unregister");
 	const struct tu_case cases[] = {
 	    {"silent_chip_keeps_its_unload", silent_chip_keeps_its_unload},
 	    {"unload_left_by_a_gone_client_completes", unload_left_by_a_gone_client_completes},
+	    {"failed_registration_leaves_no_chip_with_it",
+	     failed_registration_leaves_no_chip_with_it},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */
