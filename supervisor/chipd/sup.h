@@ -614,7 +614,8 @@ pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
 int sup_spawner_lost(struct sup *s);
 /* The exit status after the spawner died: chipd stopped, restart it. */
 #define SUP_EXIT_SPAWNER_LOST 70
-/* Closes the spawner's socket and waits for it to leave. */
+/* Closes the spawner's socket and waits for it to leave (SIGKILL after 3 s when it
+ * does not: one that does not run never reads the close). */
 void sup_spawner_stop(struct sup *s);
 
 /* ---- start (sup_main.c) ---- */

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #define SPAWN_REPLY_MS 5000 /* a fork takes milliseconds; beyond this the spawner is gone */
+#define SPAWN_LEAVE_MS 3000 /* at the stop, after its socket closed, before SIGKILL */
 #define SPAWN_POLL_MS                                                                              \
 	1000 /* how often the spawner reaps while idle (deaths are seen                            \
 	      * through pidfds: reaping late only keeps a zombie longer) */
@@ -218,7 +219,22 @@ void sup_spawner_stop(struct sup *s)
 	if (s->spawn_fd >= 0)
 		close(s->spawn_fd);
 	s->spawn_fd = -1;
-	/* it leaves on EOF, after reaping; a dead one is reaped here */
+	/* it leaves on EOF, after reaping; a dead one is reaped here. One that does not
+	 * run (SIGSTOP, a frozen cgroup) never reads the EOF: past SPAWN_LEAVE_MS it is
+	 * killed, so that the stop ends (its workers were shut down already) */
+	if (s->spawner_pid > 0 && s->spawner_pidfd >= 0) {
+		struct pollfd pfd = {.fd = s->spawner_pidfd, .events = POLLIN};
+		int n;
+
+		do
+			n = poll(&pfd, 1, SPAWN_LEAVE_MS);
+		while (n < 0 && errno == EINTR);
+		if (n == 0) {
+			SUP_WARN(-1, 0, "the spawner (pid %d) did not leave within %d ms: SIGKILL",
+				 (int)s->spawner_pid, SPAWN_LEAVE_MS);
+			(void)sup_pidfd_signal(s->spawner_pidfd, SIGKILL);
+		}
+	}
 	if (s->spawner_pid > 0)
 		waitpid(s->spawner_pid, &status, 0);
 	s->spawner_pid = 0;
