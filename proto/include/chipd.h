@@ -159,8 +159,10 @@ struct chipd_param {
 struct chipd_request {
 	const char *workload; /* 1..31 characters of [a-z0-9_] */
 	const struct chipd_param *params;
-	uint32_t nparams;     /* 0..CHIPD_MAX_PARAMS */
-	uint64_t id;	      /* 0: the supervisor chooses; else 1..2^63-1, unique while live */
+	uint32_t nparams; /* 0..CHIPD_MAX_PARAMS */
+	/* 0: the supervisor chooses; else 1..2^63-1, unique while held: from the submit
+	 * until its end was read or its stream closed (duplicate_id meanwhile) */
+	uint64_t id;
 	int32_t chip;	      /* -1 (any negative value): any chip */
 	uint32_t max_tokens;  /* 0: the workload's default */
 	uint32_t deadline_ms; /* 0: none; else the request fails with timeout after this */

@@ -332,6 +332,10 @@ struct sup {
 	 * slot i of region k at k * slots + i */
 	uint64_t *slot_seen_ctl, *slot_seen_ns;
 	int spawn_fd;	   /* the spawner's request socket (sup_spawner.c) */
+	/* event loop: the number of the last start asked of the spawner, and whether its
+	 * reply is still to come (a start given up on at SPAWN_REPLY_MS) */
+	uint32_t spawn_seq;
+	bool spawn_unanswered;
 	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
 			    * thread is acted on at once, not at the next (idle) tick */
 	pid_t spawner_pid; /* it forks the workers: a single-threaded process */
@@ -606,8 +610,14 @@ void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to);
 int sup_spawner_start(struct sup *s);
 /* Has the spawner fork chip @chip's worker. Returns its pid, with *@pidfd a pidfd the
  * spawner opened before it could reap the worker (so it names that process, never a
- * later one with its pid), or -errno. */
+ * later one with its pid), or -errno: -ETIMEDOUT when no reply came within 5 s (the
+ * start stays unanswered: see sup_spawner_idle), -EINPROGRESS while an earlier one
+ * is. Event loop thread. */
 pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
+/* Whether the spawner can take a start: 0, or -EINPROGRESS while the reply to a start
+ * given up on has not come (a spawner that does not run), or -EPIPE. A late reply's
+ * worker is killed, and its end awaited (bounded), here. Event loop thread. */
+int sup_spawner_idle(struct sup *s);
 /* The spawner died (its pidfd became readable): no worker can be started or reaped
  * any more, and one cannot be forked safely from this threaded process. Logs it once
  * and asks the stop with the configured grace. Returns the exit status chipd must
@@ -615,7 +625,8 @@ pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
 int sup_spawner_lost(struct sup *s);
 /* The exit status after the spawner died: chipd stopped, restart it. */
 #define SUP_EXIT_SPAWNER_LOST 70
-/* Closes the spawner's socket and waits for it to leave. */
+/* Closes the spawner's socket and waits for it to leave (SIGKILL after 3 s when it
+ * does not: one that does not run never reads the close). */
 void sup_spawner_stop(struct sup *s);
 
 /* ---- start (sup_main.c) ---- */

@@ -130,9 +130,17 @@ static struct sup_req *admit(struct sup *s, const struct proto_msg *req, struct 
 
 	if (!data_ranges_ok(s, req, err))
 		return NULL;
-	if (id && sup_table_find(s, id)) {
-		proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
-			   (unsigned long long)id);
+	if (id && (e = sup_table_find(s, id))) {
+		/* an ended one keeps its id (and ring) until its reader read the end, closed
+		 * the stream or is gone: a cancel of it is not_found all the same */
+		if (e->ended)
+			proto_fail(err, CHIPD_E_DUPLICATE_ID,
+				   "request %llu ended, but its reader has not read its end (nor "
+				   "closed its stream): the id is taken until then",
+				   (unsigned long long)id);
+		else
+			proto_fail(err, CHIPD_E_DUPLICATE_ID, "request %llu is live",
+				   (unsigned long long)id);
 		err->request = (int64_t)id;
 		return NULL;
 	}

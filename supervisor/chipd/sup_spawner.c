@@ -19,7 +19,14 @@
  * Lifetimes chain: the spawner dies with the supervisor (PR_SET_PDEATHSIG), each
  * worker with the spawner; the spawner leaves when the supervisor closes its end. A
  * spawner that dies first ends chipd (sup_spawner_lost): its replacement could only be
- * forked from the threaded supervisor, which is what it exists to avoid. */
+ * forked from the threaded supervisor, which is what it exists to avoid.
+ *
+ * A spawner that does not run (SIGSTOP, a frozen cgroup) leaves a start unanswered:
+ * it is given up after SPAWN_REPLY_MS, and no other start is asked until its reply
+ * came (each request carries a number its reply echoes: sup_spawner_idle), so the
+ * event loop blocks on it once, the spawner forks one late worker rather than one per
+ * retry, and no start reads an earlier one's reply as its own. The late worker is
+ * killed before the next start of its chip. */
 #include "sup.h"
 
 #include "fdpass.h"
@@ -37,13 +44,16 @@
 #include <unistd.h>
 
 #define SPAWN_REPLY_MS 5000 /* a fork takes milliseconds; beyond this the spawner is gone */
+#define SPAWN_STALE_MS 1000 /* a start given up on: its worker killed, its end awaited */
+#define SPAWN_LEAVE_MS 3000 /* at the stop, after its socket closed, before SIGKILL */
 #define SPAWN_POLL_MS                                                                              \
 	1000 /* how often the spawner reaps while idle (deaths are seen                            \
 	      * through pidfds: reaping late only keeps a zombie longer) */
 
 struct spawn_msg {
 	uint32_t chip;
-	int32_t pid; /* reply: the worker's pid, or -errno */
+	int32_t pid;  /* reply: the worker's pid, or -errno */
+	uint32_t seq; /* the start's number (sup.spawn_seq), echoed by the reply */
 };
 
 /* Reaps every worker that ended and says how; kills what each left in its process
@@ -169,33 +179,111 @@ int sup_spawner_start(struct sup *s)
 	return 0;
 }
 
+/* Reads one reply of the spawner, waiting up to @ms. Returns 1 with *@m and *@fd (the
+ * worker's pidfd, or -1), 0 when none came, -EPIPE when the socket failed or the reply
+ * is malformed (its worker, if any, killed: it cannot be accounted for). */
+static int read_reply(struct sup *s, struct spawn_msg *m, int *fd, int ms)
+{
+	struct pollfd pfd = {.fd = s->spawn_fd, .events = POLLIN};
+	ssize_t n;
+
+	*fd = -1;
+	do
+		n = poll(&pfd, 1, ms);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return 0;
+	if (n < 0)
+		return -EPIPE;
+	n = fdpass_recv(s->spawn_fd, m, sizeof(*m), fd, 0);
+	if (n != (ssize_t)sizeof(*m) || (m->pid > 0) != (*fd >= 0)) {
+		if (*fd >= 0) { /* a worker we could not account for: it must not run */
+			(void)sup_pidfd_signal(*fd, SIGKILL);
+			close(*fd);
+		}
+		*fd = -1;
+		return -EPIPE;
+	}
+	return 1;
+}
+
+/* The worker of a start that was given up on (its reply came too late): another start
+ * of its chip follows, so it must not run beside that one. Kills it and waits, within
+ * SPAWN_STALE_MS, for it to end, so that it holds its chip no more. */
+static void drop_late_worker(const struct spawn_msg *m, int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	SUP_WARN((int)m->chip, 0,
+		 "the spawner started pid %d after its start was given up on: SIGKILL",
+		 (int)m->pid);
+	(void)sup_pidfd_signal(fd, SIGKILL);
+	while (poll(&pfd, 1, SPAWN_STALE_MS) < 0 && errno == EINTR)
+		;
+	close(fd);
+}
+
+int sup_spawner_idle(struct sup *s)
+{
+	while (s->spawn_unanswered) {
+		struct spawn_msg m;
+		int fd, rc = read_reply(s, &m, &fd, 0);
+
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return -EINPROGRESS;
+		if (fd >= 0)
+			drop_late_worker(&m, fd);
+		if (m.seq == s->spawn_seq)
+			s->spawn_unanswered = false;
+	}
+	return 0;
+}
+
 pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd)
 {
 	struct spawn_msg m = {.chip = chip};
-	struct pollfd pfd = {.fd = s->spawn_fd, .events = POLLIN};
-	ssize_t n;
-	int fd = -1;
+	uint64_t until;
+	int fd, rc;
 
 	*pidfd = -1;
 	if (s->spawn_fd < 0)
 		return -EPIPE;
+	/* one start at a time: a spawner that does not run is asked once, not once per
+	 * retry (each would fork a worker when it runs again), and the reply read below
+	 * is this start's */
+	rc = sup_spawner_idle(s);
+	if (rc)
+		return rc;
+	m.seq = ++s->spawn_seq;
 	if (send(s->spawn_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 		return -EPIPE;
-	do
-		n = poll(&pfd, 1, SPAWN_REPLY_MS);
-	while (n < 0 && errno == EINTR);
-	if (n != 1)
-		return -ETIMEDOUT;
-	n = fdpass_recv(s->spawn_fd, &m, sizeof(m), &fd, 0);
-	if (n != (ssize_t)sizeof(m) || m.chip != chip || (m.pid > 0) != (fd >= 0)) {
-		if (fd >= 0) { /* a worker we could not account for: it must not run */
-			(void)sup_pidfd_signal(fd, SIGKILL);
-			close(fd);
+	s->spawn_unanswered = true;
+	until = shm_now_ns() + (uint64_t)SPAWN_REPLY_MS * SHM_NS_PER_MS;
+	for (;;) {
+		uint64_t now = shm_now_ns();
+		int left_ms = now >= until ? 0 : (int)((until - now - 1) / SHM_NS_PER_MS + 1);
+
+		rc = left_ms > 0 ? read_reply(s, &m, &fd, left_ms) : 0;
+		if (rc <= 0)
+			return rc < 0 ? rc : -ETIMEDOUT; /* still unanswered: see above */
+		if (m.seq != s->spawn_seq) { /* cannot be (the idle check read them all) */
+			if (fd >= 0)
+				drop_late_worker(&m, fd);
+			continue;
 		}
-		return -EPIPE;
+		s->spawn_unanswered = false;
+		if (m.chip != chip) {
+			if (fd >= 0) { /* a worker we could not account for: it must not run */
+				(void)sup_pidfd_signal(fd, SIGKILL);
+				close(fd);
+			}
+			return -EPIPE;
+		}
+		*pidfd = fd;
+		return m.pid;
 	}
-	*pidfd = fd;
-	return m.pid;
 }
 
 int sup_spawner_lost(struct sup *s)
@@ -218,7 +306,22 @@ void sup_spawner_stop(struct sup *s)
 	if (s->spawn_fd >= 0)
 		close(s->spawn_fd);
 	s->spawn_fd = -1;
-	/* it leaves on EOF, after reaping; a dead one is reaped here */
+	/* it leaves on EOF, after reaping; a dead one is reaped here. One that does not
+	 * run (SIGSTOP, a frozen cgroup) never reads the EOF: past SPAWN_LEAVE_MS it is
+	 * killed, so that the stop ends (its workers were shut down already) */
+	if (s->spawner_pid > 0 && s->spawner_pidfd >= 0) {
+		struct pollfd pfd = {.fd = s->spawner_pidfd, .events = POLLIN};
+		int n;
+
+		do
+			n = poll(&pfd, 1, SPAWN_LEAVE_MS);
+		while (n < 0 && errno == EINTR);
+		if (n == 0) {
+			SUP_WARN(-1, 0, "the spawner (pid %d) did not leave within %d ms: SIGKILL",
+				 (int)s->spawner_pid, SPAWN_LEAVE_MS);
+			(void)sup_pidfd_signal(s->spawner_pidfd, SIGKILL);
+		}
+	}
 	if (s->spawner_pid > 0)
 		waitpid(s->spawner_pid, &status, 0);
 	s->spawner_pid = 0;

@@ -173,8 +173,13 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	struct proto_node_worker *d = &s->node.dir[w->chip];
 	uint64_t now = shm_now_ns();
 	pid_t pid;
-	int pidfd;
+	int pidfd, rc;
 
+	/* a worker of an earlier start given up on is gone before this one's state is
+	 * reset; while that start is unanswered, none is asked (the caller retries) */
+	rc = sup_spawner_idle(s);
+	if (rc)
+		return rc;
 	sup_worker_hb_drop(w);
 	/* a restarted worker finds its control region reset (mbox_server_attach recovers
 	 * what the dead one held) */
@@ -579,11 +584,15 @@ void sup_workers_tick(struct sup *s, uint64_t now)
 			int rc = sup_worker_spawn(s, w);
 
 			sup_register_spawn_end(s);
-			if (rc) {
+			if (rc == -EINPROGRESS) /* said once, at its -ETIMEDOUT */
+				SUP_DEBUG((int)w->chip, 0,
+					  "cannot start the worker yet: the spawner has not "
+					  "answered an earlier start");
+			else if (rc)
 				SUP_ERR((int)w->chip, 0, "cannot start the worker: %s",
 					strerror(-rc));
+			if (rc)
 				w->restart_at_ns = now + (uint64_t)w->backoff_ms * SHM_NS_PER_MS;
-			}
 		}
 	}
 }

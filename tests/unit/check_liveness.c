@@ -4,7 +4,8 @@
  * dead worker while the supervisor was slow still streams to its client, with counters
  * that agree with what the clients saw, and re-queues to a stuck worker hold up no
  * other chip's death or restart; a request cancelled before its worker died, or while
- * it is being moved, is not run. */
+ * it is being moved, is not run; a restart while the spawner does not run stalls
+ * nothing and starts one worker. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -678,6 +679,69 @@ START_TEST(cancel_during_requeue_is_not_lost)
 }
 END_TEST
 
+/* Whether a new connection is answered and pings @n times in a row, each within 1 s. */
+static bool answers_new_connections(struct cd *d, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct chipd_error err;
+		chipd_conn *c;
+		bool ok;
+
+		if (chipd_connect_timeout(d->instance, 1000, &c, &err) != 0)
+			return false;
+		ok = chipd_ping(c, 1000, NULL, &err) == 0;
+		chipd_close(c);
+		if (!ok)
+			return false;
+		usleep(200 * 1000);
+	}
+	return true;
+}
+
+/* A worker's restart while the spawner (which forks the workers) does not run: the
+ * start is given up on after 5 s, and until the spawner answers it no other start is
+ * asked, so the event loop serves again (new connections are answered) and the start
+ * the spawner forks late is not mistaken for a later one's. Before, every retry
+ * blocked the loop another 5 s (no new connection answered while the spawner was
+ * stopped) and queued one more fork; once the spawner ran again, each start read the
+ * reply of an earlier one: chip 0 got workers nobody watched and deaths it did not
+ * have (restarts and worker_deaths above the two SIGKILLs below). */
+START_TEST(restart_while_the_spawner_is_stopped)
+{
+	static const char *const args[] = {"--chips", "2", "--backoff-min-ms", "1", NULL};
+	struct chipd_status *st = calloc(1, sizeof(*st));
+	struct chipd_error err;
+	pid_t spawner, first, second;
+	uint64_t until;
+	struct cd d;
+	bool served = false;
+
+	ck_assert_ptr_nonnull(st);
+	cd_start(&d, args, NULL);
+	first = cd_worker_pid(&d, 0);
+	spawner = tu_parent_pid(first);
+	ck_assert_int_gt(spawner, 1);
+	ck_assert_int_eq(tu_parent_pid(spawner), d.pid);
+	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	ck_assert_int_eq(kill(first, SIGKILL), 0);
+	for (until = now_ms() + 30000; !served && now_ms() < until;)
+		served = answers_new_connections(&d, 5);
+	ck_assert_int_eq(kill(spawner, SIGCONT), 0);
+	ck_assert_msg(served, "no new connection answered for 30 s while the spawner was stopped");
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, first, 20000));
+	second = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(kill(second, SIGKILL), 0); /* a start now reads its own reply */
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, second, 20000));
+	ck_assert_int_eq(chipd_status(d.conn, CD_CALL_MS, st, &err), 0);
+	ck_assert_uint_eq(st->chips[0].restarts, 2);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 2);
+	ck_assert_int_eq(tu_parent_pid((pid_t)st->chips[0].pid), spawner);
+	cd_expect_stream(cd_submit(&d, 3, 0), 3, CHIPD_OK, 10000);
+	free(st);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("liveness");
@@ -696,6 +760,7 @@ int main(void)
 	    {"requeues_spread_over_the_ready_chips", requeues_spread_over_the_ready_chips},
 	    {"cancelled_request_is_not_requeued", cancelled_request_is_not_requeued},
 	    {"cancel_during_requeue_is_not_lost", cancel_during_requeue_is_not_lost},
+	    {"restart_while_the_spawner_is_stopped", restart_while_the_spawner_is_stopped},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

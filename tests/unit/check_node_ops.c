@@ -6,7 +6,7 @@
  * get, also when a drain came first, and what it leaves running ends cancelled, also on
  * a stopped worker and during a re-queue;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
- * detaching chipd too. */
+ * detaching chipd too; a stop ends also while the spawner does not run. */
 #include "chipd_fixture.h"
 #include "proto.h"
 #include "testutil.h"
@@ -244,6 +244,34 @@ START_TEST(grace_over_during_a_requeue_cancels)
 }
 END_TEST
 
+/* A stop while the spawner (the process that forks and reaps the workers) does not
+ * run: "the workers are shut down ..., then killed, the node region is unlinked and
+ * chipd exits 0" (chipd(8)). The spawner leaves when the supervisor closes its socket;
+ * a SIGSTOPped one never reads that, and chipd waited for it without a bound: the
+ * region was gone but chipd never exited (its pid file stayed, the instance could not
+ * be started again). */
+START_TEST(stop_with_a_stopped_spawner_exits)
+{
+	struct cd d;
+	struct stat st;
+	pid_t spawner;
+	int rc;
+
+	cd_start(&d, two_chips, NULL);
+	spawner = tu_parent_pid(cd_worker_pid(&d, 0));
+	ck_assert_int_gt(spawner, 1);
+	ck_assert_int_ne(spawner, d.pid);
+	ck_assert_int_eq(tu_parent_pid(spawner), d.pid);
+	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	rc = cd_stop(&d, SIGTERM, BOUND_MS);
+	(void)kill(spawner, SIGCONT); /* gone by now, unless this failed */
+	ck_assert_msg(rc == 0, "chipd ended with %d (-1: it did not exit within %u ms)", rc,
+		      BOUND_MS);
+	ck_assert(!cd_region_exists(&d));
+	ck_assert_msg(stat(d.pidfile, &st) != 0, "the pid file %s is left behind", d.pidfile);
+}
+END_TEST
+
 /* Whether @pid runs chipd's image yet (its exec is done). */
 static bool execd(pid_t pid)
 {
@@ -369,6 +397,7 @@ int main(void)
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	    {"grace_over_with_a_stopped_worker_cancels", grace_over_with_a_stopped_worker_cancels},
 	    {"grace_over_during_a_requeue_cancels", grace_over_during_a_requeue_cancels},
+	    {"stop_with_a_stopped_spawner_exits", stop_with_a_stopped_spawner_exits},
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
 	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},

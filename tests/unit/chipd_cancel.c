@@ -1,14 +1,15 @@
 /* chipd_cancel.c - cancels through a real chipd at the moments where the request is
  * between owners: while its submit is still being forwarded to its worker, while a
  * dead worker's request is being re-queued, and after a cancel answered ok whose
- * worker died before it ended the stream. Also the end of a re-queue given up. Part of
- * check_chipd. */
+ * worker died before it ended the stream. Also the end of a re-queue given up, and
+ * the id of a request ended but not read to its end. Part of check_chipd. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 #define TCASE_TIMEOUT_S 60
@@ -220,6 +221,39 @@ START_TEST(cancel_while_submit_is_forwarded)
 }
 END_TEST
 
+/* An id whose request ended while its reader has not read the end: docs/protocol.md
+ * 8.3 "duplicate_id: a request already has this id: one not ended, or one ended whose
+ * end its reader has not read (nor closed its stream)", while a cancel of it is
+ * not_found ("no live request"). The refusal says which (before, "request 78 is
+ * live", which the cancel just denied); once the end is read, the id is free at
+ * once. */
+START_TEST(ended_unread_id_is_taken_not_live)
+{
+	const struct chipd_param one = {"tokens", 1};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = &one, .nparams = 1, .id = 78, .chip = 0};
+	struct chipd_error err;
+	chipd_stream *s = NULL, *again = NULL;
+	uint64_t id;
+	struct cd d;
+
+	cd_start(&d, two_chips, NULL);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err), 0);
+	/* ended: its FINAL is in the ring (counted right after it is visible) */
+	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "completed", 1, 10000), 1);
+	ck_assert_int_eq(chipd_cancel(d.conn, 78, CD_CALL_MS, &err), -EREMOTEIO);
+	ck_assert_msg(err.code == CHIPD_E_NOT_FOUND, "cancel of the ended 78: %s", err.message);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &again, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_DUPLICATE_ID);
+	ck_assert_msg(strstr(err.message, "ended") && strstr(err.message, "has not read its end"),
+		      "%s", err.message);
+	cd_expect_stream(s, 1, CHIPD_OK, 10000); /* reads the end, closes the stream */
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &again, &err), 0);
+	cd_expect_stream(again, 1, CHIPD_OK, 10000);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 void cd_add_cancel_cases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -228,6 +262,7 @@ void cd_add_cancel_cases(Suite *s)
 	    {"cancelled_not_requeued", cancelled_request_is_not_requeued},
 	    {"cancel_racing_death", cancel_racing_its_workers_death},
 	    {"requeue_given_up_end", requeue_given_up_end_reaches_its_reader},
+	    {"ended_unread_id_taken", ended_unread_id_is_taken_not_live},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), TCASE_TIMEOUT_S);

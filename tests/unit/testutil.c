@@ -208,3 +208,24 @@ void tu_add_cases_timeout(Suite *s, const struct tu_case *cases, size_t n, doubl
 {
 	tu_add_cases_fixture(s, cases, n, timeout_s, NULL, NULL);
 }
+
+pid_t tu_parent_pid(pid_t pid)
+{
+	char path[64], buf[512];
+	const char *close_paren;
+	int ppid = 0;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	close_paren = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}

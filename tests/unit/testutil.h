@@ -50,6 +50,9 @@ pid_t tu_fork(int (*fn)(void *), void *arg);
  * if it was killed, or -1 on timeout (the child is then killed and reaped). */
 int tu_wait(pid_t pid, unsigned timeout_ms);
 
+/* The parent of @pid, from /proc/PID/stat (0 when it cannot be read). */
+pid_t tu_parent_pid(pid_t pid);
+
 /* SIGKILLs @pid and reaps it. */
 void tu_kill(pid_t pid);
 
