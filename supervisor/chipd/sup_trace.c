@@ -140,7 +140,10 @@ int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *
 			if (act == PROTO_TRACE_COLLECT)
 				unlink(parts[nparts]); /* whatever the chip left of it */
 			SUP_WARN((int)i, 0, "trace %s: %s",
-				 act == PROTO_TRACE_COLLECT ? "collect" : "", werr.message);
+				 act == PROTO_TRACE_COLLECT ? "collect"
+				 : act == PROTO_TRACE_START ? "start"
+							    : "stop",
+				 werr.message);
 			/* a chip that refused the collect fails it; one that is gone is left
 			 * out of the file */
 			if (!c->rc && act == PROTO_TRACE_COLLECT && code == CHIPD_OK) {
