@@ -114,6 +114,10 @@ void ctl_json_error(FILE *f, int rc, const struct chipd_error *err);
  * except for a usage error (exit 64). Returns the exit status. */
 int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
 	       bool connecting);
+/* ctl_report whose document ends with more keys: @more writes them (",\"K\":V...")
+ * to its FILE, given @arg. */
+int ctl_report_more(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
+		    bool connecting, void (*more)(FILE *, const void *), const void *arg);
 
 /* Connects to the instance of @g, waiting g->timeout_ms for the handshake. Returns
  * CTL_EXIT_OK with *@c, or the exit status after reporting the failure. */

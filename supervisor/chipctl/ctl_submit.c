@@ -66,8 +66,9 @@ static const char submit_usage[] =
     "  --output-cap N    take an output of at most N bytes, 1..1048576; it prints as\n"
     "                    hex in --follow's end line, unless --output is given\n"
     "  --output FILE     write the output to FILE (needs --output-cap; one request)\n"
-    "  --json            ids as {\"v\":1,\"ok\":true,\"ids\":[...]}; with --follow one JSON\n"
-    "                    line per token, then one per request's end\n" CTL_HELP_COMMON;
+    "  --json            ids as {\"v\":1,\"ok\":true,\"ids\":[...]} (a --count refused part\n"
+    "                    way: the failure document's \"ids\", those submitted); with\n"
+    "                    --follow one JSON line per token, then one per request's end\n" CTL_HELP_COMMON;
 
 enum {
 	OPT_ID = 1,
@@ -324,8 +325,26 @@ static int follow_all(const struct ctl *g, const struct submit *sb, struct flow 
 	return worst;
 }
 
+/* The ids submitted so far, as a submit --json document's "ids" key. */
+struct submitted {
+	const struct flow *fl;
+	uint32_t n;
+};
+
+static void json_ids(FILE *f, const void *arg)
+{
+	const struct submitted *sd = arg;
+
+	fputs(",\"ids\":[", f);
+	for (uint32_t i = 0; i < sd->n; i++)
+		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)sd->fl[i].id);
+	fputc(']', f);
+}
+
 /* Submits @sb->count requests into @fl. Returns 0, or the exit status after
- * reporting the failure (the ones submitted stay in @fl, counted in *@n). */
+ * reporting the failure (the ones submitted stay in @fl, counted in *@n; with --json
+ * and without --follow their ids, when there are any, are the failure document's
+ * "ids", so that a script can cancel them). */
 static int submit_all(const struct ctl *g, chipd_conn *c, struct submit *sb, struct flow *fl,
 		      uint32_t *n)
 {
@@ -341,8 +360,12 @@ static int submit_all(const struct ctl *g, chipd_conn *c, struct submit *sb, str
 		f->t0_ns = f->last_ns = ctl_now_ns();
 		f->status = -1;
 		rc = chipd_submit(c, &req, g->timeout_ms, &f->id, &f->s, &err);
-		if (rc)
-			return ctl_report(g, "submit", rc, &err, false);
+		if (rc) {
+			struct submitted sd = {fl, *n};
+
+			return ctl_report_more(g, "submit", rc, &err, false,
+					       sb->follow || !*n ? NULL : json_ids, &sd);
+		}
 		if (!g->json && !sb->follow) {
 			char id[CTL_ID_CHARS];
 
@@ -351,10 +374,11 @@ static int submit_all(const struct ctl *g, chipd_conn *c, struct submit *sb, str
 		}
 	}
 	if (g->json && !sb->follow) {
-		printf("{\"v\":%d,\"ok\":true,\"ids\":[", CTL_JSON_VERSION);
-		for (uint32_t i = 0; i < *n; i++)
-			printf("%s%llu", i ? "," : "", (unsigned long long)fl[i].id);
-		fputs("]}\n", stdout);
+		struct submitted sd = {fl, *n};
+
+		printf("{\"v\":%d,\"ok\":true", CTL_JSON_VERSION);
+		json_ids(stdout, &sd);
+		fputs("}\n", stdout);
 		fflush(stdout);
 	}
 	return 0;

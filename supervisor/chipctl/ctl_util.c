@@ -228,6 +228,12 @@ void ctl_json_error(FILE *f, int rc, const struct chipd_error *err)
 int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
 	       bool connecting)
 {
+	return ctl_report_more(g, what, rc, err, connecting, NULL, NULL);
+}
+
+int ctl_report_more(const struct ctl *g, const char *what, int rc, const struct chipd_error *err,
+		    bool connecting, void (*more)(FILE *, const void *), const void *arg)
+{
 	int status = ctl_exit_for(rc, connecting);
 	const char *code = err && err->code != CHIPD_OK ? chipd_code_name(err->code) : NULL;
 
@@ -241,6 +247,8 @@ int ctl_report(const struct ctl *g, const char *what, int rc, const struct chipd
 		return status;
 	printf("{\"v\":%d,\"ok\":false,\"exit\":%d,\"error\":", CTL_JSON_VERSION, status);
 	ctl_json_error(stdout, rc, err);
+	if (more)
+		more(stdout, arg);
 	fputs("}\n", stdout);
 	return status;
 }

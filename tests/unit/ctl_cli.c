@@ -415,6 +415,17 @@ START_TEST(cli_submit_follows_tokens)
 	RUN(r, "--instance", x.instance, "submit", "refuse");
 	EXPECT(r, 1);
 	ck_assert_msg(strstr(r->err, "no_capacity, retryable"), "%s", r->err);
+	/* --count refused part way (the fixture's 8 rings held): the failure document
+	 * names the ids submitted before, whose streams were read (here: cancelled at
+	 * --wait-ms) */
+	RUN(r, "--instance", x.instance, "submit", "hold", "--id", "40", "--count", "9", "--wait-ms",
+	    "300", "--json");
+	EXPECT(r, 1);
+	ck_assert_msg(strstr(r->out, "{\"v\":1,\"ok\":false,\"exit\":1,\"error\":{\"code\":"
+				     "\"queue_full\",") == r->out &&
+			  strstr(r->out, "},\"ids\":[40,41,42,43,44,45,46,47]}\n") &&
+			  count_of(r->out, "\n") == 1,
+		      "%s", r->out);
 	RUN(r, "--instance", x.instance, "submit", "Bad-Name");
 	EXPECT(r, 64); /* refused by libchipd before sending */
 	cx_stop(&x);
