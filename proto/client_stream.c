@@ -41,6 +41,8 @@ int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream 
 				   "request %" PRIu64 ": ring %" PRId64 " belongs to another stream",
 				   s->id, ans->ring);
 	ring_set_adapt(&s->ring, &c->stream_spin);
+	/* no record of a later stream of the ring is ever taken for this one's */
+	ring_set_reader_gen(&s->ring, s->gen);
 	pthread_mutex_init(&s->lock, NULL);
 	return 0;
 }
@@ -173,7 +175,15 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 		goto out_unlock;
 	}
 	rc = s->ended ? -ENODATA : stream_pop(s, &rec, deadline);
-	if (rc == -ENODATA) {
+	/* a record naming another request is not this stream's either, whatever the
+	 * generation said when it was read */
+	if (rc == 0 && rec.request_id != s->id)
+		rc = -ESTALE;
+	if (rc == -ESTALE) {
+		rc =
+		    client_fail(err, -ESTALE, CHIPD_E_INTERNAL,
+				"request %" PRIu64 ": its ring was given to another stream", s->id);
+	} else if (rc == -ENODATA) {
 		s->ended = true;
 		client_fail(err, rc, CHIPD_OK, "request %" PRIu64 ": the stream has ended", s->id);
 	} else if (rc == -ETIMEDOUT) {

@@ -221,7 +221,8 @@ struct chipd_token {
  * node_lost) when the request is lost: the supervisor is gone and no live worker
  * produces the stream, so nobody ever will (noticed within about 20 ms, also by a
  * reader that polls with @timeout_ms 0); -ESTALE when the ring was given to another
- * stream (a bug in the server). */
+ * stream (the supervisor took it back, docs/protocol.md 5.7; also during a wait: no
+ * record of another stream is ever returned as this one's token). */
 int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
 		      struct chipd_error *err);
 
