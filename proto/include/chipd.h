@@ -111,7 +111,8 @@ typedef struct chipd_stream chipd_stream;
  * region's creator, an impostor), -EPROTONOSUPPORT a layout version this library does
  * not speak (the message says which release to use), -ESTALE / -ESHUTDOWN the
  * supervisor is not running, -EAGAIN it is still starting, -EBADMSG / -EMSGSIZE /
- * -EPROTOTYPE not a valid node region, -EREMOTEIO the supervisor refused the hello
+ * -EPROTOTYPE not a valid node region (-EMEDIUMTYPE: not even a regular file, e.g. a
+ * FIFO left under its name), -EREMOTEIO the supervisor refused the hello
  * (@err's code: queue_full when it serves --max-clients connections already),
  * -ETIMEDOUT no answer within CHIPD_TIMEOUT_MS, -EINVAL a bad instance name (or an
  * unknown $CHIPD_USER), -ENOMEM, or the -errno of the socket calls.
