@@ -221,7 +221,10 @@ struct chipd_token {
  * to another chip; the stream goes on, and the next call continues it —, -EPIPE (code
  * node_lost) when the request is lost: the supervisor is gone and no live worker
  * produces the stream, so nobody ever will (noticed within about 20 ms, also by a
- * reader that polls with @timeout_ms 0); -ESTALE when the ring was given to another
+ * reader that polls with @timeout_ms 0); -EBADMSG (code internal) for a record no
+ * worker writes (a payload_len over CHIPD_PAYLOAD_MAX, or a final out_len over the
+ * output_cap asked for): nothing more is read, and a record that was no end leaves the
+ * request to chipd_stream_close, which stops it; -ESTALE when the ring was given to another
  * stream (the supervisor took it back, docs/protocol.md 5.7; also during a wait: no
  * record of another stream is ever returned as this one's token). */
 int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,

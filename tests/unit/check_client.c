@@ -486,6 +486,43 @@ START_TEST(reader_of_a_ring_given_away_gets_none_of_its_records)
 }
 END_TEST
 
+/* A non-terminal record no worker writes (payload_len over 24) ends the reading with
+ * -EBADMSG, but not the request: its worker goes on and may still write its output.
+ * The close then tells it to stop (the ring's reader closed, a cancel, the wait for the
+ * end), as for any stream closed before its end. */
+START_TEST(record_with_bad_payload_len_is_refused_and_its_close_stops_the_request)
+{
+	struct chipd_param p = {"n", 0};
+	struct chipd_request req = {.workload = "hold", .params = &p, .nparams = 1, .chip = -1,
+				    .output_cap = 512u * 1024u};
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct ring r;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	ck_assert_msg(chipd_submit(c, &req, T_MS, &id, &s, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ring_of(&x, id, &r);
+	struct ring_rec rec = {.request_id = id, .seq = 2, .payload_len = 100};
+	ck_assert_int_eq(ring_push(&r, &rec), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -EBADMSG);
+	ck_assert_msg(strstr(err.message, "payload_len 100 is over 24"), "%s", err.message);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -ENODATA);
+	chipd_stream_close(s, T_MS);
+	ck_assert_msg(ring_reader_closed(&r) && ring_finished(&r),
+		      "the close left the request running: reader closed %d, ended %d",
+		      ring_reader_closed(&r), ring_finished(&r));
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(status_lists_every_chip)
 {
 	struct cx x;
@@ -636,6 +673,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, reader_of_dead_supervisor_and_worker_gets_epipe);
 	tcase_add_test(tc, reader_of_dead_worker_waits_for_the_supervisor);
 	tcase_add_test(tc, reader_of_a_ring_given_away_gets_none_of_its_records);
+	tcase_add_test(tc, record_with_bad_payload_len_is_refused_and_its_close_stops_the_request);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sharing");
 	tcase_add_test(tc, threads_share_one_connection);
