@@ -136,6 +136,12 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 	rc = mbox_wait(mb, t, deadline);
 	if (rc == -ECONNRESET) /* the slot was taken back: nothing to undo */
 		return taken_back(mb, op, err);
+	/* a wait too short to reach its peer check (timeout 0, a few ms) still says the
+	 * supervisor is gone when it is: one liveness look, on the timeout only, so that a
+	 * caller that polls learns it as one that waits does (-EPIPE, not a timeout it
+	 * would retry for good) */
+	if (rc == -ETIMEDOUT && !mbox_server_alive(mb))
+		rc = -EPIPE;
 	if (rc == -ETIMEDOUT)
 		client_fail(err, rc, CHIPD_E_TIMEOUT, "%s: no answer within %" PRIu32 " ms", op,
 			    timeout_ms);

@@ -16,9 +16,10 @@
  * - Every call that waits for the supervisor has a timeout in milliseconds (0: do not
  *   wait beyond a brief spin). A round trip through the supervisor needs more than
  *   that spin (its router sleeps when idle), so a call given 0 usually ends
- *   -ETIMEDOUT; 0 is for chipd_stream_next (a poll) and chipd_stream_close (no
- *   wait). A call that gives up resets its mailbox slot through the
- *   acknowledged-reset path, so the slot is never lost.
+ *   -ETIMEDOUT (-EPIPE when the supervisor is gone, whatever the timeout); 0 is for
+ *   chipd_stream_next (a poll) and chipd_stream_close (no wait). A call that gives
+ *   up resets its mailbox slot through the acknowledged-reset path, so the slot is
+ *   never lost.
  * - A connection may be used by several threads at once. A stream is read by one
  *   thread at a time (calls on one stream are serialized by a lock).
  */
