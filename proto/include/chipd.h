@@ -382,7 +382,8 @@ struct chipd_workload {
 /* Asks the supervisor which workloads it runs and what parameters each takes (the
  * table its validator checks a submit against). Fills up to @cap entries of @out, in
  * the supervisor's order, and sets *@n to how many it has (the answer comes in pages
- * of at most CHIPD_MAX_WORKLOADS; an entry is about 3 KiB). Returns 0, -ENOBUFS when @cap was
+ * of at most CHIPD_MAX_WORKLOADS; an entry is about 3 KiB; @timeout_ms bounds them
+ * all, -ETIMEDOUT when the list did not end in time). Returns 0, -ENOBUFS when @cap was
  * too small (the first @cap are filled), -EPROTO for a malformed answer (among the
  * rest: a parameter of a workload it did not list, or more than CHIPD_MAX_PARAMS for
  * one workload), -EREMOTEIO with the server's error, or the call's failures. */
