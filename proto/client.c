@@ -136,6 +136,12 @@ static int call(chipd_conn *c, struct call *k, uint32_t timeout_ms, struct chipd
 	rc = mbox_wait(mb, t, deadline);
 	if (rc == -ECONNRESET) /* the slot was taken back: nothing to undo */
 		return taken_back(mb, op, err);
+	/* a wait too short to reach its peer check (timeout 0, a few ms) still says the
+	 * supervisor is gone when it is: one liveness look, on the timeout only, so that a
+	 * caller that polls learns it as one that waits does (-EPIPE, not a timeout it
+	 * would retry for good) */
+	if (rc == -ETIMEDOUT && !mbox_server_alive(mb))
+		rc = -EPIPE;
 	if (rc == -ETIMEDOUT)
 		client_fail(err, rc, CHIPD_E_TIMEOUT, "%s: no answer within %" PRIu32 " ms", op,
 			    timeout_ms);
@@ -559,22 +565,44 @@ static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out,
 	return 0;
 }
 
+/* What is left of @deadline in whole milliseconds (rounded up), 0 once it passed. */
+static uint32_t ms_left(uint64_t deadline)
+{
+	uint64_t now = shm_now_ns(), ms;
+
+	if (now >= deadline)
+		return 0;
+	ms = (deadline - now + SHM_NS_PER_MS - 1) / SHM_NS_PER_MS;
+	return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+}
+
 /* The list comes in pages (CHIPD_MAX_WORKLOADS each): "from" asks for the next one,
  * "more" says how many follow. A list that changes between two pages may repeat or
- * skip one; a bound on the pages keeps a list that keeps growing from looping. */
+ * skip one; a bound on the pages keeps a list that keeps growing from looping, and
+ * the call's one deadline bounds them all: each page gets what is left of it. */
 int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *out, uint32_t cap,
 		    uint32_t *n, struct chipd_error *err)
 {
 	struct call *k = call_new(PROTO_OP_WORKLOADS, err);
+	uint64_t deadline = client_deadline_ms(timeout_ms);
 	int rc = 0;
 
 	*n = 0;
 	if (!k)
 		return -ENOMEM;
 	for (uint32_t page = 0; rc == 0 && page < 4096; page++) {
+		uint32_t left = page ? ms_left(deadline) : timeout_ms;
+
+		if (page && left == 0) {
+			rc = client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
+					 "workloads: %" PRIu32 " listed in %" PRIu32
+					 " pages, and the list did not end within %" PRIu32 " ms",
+					 *n, page, timeout_ms);
+			break;
+		}
 		proto_msg_init(&k->req, PROTO_OP_WORKLOADS);
 		k->req.from = *n;
-		rc = call(c, k, timeout_ms, err);
+		rc = call(c, k, left, err);
 		if (rc == 0)
 			rc = workloads_fill(&k->ans, out, cap, *n, err);
 		if (rc)

@@ -47,6 +47,10 @@ struct chipd_stream {
 	uint64_t id;
 	uint32_t gen, chip;
 	bool ended;	     /* the terminal record was read */
+	/* a record no worker writes was read (payload_len over RING_PAYLOAD_MAX): nothing
+	 * more is read, but the stream has not ended (its worker may go on, and write its
+	 * output): the close stops it as any stream closed before its end */
+	bool refused;
 	uint64_t checked_ns; /* when a short wait last checked who can end the stream */
 	/* the output's range of the data area (len 0: none asked for), and the bytes
 	 * the FINAL record says were written (checked against it) */

@@ -41,6 +41,8 @@ int client_stream_open(chipd_conn *c, const struct proto_msg *ans, chipd_stream 
 				   "request %" PRIu64 ": ring %" PRId64 " belongs to another stream",
 				   s->id, ans->ring);
 	ring_set_adapt(&s->ring, &c->stream_spin);
+	/* no record of a later stream of the ring is ever taken for this one's */
+	ring_set_reader_gen(&s->ring, s->gen);
 	pthread_mutex_init(&s->lock, NULL);
 	return 0;
 }
@@ -165,16 +167,24 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 	/* An ended stream stays ended: once its terminal record is read, the supervisor
 	 * may give the ring to another stream at once, so the generation is looked at
 	 * only while the stream is live. */
-	if (!s->ended &&
+	if (!s->ended && !s->refused &&
 	    atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) != s->gen) {
 		rc =
 		    client_fail(err, -ESTALE, CHIPD_E_INTERNAL,
 				"request %" PRIu64 ": its ring was given to another stream", s->id);
 		goto out_unlock;
 	}
-	rc = s->ended ? -ENODATA : stream_pop(s, &rec, deadline);
-	if (rc == -ENODATA) {
-		s->ended = true;
+	rc = s->ended || s->refused ? -ENODATA : stream_pop(s, &rec, deadline);
+	/* a record naming another request is not this stream's either, whatever the
+	 * generation said when it was read */
+	if (rc == 0 && rec.request_id != s->id)
+		rc = -ESTALE;
+	if (rc == -ESTALE) {
+		rc =
+		    client_fail(err, -ESTALE, CHIPD_E_INTERNAL,
+				"request %" PRIu64 ": its ring was given to another stream", s->id);
+	} else if (rc == -ENODATA) {
+		s->ended = !s->refused;
 		client_fail(err, rc, CHIPD_OK, "request %" PRIu64 ": the stream has ended", s->id);
 	} else if (rc == -ETIMEDOUT) {
 		client_fail(err, rc, CHIPD_E_TIMEOUT,
@@ -200,7 +210,9 @@ int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout
 		s->ended = true;
 		rc = stream_error(s, rec.flags, err);
 	} else if (rec.payload_len > RING_PAYLOAD_MAX) {
-		s->ended = true; /* a record no worker writes: read nothing past it */
+		/* a record no worker writes: read nothing past it; the request itself may
+		 * go on (the record was no end), so the close still stops it */
+		s->refused = true;
 		rc = client_fail(err, -EBADMSG, CHIPD_E_INTERNAL,
 				 "request %" PRIu64 ": token %" PRIu32 ": payload_len %" PRIu32
 				 " is over %u",
@@ -255,7 +267,7 @@ int chipd_stream_output(chipd_stream *s, void *buf, uint32_t cap, uint32_t *len,
 	if (!s->out.len)
 		rc = client_fail(err, -ENODATA, CHIPD_E_BAD_REQUEST,
 				 "request %" PRIu64 ": no output was asked for", s->id);
-	else if (!s->out_ready && s->ended) /* the end was an ERROR record: never any */
+	else if (!s->out_ready && (s->ended || s->refused)) /* an ERROR record: never any */
 		rc = client_fail(err, -ENODATA, CHIPD_OK,
 				 "request %" PRIu64 ": its stream ended with an error: no output",
 				 s->id);

@@ -203,6 +203,14 @@ int proto_hello(struct proto_node *n, uint32_t timeout_ms, struct proto_hello *o
 		if (got < 0 && errno != EAGAIN && errno != EINTR)
 			break;
 	}
+	if (got < 0 && errno == EBADMSG) { /* fdpass_recv: closed what came, read the rest */
+		rc = say(why, cap, -EBADMSG,
+			 "%s: the hello answer carried descriptors other than the exchange "
+			 "region's one memfd (more than one, or not SCM_RIGHTS): refused, and "
+			 "closed",
+			 path);
+		goto err_close;
+	}
 	if (got <= 0) {
 		rc = got == 0 ? -EPIPE : -errno;
 		say(why, cap, rc, "%s: the supervisor closed the connection without an answer",

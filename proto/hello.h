@@ -42,7 +42,8 @@ struct proto_hello {
  * consumer lines usable from then on; a node that has one already keeps it). Returns 0
  * with @out filled (out->fd open: close it to end the session); -EREMOTEIO when the supervisor answered with the error envelope
  * (out->err; the connection is closed); or a local failure with @why (@cap bytes)
- * saying what: -EBADMSG no valid socket path in the descriptor or a malformed answer,
+ * saying what: -EBADMSG no valid socket path in the descriptor or a malformed answer
+ * (also one whose descriptors are not the one memfd: every one it carried is closed),
  * -EACCES the server is not the region's creator (an impostor), -EPROTO an answer
  * without the exchange region, what proto_node_attach_xchg returns (a memfd without
  * its seals: -EPERM; of the wrong size or header: -EMSGSIZE...), -ETIMEDOUT no answer

@@ -191,7 +191,7 @@ void proto_xchg_close(struct proto_xchg *x)
 {
 	if (x->base)
 		munmap(x->base, x->size);
-	if (x->fd > 0)
+	if (x->fd >= 0) /* 0 too: a process without standard input gets its memfd there */
 		close(x->fd);
 	x->base = NULL;
 	x->size = 0;

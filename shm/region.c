@@ -342,7 +342,10 @@ static int attach(struct shm_region *r, const char *name, enum shm_kind kind, si
 	rc = check_name(name, diag);
 	if (rc)
 		return rc;
-	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0);
+	/* O_NONBLOCK: a FIFO planted under the name would block a read-only open (every
+	 * client's) until a writer appears, with no bound; check_file refuses it */
+	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+		      0);
 	if (fd < 0)
 		return open_failed(name, owner, diag);
 	rc = check_file(fd, name, owner, !writable, &st, diag);

@@ -145,6 +145,20 @@ void ring_set_adapt(struct ring *r, struct shm_spin *adapt)
 	r->adapt = adapt;
 }
 
+void ring_set_reader_gen(struct ring *r, uint32_t gen)
+{
+	r->reader_gen = gen;
+}
+
+/* Whether the ring left the stream its reader is bound to (ring_set_reader_gen): the
+ * owner reset it. Acquire: a head or a record of the next stream, published after the
+ * reset's seq_cst bump, is only seen together with the new generation. */
+static bool reader_gen_moved(const struct ring *r)
+{
+	return r->reader_gen &&
+	       atomic_load_explicit(&r->hdr->generation, memory_order_acquire) != r->reader_gen;
+}
+
 /* Free records as the producer sees them, refreshing the cached tail if needed: 0
  * also when the indices are impossible (a tail past head, or more than capacity
  * records in use), see indices_broken. */
@@ -232,6 +246,8 @@ int ring_try_pop(struct ring *r, struct ring_rec *out)
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_seq_cst);
 
 	if (tail == head) {
+		if (reader_gen_moved(r))
+			return -ESTALE;
 		/* Terminal claimed and everything consumed: the stream is over. The
 		 * terminal flag is set before its record is published, so also check
 		 * that the last consumed record was the terminal one. */
@@ -239,19 +255,29 @@ int ring_try_pop(struct ring *r, struct ring_rec *out)
 			return -ENODATA;
 		return -EAGAIN;
 	}
-	if (head - tail > r->capacity)
-		return -EBADMSG; /* indices corrupted by a peer */
+	if (head - tail > r->capacity) /* indices corrupted by a peer, or reset */
+		return reader_gen_moved(r) ? -ESTALE : -EBADMSG;
 	*out = r->recs[tail & r->mask];
+	/* The copy is the reader's stream's only while the generation did not move: a
+	 * reset ring given to another stream fills its records with that stream's. Looked
+	 * at after the copy (the fence keeps the record's loads before the generation's)
+	 * and before the tail store, so a record of another stream is neither returned nor
+	 * consumed. */
+	atomic_thread_fence(memory_order_acquire);
+	if (reader_gen_moved(r))
+		return -ESTALE;
 	atomic_store_explicit(&r->cons->tail, tail + 1, memory_order_release);
 	return 0;
 }
 
+/* Ready also once the generation moved: ring_try_pop then answers -ESTALE. */
 static bool has_record(void *arg)
 {
 	const struct ring *r = arg;
 
 	return atomic_load_explicit(&r->hdr->head, memory_order_seq_cst) !=
-	       atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
+		   atomic_load_explicit(&r->cons->tail, memory_order_relaxed) ||
+	       reader_gen_moved(r);
 }
 
 static bool hdr_producer_lost(const struct ring_hdr *h)

@@ -100,6 +100,7 @@ struct ring {
 	uint32_t mask; /* capacity - 1 */
 	uint64_t spin_ns;
 	struct shm_spin *adapt; /* consumer: its waits' adaptive spin (wait.h), or NULL */
+	uint32_t reader_gen;	/* consumer: the generation of its stream, 0: any */
 	uint64_t cached_tail; /* producer: last tail seen, saves a shared read per push */
 };
 
@@ -142,6 +143,11 @@ uint32_t ring_reset_started(struct ring *r, uint64_t request_id, pid_t producer,
 void ring_set_spin(struct ring *r, uint64_t spin_ns);
 /* Consumer: gives its waits an adaptive spin on top of spin_ns (wait.h; NULL: none). */
 void ring_set_adapt(struct ring *r, struct shm_spin *adapt);
+/* Consumer: binds its pops to the stream of generation @gen (0: any, the default). Once
+ * the ring's generation is another (the owner reset it and may have given it to another
+ * stream), ring_try_pop and ring_pop answer -ESTALE and take nothing: a record read
+ * while the generation moved is never returned. */
+void ring_set_reader_gen(struct ring *r, uint32_t gen);
 
 /* Publishes one record, stamping ts_ns. Non-terminal records need two free records
  * (one stays reserved for the terminal). Returns 0, -EAGAIN when full, -EALREADY when
@@ -163,12 +169,14 @@ void ring_wake_reader(struct ring *r);
 uint32_t ring_space(struct ring *r);
 
 /* Takes the next record without waiting. Returns 0, -EAGAIN when empty, -ENODATA
- * after the terminal record has been consumed. */
+ * after the terminal record has been consumed, -EBADMSG when a peer broke the indices,
+ * -ESTALE when the ring left the reader's generation (ring_set_reader_gen). */
 int ring_try_pop(struct ring *r, struct ring_rec *out);
 
 /* Waits for the next record until @deadline_ns. Returns 0, -ENODATA (stream already
- * ended), -ETIMEDOUT, or -EOWNERDEAD when the producer died without ending the
- * stream (its supervisor is expected to take over and end it). */
+ * ended), -ETIMEDOUT, -EOWNERDEAD when the producer died without ending the stream (its
+ * supervisor is expected to take over and end it), or what ring_try_pop does (-EBADMSG,
+ * -ESTALE: a generation change ends the wait at its next look). */
 int ring_pop(struct ring *r, struct ring_rec *out, uint64_t deadline_ns);
 
 /* Makes the caller the producer of a ring whose producer died. A terminal record the

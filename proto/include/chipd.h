@@ -16,9 +16,10 @@
  * - Every call that waits for the supervisor has a timeout in milliseconds (0: do not
  *   wait beyond a brief spin). A round trip through the supervisor needs more than
  *   that spin (its router sleeps when idle), so a call given 0 usually ends
- *   -ETIMEDOUT; 0 is for chipd_stream_next (a poll) and chipd_stream_close (no
- *   wait). A call that gives up resets its mailbox slot through the
- *   acknowledged-reset path, so the slot is never lost.
+ *   -ETIMEDOUT (-EPIPE when the supervisor is gone, whatever the timeout); 0 is for
+ *   chipd_stream_next (a poll) and chipd_stream_close (no wait). A call that gives
+ *   up resets its mailbox slot through the acknowledged-reset path, so the slot is
+ *   never lost.
  * - A connection may be used by several threads at once. A stream is read by one
  *   thread at a time (calls on one stream are serialized by a lock).
  */
@@ -111,7 +112,8 @@ typedef struct chipd_stream chipd_stream;
  * region's creator, an impostor), -EPROTONOSUPPORT a layout version this library does
  * not speak (the message says which release to use), -ESTALE / -ESHUTDOWN the
  * supervisor is not running, -EAGAIN it is still starting, -EBADMSG / -EMSGSIZE /
- * -EPROTOTYPE not a valid node region, -EREMOTEIO the supervisor refused the hello
+ * -EPROTOTYPE not a valid node region (-EMEDIUMTYPE: not even a regular file, e.g. a
+ * FIFO left under its name), -EREMOTEIO the supervisor refused the hello
  * (@err's code: queue_full when it serves --max-clients connections already),
  * -ETIMEDOUT no answer within CHIPD_TIMEOUT_MS, -EINVAL a bad instance name (or an
  * unknown $CHIPD_USER), -ENOMEM, or the -errno of the socket calls.
@@ -222,8 +224,12 @@ struct chipd_token {
  * to another chip; the stream goes on, and the next call continues it —, -EPIPE (code
  * node_lost) when the request is lost: the supervisor is gone and no live worker
  * produces the stream, so nobody ever will (noticed within about 20 ms, also by a
- * reader that polls with @timeout_ms 0); -ESTALE when the ring was given to another
- * stream (a bug in the server). */
+ * reader that polls with @timeout_ms 0); -EBADMSG (code internal) for a record no
+ * worker writes (a payload_len over CHIPD_PAYLOAD_MAX, or a final out_len over the
+ * output_cap asked for): nothing more is read, and a record that was no end leaves the
+ * request to chipd_stream_close, which stops it; -ESTALE when the ring was given to another
+ * stream (the supervisor took it back, docs/protocol.md 5.7; also during a wait: no
+ * record of another stream is ever returned as this one's token). */
 int chipd_stream_next(chipd_stream *s, struct chipd_token *tok, uint32_t timeout_ms,
 		      struct chipd_error *err);
 
@@ -378,7 +384,8 @@ struct chipd_workload {
 /* Asks the supervisor which workloads it runs and what parameters each takes (the
  * table its validator checks a submit against). Fills up to @cap entries of @out, in
  * the supervisor's order, and sets *@n to how many it has (the answer comes in pages
- * of at most CHIPD_MAX_WORKLOADS; an entry is about 3 KiB). Returns 0, -ENOBUFS when @cap was
+ * of at most CHIPD_MAX_WORKLOADS; an entry is about 3 KiB; @timeout_ms bounds them
+ * all, -ETIMEDOUT when the list did not end in time). Returns 0, -ENOBUFS when @cap was
  * too small (the first @cap are filled), -EPROTO for a malformed answer (among the
  * rest: a parameter of a workload it did not list, or more than CHIPD_MAX_PARAMS for
  * one workload), -EREMOTEIO with the server's error, or the call's failures. */

@@ -425,6 +425,104 @@ START_TEST(reader_of_dead_worker_waits_for_the_supervisor)
 }
 END_TEST
 
+/* A reader waiting on its stream while the supervisor takes the ring back and gives it
+ * to another stream (a take-back writes no terminal record: a reader closed by the
+ * supervisor whose worker never ended it, or a broken ring): the new stream's records
+ * are not this stream's tokens. The wait ends -ESTALE, as a read that starts after the
+ * reset does, and returns none of them. */
+struct one_read {
+	chipd_stream *s;
+	struct chipd_token tok;
+	struct chipd_error err;
+	int rc;
+};
+
+static void *read_one(void *arg)
+{
+	struct one_read *a = arg;
+
+	a->rc = chipd_stream_next(a->s, &a->tok, 30000, &a->err);
+	return NULL;
+}
+
+static bool reader_asleep(void *arg)
+{
+	struct ring *r = arg;
+
+	return atomic_load(&r->cons->wake.sleepers) != 0;
+}
+
+START_TEST(reader_of_a_ring_given_away_gets_none_of_its_records)
+{
+	struct cx x;
+	struct one_read a = {0};
+	struct ring r;
+	chipd_conn *c;
+	pthread_t t;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	a.s = held_stream(&x, c, &id, &r);
+	atomic_store(&r.cons->wake.sleepers, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, read_one, &a), 0);
+	ck_assert(tu_eventually(reader_asleep, &r, 10000));
+	/* taken back (its consumer line reset where it was) and given to request id + 1 */
+	ring_reset(&r, id + 1, getpid(), getpid());
+	for (uint32_t seq = 0; seq < 3; seq++) {
+		struct ring_rec rec = {.request_id = id + 1, .seq = seq, .value = 900 + seq};
+
+		ck_assert_int_eq(ring_push(&r, &rec), 0);
+	}
+	pthread_join(t, NULL);
+	ck_assert_msg(a.rc == -ESTALE, "read %d: request %llu seq %u value %llu", a.rc,
+		      (unsigned long long)a.tok.request, a.tok.seq,
+		      (unsigned long long)a.tok.value);
+	ck_assert_int_eq(a.err.code, CHIPD_E_INTERNAL);
+	ck_assert_msg(strstr(a.err.message, "given to another stream"), "%s", a.err.message);
+	chipd_stream_close(a.s, T_MS);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
+/* A non-terminal record no worker writes (payload_len over 24) ends the reading with
+ * -EBADMSG, but not the request: its worker goes on and may still write its output.
+ * The close then tells it to stop (the ring's reader closed, a cancel, the wait for the
+ * end), as for any stream closed before its end. */
+START_TEST(record_with_bad_payload_len_is_refused_and_its_close_stops_the_request)
+{
+	struct chipd_param p = {"n", 0};
+	struct chipd_request req = {.workload = "hold", .params = &p, .nparams = 1, .chip = -1,
+				    .output_cap = 512u * 1024u};
+	struct cx x;
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct ring r;
+	chipd_conn *c;
+	chipd_stream *s;
+	uint64_t id;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	ck_assert_msg(chipd_submit(c, &req, T_MS, &id, &s, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), 0);
+	ring_of(&x, id, &r);
+	struct ring_rec rec = {.request_id = id, .seq = 2, .payload_len = 100};
+	ck_assert_int_eq(ring_push(&r, &rec), 0);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -EBADMSG);
+	ck_assert_msg(strstr(err.message, "payload_len 100 is over 24"), "%s", err.message);
+	ck_assert_int_eq(chipd_stream_next(s, &tok, T_MS, &err), -ENODATA);
+	chipd_stream_close(s, T_MS);
+	ck_assert_msg(ring_reader_closed(&r) && ring_finished(&r),
+		      "the close left the request running: reader closed %d, ended %d",
+		      ring_reader_closed(&r), ring_finished(&r));
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(status_lists_every_chip)
 {
 	struct cx x;
@@ -574,6 +672,8 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, stream_error_record_arrives_as_struct);
 	tcase_add_test(tc, reader_of_dead_supervisor_and_worker_gets_epipe);
 	tcase_add_test(tc, reader_of_dead_worker_waits_for_the_supervisor);
+	tcase_add_test(tc, reader_of_a_ring_given_away_gets_none_of_its_records);
+	tcase_add_test(tc, record_with_bad_payload_len_is_refused_and_its_close_stops_the_request);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sharing");
 	tcase_add_test(tc, threads_share_one_connection);

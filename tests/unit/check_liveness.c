@@ -142,6 +142,13 @@ START_TEST(dead_node_ends_every_stream_node_lost)
 	for (int i = 0; i < N; i++)
 		chipd_stream_close(s[i], 60000);
 	ck_assert_uint_lt(now_ms() - t0, CTL_EXIT_MS);
+	/* a call given too little time to sleep (0, 5 ms) learns it as a longer one does:
+	 * -EPIPE, the supervisor died, not a retryable timeout it would retry forever */
+	for (uint32_t ms = 0; ms <= 5; ms += 5) {
+		rc = chipd_ping(d.conn, ms, NULL, &err);
+		ck_assert_msg(rc == -EPIPE, "ping given %u ms: %d (%s)", ms, rc, err.message);
+		ck_assert_int_eq(err.code, CHIPD_OK);
+	}
 	forget_node(&d);
 }
 END_TEST

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -584,6 +585,30 @@ START_TEST(node_ring_keeps_the_geometry_it_validated)
 }
 END_TEST
 
+/* The exchange region's memfd is whatever descriptor the hello's recvmsg installed: in a
+ * process with standard input closed it may be 0, and the detach (chipd_close) closes
+ * it like any other. (Check runs each test in a child: its fd 0 is its own.) */
+START_TEST(node_detach_closes_an_exchange_region_at_fd_0)
+{
+	struct proto_node owner, client;
+	struct shm_diag diag = {""};
+	char name[SHM_NAME_MAX];
+
+	geom_region(&owner, name, sizeof(name));
+	ck_assert_msg(proto_node_attach(&client, name, &diag) == 0, "%s", diag.msg);
+	close(STDIN_FILENO);
+	ck_assert_int_eq(fcntl(owner.pool[0].fd, F_DUPFD_CLOEXEC, 0), STDIN_FILENO);
+	ck_assert_msg(proto_node_attach_xchg(&client, STDIN_FILENO, &diag) == 0, "%s", diag.msg);
+	ck_assert_int_eq(client.xchg.fd, STDIN_FILENO);
+	proto_node_detach(&client);
+	errno = 0;
+	ck_assert_msg(fcntl(STDIN_FILENO, F_GETFD) == -1 && errno == EBADF,
+		      "fd 0, the exchange region's memfd, is still open after the detach");
+	shm_region_unlink(name);
+	proto_node_detach(&owner);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -610,6 +635,7 @@ static Suite *proto_suite(void)
 	proto_add_dispatch_tcases(s);
 	tc = tcase_create("node_geometry");
 	tcase_add_test(tc, node_ring_keeps_the_geometry_it_validated);
+	tcase_add_test(tc, node_detach_closes_an_exchange_region_at_fd_0);
 	suite_add_tcase(s, tc);
 	proto_add_bad_tcases(s);
 	return s;

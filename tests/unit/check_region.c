@@ -192,6 +192,17 @@ static int create_over_fifo(void *arg)
 	return rc < 0 && diag.msg[0] ? -rc : 255;
 }
 
+/* Child: attaches read-only (as every client attaches the node region) where a FIFO
+ * sits; exits with -rc. */
+static int attach_ro_over_fifo(void *arg)
+{
+	struct shm_region r;
+	struct shm_diag diag = {0};
+	int rc = shm_region_attach_ro(&r, arg, SHM_KIND_TEST, 0, &diag);
+
+	return rc < 0 && diag.msg[0] ? -rc : 255;
+}
+
 START_TEST(attach_refuses_fifo)
 {
 	char name[SHM_NAME_MAX], path[SHM_NAME_MAX + 16];
@@ -207,6 +218,12 @@ START_TEST(attach_refuses_fifo)
 	int status = tu_wait(child, HANG_TIMEOUT_MS);
 
 	ck_assert_msg(status != -1, "create over a FIFO hung");
+	ck_assert_int_eq(status, EMEDIUMTYPE);
+	/* A read-only open of a FIFO waits for a writer too: a client's attach (it maps
+	 * the node region read-only) must refuse it, not hang in open() unbounded. */
+	child = tu_fork(attach_ro_over_fifo, name);
+	status = tu_wait(child, HANG_TIMEOUT_MS);
+	ck_assert_msg(status != -1, "a read-only attach of a FIFO hung");
 	ck_assert_int_eq(status, EMEDIUMTYPE);
 	ck_assert_int_eq(unlink(path), 0);
 }

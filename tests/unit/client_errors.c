@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -263,6 +264,40 @@ START_TEST(unanswered_hello_gives_up_at_the_timeout)
 }
 END_TEST
 
+/* The descriptors this process has open. */
+static int open_fds(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+/* A hello answer carrying two descriptors where one is due (a broken or foreign
+ * server): the connect is refused -EBADMSG, saying so, and keeps none of them. */
+START_TEST(hello_answer_with_two_descriptors_is_refused)
+{
+	struct chipd_error err;
+	struct cx x;
+	chipd_conn *c = NULL;
+	int before;
+
+	cx_start(&x, 4);
+	atomic_store(&x.hello.nfds, 2);
+	before = open_fds();
+	ck_assert_int_eq(chipd_connect_timeout(x.instance, T_MS, &c, &err), -EBADMSG);
+	ck_assert_ptr_null(c);
+	ck_assert_msg(strstr(err.message, "descriptors"), "%s", err.message);
+	/* one more: the in-process server's end of the connection, which it keeps */
+	ck_assert_int_eq(open_fds(), before + 1);
+	atomic_store(&x.hello.nfds, 1);
+	ck_assert_int_eq(chipd_connect_timeout(x.instance, T_MS, &c, &err), 0);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(busy_mailbox_is_queue_full)
 {
 	struct chipd_error err;
@@ -409,6 +444,7 @@ void client_add_error_tcases(Suite *s)
 	tcase_add_test(tc, connect_corrupt_descriptor_refused);
 	tcase_add_test(tc, connect_stale_region_is_not_running);
 	tcase_add_test(tc, instance_discovery_order);
+	tcase_add_test(tc, hello_answer_with_two_descriptors_is_refused);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("giving_up");
 	tcase_add_test(tc, silent_server_times_out_then_slot_is_reused);

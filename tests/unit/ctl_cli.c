@@ -540,6 +540,29 @@ START_TEST(cli_workloads_against_server)
 }
 END_TEST
 
+/* A list that never ends (its pages keep saying more follow) ends the call at its
+ * timeout, the whole listing's: -ETIMEDOUT, code timeout, not one timeout per page. */
+START_TEST(workloads_listing_ends_at_the_call_timeout)
+{
+	struct chipd_workload got[CHIPD_MAX_WORKLOADS];
+	struct chipd_error err;
+	chipd_conn *c;
+	uint32_t n = 0;
+	struct tsrv t;
+	int rc;
+
+	tsrv_start(&t);
+	atomic_store(&t.endless, 1);
+	ck_assert_int_eq(chipd_connect(t.x.instance, &c, &err), 0);
+	rc = chipd_workloads(c, 200, got, CHIPD_MAX_WORKLOADS, &n, &err);
+	ck_assert_msg(rc == -ETIMEDOUT, "%d after %u workloads listed: %s", rc, n, err.message);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert(err.retryable);
+	chipd_close(c);
+	tsrv_stop(&t);
+}
+END_TEST
+
 START_TEST(cli_export_writes_textfile)
 {
 	struct run *r = malloc(sizeof(*r));
@@ -737,6 +760,7 @@ void ctl_add_cli_tcases(Suite *s)
 	    {"cli_submit_ctrl_c_cancels", cli_submit_ctrl_c_cancels},
 	    {"cli_trace_writes_and_summarizes", cli_trace_writes_and_summarizes},
 	    {"cli_workloads_against_server", cli_workloads_against_server},
+	    {"workloads_listing_ends_at_the_call_timeout", workloads_listing_ends_at_the_call_timeout},
 	    {"cli_export_writes_textfile", cli_export_writes_textfile},
 	    {"cli_export_loop_survives_a_later_failure", cli_export_loop_survives_a_later_failure},
 	    {"cli_submit_local_failure_names_request", cli_submit_local_failure_names_request},

@@ -42,6 +42,10 @@ struct tsrv {
 	struct hx hello; /* its handshake socket */
 	pthread_t thread;
 	_Atomic int stop;
+	/* set: a workloads list that never ends, as from a supervisor whose registry keeps
+	 * growing: page "from" lists one workload and says more follow, each answered after
+	 * 2 ms (a busy router) */
+	_Atomic int endless;
 	/* the first 8 trace requests, in order: read them after tsrv_stop */
 	int n;
 	int64_t acts[8];

@@ -13,8 +13,32 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* Answers the hello waiting on @fd: {"v":1,"ok":true,"client":N,...}. */
-static void answer(int fd, int64_t client, int xfd)
+/* Sends @len bytes of @buf on @fd with @n copies of @xfd attached (SCM_RIGHTS). */
+static void send_fds(int fd, const char *buf, size_t len, int xfd, int n)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * 8)];
+	} ctl;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf};
+	struct cmsghdr *c;
+
+	memset(&ctl, 0, sizeof(ctl));
+	n = n > 8 ? 8 : n;
+	mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+	for (int i = 0; i < n; i++)
+		memcpy(CMSG_DATA(c) + (size_t)i * sizeof(int), &xfd, sizeof(int));
+	(void)!sendmsg(fd, &mh, MSG_NOSIGNAL);
+}
+
+/* Answers the hello waiting on @fd: {"v":1,"ok":true,"client":N,...}, with @nfds
+ * descriptors (hx.nfds). */
+static void answer(int fd, int64_t client, int xfd, int nfds)
 {
 	static struct proto_msg m; /* the server thread's only */
 	struct proto_error pe;
@@ -29,7 +53,11 @@ static void answer(int fd, int64_t client, int xfd)
 	m.pid = getpid();
 	m.max_pending = 64;
 	m.max_rings = 64;
-	if (proto_encode_answer(&m, buf, sizeof(buf), &len, &pe) == 0)
+	if (proto_encode_answer(&m, buf, sizeof(buf), &len, &pe) != 0)
+		return;
+	if (nfds > 1)
+		send_fds(fd, buf, len, xfd, nfds);
+	else
 		(void)!fdpass_send(fd, buf, len, xfd, 0); /* with the exchange region */
 }
 
@@ -48,7 +76,7 @@ static void *serve(void *arg)
 			continue;
 		p = (struct pollfd){.fd = fd, .events = POLLIN};
 		if (!atomic_load(&h->mute) && poll(&p, 1, 2000) == 1)
-			answer(fd, h->nconns + 1, h->xfd);
+			answer(fd, h->nconns + 1, h->xfd, atomic_load(&h->nfds));
 		if (h->nconns < HX_CONNS)
 			h->conns[h->nconns++] = fd;
 		else

@@ -22,6 +22,9 @@ struct hx {
 	/* set: connections are taken and kept, their hello never answered (a stopped
 	 * supervisor) */
 	_Atomic int mute;
+	/* the descriptors each answer carries: 0 or 1, the exchange region; 2 or more, that
+	 * many copies of it (a broken server) */
+	_Atomic int nfds;
 	int conns[HX_CONNS];
 	int nconns;
 };
