@@ -331,10 +331,11 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 			sc->streak = b->ok ? 0 : b->failed ? sc->streak + 1 : sc->streak;
 		if (last_err)
 			*fatal_err = last_err;
-		/* the step that makes S give up: the chip leaves the router's choice before
-		 * any of its failed requests can end, so a client that reads that end and
-		 * submits again is never sent back here (O sees s_done after this) */
-		if (sc->streak >= sc->fatal_at) {
+		/* the step that makes S give up (its streak, or a device found lost): the
+		 * chip leaves the router's choice before any of its failed requests can end,
+		 * so a client that reads that end and submits again is never sent back here
+		 * (O sees s_done after this) */
+		if (sc->streak >= sc->fatal_at || dev_lost(w->dev)) {
 			wrk_mark_unhealthy(w);
 			*fatal = true;
 		}
@@ -353,6 +354,7 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 		wrk_bank_release(w, b);
 	}
 	if (dev_lost(w->dev)) { /* every later step would fail: give the device up now */
+		wrk_mark_unhealthy(w); /* before a request ends worker_lost (s_fatal) */
 		*fatal = true;
 		*fatal_err = DEV_ERR_LOST;
 	}

@@ -164,12 +164,52 @@ START_TEST(lazy_device_gives_reference_tokens)
 }
 END_TEST
 
+/* A device lost while another request's long kernel still runs: the request whose
+ * kernel faulted ends device_error, and the chip is DRAINING before that end is
+ * visible (the router must not send its client's resubmission back to a lost
+ * device), though S drains the other request's kernel (a second) before it gives
+ * the device up. */
+START_TEST(device_lost_drains_the_chip_before_the_end_is_visible)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[1024];
+	struct dev *d = NULL;
+	struct wf f;
+	uint32_t state, n;
+
+	wf_config(&cfg);
+	cfg.s_fatal_streak = 1000; /* only the loss itself may end it */
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 1024);
+	/* request 1: two steps of a second each in flight (it gets no third before the
+	 * first ended); request 2: short steps, the only kernels launched meanwhile */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=1000000", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", WF_LONG, 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 1, rec, 2, READ_MS), 2);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
+	n = wf_read(&f, 1, rec, 1024, 2 * READ_MS);
+	/* read at once: the end is visible, request 1's kernel may still run */
+	state = atomic_load(&f.ctl.hdr->state);
+	ck_assert_uint_ge(n, 1);
+	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+	ck_assert_msg(state == SHM_STATE_DRAINING, "state %u when request 2's end was read",
+		      state);
+	ck_assert(dev_lost(d));
+	wf_stop(&f);
+}
+END_TEST
+
 void wrk_add_device_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
 	    {"worker_on_device_1_serves", worker_on_device_1_serves},
 	    {"device_lost_ends_request_and_worker_gives_up",
 	     device_lost_ends_request_and_worker_gives_up},
+	    {"device_lost_drains_the_chip_before_the_end_is_visible",
+	     device_lost_drains_the_chip_before_the_end_is_visible},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
 	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};
