@@ -385,6 +385,32 @@ static bool lanes_ready(void *arg)
 	return false;
 }
 
+/* S gives up: every lane it saw fail in a step not yet judged (held back: another
+ * lane of that step was still running) fails its request now (device_error), as in
+ * a judged step, so O ends it with its own code and not worker_lost (retryable: it
+ * would be offered to another chip and fail there the same way). Before drain, so
+ * that a request with nothing else in flight ends at once, not after the chip,
+ * DRAINING already, may have been restarted. Publishes nothing. */
+static void fail_held_back(struct sched *sc)
+{
+	uint32_t n = 0;
+
+	for (uint32_t h = 0; h < sc->nheld; h++)
+		for (uint32_t i = 0; i < sc->held[h]->nents; i++) {
+			struct wrk_entry *e = &sc->held[h]->ents[i];
+
+			if (e->held_back) {
+				e->held_back = false;
+				finish_entry(sc->w, e, e->err);
+				n++;
+			}
+		}
+	if (n) { /* as poll_lanes: O sleeps until this word changes */
+		atomic_fetch_add_explicit(&sc->w->sync.finished, n, memory_order_seq_cst);
+		shm_wake_all(&sc->w->sync.o_wake);
+	}
+}
+
 /* S gives up while lanes are in flight: their work must complete before O ends their
  * requests and frees what the work uses. Finishes nothing. */
 static void drain(struct sched *sc)
@@ -452,6 +478,7 @@ void *wrk_sched_main(void *arg)
 		if (b || n) /* progress: a step launched or a lane finished */
 			atomic_fetch_add_explicit(&w->sync.s_rounds, 1, memory_order_relaxed);
 		if (fatal) {
+			fail_held_back(&sc);
 			drain(&sc);
 			s_fatal(w, fatal_err < 0 ? fatal_err : -EIO, sc.streak);
 			break;
