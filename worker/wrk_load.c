@@ -158,6 +158,7 @@ static struct wrk_req *next_load(struct wrk *w)
 static void load_one(struct wrk *w, struct wrk_req *rq)
 {
 	char msg[WL_MSG_MAX] = "";
+	bool lost = false;
 	int rc;
 
 	if (!unwanted(rq)) {
@@ -179,6 +180,12 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 			atomic_store_explicit(
 			    &rq->s_fail, rc == -ENOMEM ? CHIPD_E_NO_CAPACITY : CHIPD_E_DEVICE_ERROR,
 			    memory_order_relaxed);
+			/* the device is lost (a fault outside any step, which S would not see
+			 * while it has nothing to run): the chip leaves the router's choice
+			 * before this end is visible, and S gives the device up */
+			lost = dev_lost(w->dev);
+			if (lost)
+				wrk_mark_unhealthy(w);
 		}
 	}
 	pthread_mutex_lock(&w->lock);
@@ -193,6 +200,8 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), w->q_len);
 	pthread_mutex_unlock(&w->lock);
 	wrk_kick_o(w);
+	if (lost) /* its wait for an epoch watches the device's loss */
+		shm_wake_all(&w->sync.s_wake);
 }
 
 void *wrk_load_main(void *arg)

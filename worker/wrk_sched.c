@@ -458,11 +458,12 @@ void *wrk_sched_main(void *arg)
 		if (sc.nheld == 0) {
 			t0 = shm_now_ns();
 			b = wrk_bank_next(w, sc.e, shm_deadline_in(SCHED_EPOCH_WAIT_NS), &err);
-			if (!b) {
-				if (err == -ETIMEDOUT)
-					continue;
+			if (!b && err == -ETIMEDOUT && !dev_lost(w->dev))
+				continue;
+			if (!b && err != -ETIMEDOUT && err != DEV_ERR_LOST)
 				break; /* O is gone and every epoch it published has run */
-			}
+			/* b NULL here: the device was lost with nothing in flight (a fill met
+			 * the loss); poll_lanes gives it up */
 			t1 = shm_now_ns();
 			wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_WAIT, t0, t1,
 				       (uint32_t)sc.e);

@@ -202,6 +202,75 @@ START_TEST(device_lost_drains_the_chip_before_the_end_is_visible)
 }
 END_TEST
 
+/* Loses @d as a fault outside the worker's steps would (an uncorrectable ECC error
+ * a GPU runtime reports at any call): a kernel on a stream of the test's own takes
+ * an injected sticky fault. */
+static void lose_device(struct dev *d)
+{
+	struct dev_stream *st = NULL;
+	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {NULL, 0, 1}};
+
+	ck_assert_int_eq(dev_select(d), 0);
+	ck_assert_int_eq(dev_alloc(d, sizeof(int32_t), (void **)&c.u.spin.out), 0);
+	ck_assert_int_eq(dev_stream_create(d, &st), 0);
+	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
+	ck_assert_int_eq(dev_launch(st, &c), 0);
+	ck_assert_int_eq(dev_stream_sync(st), DEV_ERR_LOST);
+	dev_stream_destroy(st);
+	(void)dev_free(d, c.u.spin.out);
+}
+
+/* A device lost while no step runs: S gives the device up within its idle wait's
+ * second (s_err, DRAINING) and the worker refuses new work, rather than staying READY
+ * and failing every request that comes at its fill; a request admitted before that
+ * meets the loss at its fill and ends device_error, the chip DRAINING before that end
+ * is visible. */
+START_TEST(device_lost_between_steps_gives_the_device_up)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	char msg[CHIPD_MSG_MAX];
+	struct dev *d = NULL;
+	struct wf f;
+	uint32_t state;
+	int code;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_config(&cfg);
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	ck_assert_ptr_nonnull(d);
+	lose_device(d);
+	/* S may find the loss first (its idle wait looks at least once a second): then
+	 * the assign is refused already */
+	code = wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, msg);
+	if (code == CHIPD_OK) {
+		ck_assert_uint_eq(wf_read(&f, 1, rec, 8, READ_MS), 1);
+		state = atomic_load(&f.ctl.hdr->state);
+		ck_assert_uint_eq(rec[0].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+		ck_assert_msg(state == SHM_STATE_DRAINING,
+			      "state %u when request 2's end was read", state);
+	} else {
+		ck_assert_int_eq(code, CHIPD_E_NO_CAPACITY);
+	}
+	wf_heartbeat_ans(&f, 1, ans);
+	for (int64_t seq = 2; ans->s_err == 0 && seq <= READ_MS / 10; seq++) {
+		usleep(10000);
+		wf_heartbeat_ans(&f, seq, ans);
+	}
+	ck_assert_int_eq(ans->s_err, DEV_ERR_LOST);
+	ck_assert_int_eq(wf_assign(&f, 3, 2, "synthetic", "tokens=2", 0, msg),
+			 CHIPD_E_NO_CAPACITY);
+	ck_assert_msg(strstr(msg, "scheduler"), "message: %s", msg);
+	wf_stop(&f);
+	free(ans);
+}
+END_TEST
+
 void wrk_add_device_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -210,6 +279,8 @@ void wrk_add_device_tcases(Suite *s)
 	     device_lost_ends_request_and_worker_gives_up},
 	    {"device_lost_drains_the_chip_before_the_end_is_visible",
 	     device_lost_drains_the_chip_before_the_end_is_visible},
+	    {"device_lost_between_steps_gives_the_device_up",
+	     device_lost_between_steps_gives_the_device_up},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
 	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};
