@@ -412,13 +412,31 @@ static void fail_held_back(struct sched *sc)
 }
 
 /* S gives up while lanes are in flight: their work must complete before O ends their
- * requests and frees what the work uses. Finishes nothing. */
+ * requests and frees what the work uses. Then each request whose lane the device
+ * failed fails (device_error; on a lost device every lane waited for: a GPU runtime
+ * fails every query of a lost device at once, where the sim lets a running kernel
+ * finish first), the others end worker_lost. Only s_fail is written: s_done stays (a
+ * request's lanes finish in order, and O ends none of these before S gave up). */
 static void drain(struct sched *sc)
 {
 	for (uint32_t h = 0; h < sc->nheld; h++)
 		for (uint32_t i = 0; i < sc->held[h]->nents; i++)
 			if (sc->held[h]->ents[i].pending && sc->held[h]->ents[i].recorded)
 				(void)dev_event_sync(sc->held[h]->ents[i].done);
+	for (uint32_t h = 0; h < sc->nheld; h++)
+		for (uint32_t i = 0; i < sc->held[h]->nents; i++) {
+			struct wrk_entry *e = &sc->held[h]->ents[i];
+			int res;
+
+			if (!e->pending)
+				continue;
+			res = e->err ? e->err : e->recorded ? dev_event_query(e->done) : 0;
+			if (res && !atomic_load_explicit(&e->rq->s_fail, memory_order_relaxed)) {
+				ctr_s(sc->w, PROTO_WRK_device_errors, 1);
+				atomic_store_explicit(&e->rq->s_fail, CHIPD_E_DEVICE_ERROR,
+						      memory_order_relaxed);
+			}
+		}
 }
 
 /* S gives up for good: the error word first (O ends every stream it holds once it

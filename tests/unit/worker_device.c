@@ -220,6 +220,19 @@ static void lose_device(struct dev *d)
 	(void)dev_free(d, c.u.spin.out);
 }
 
+/* Whether the worker @arg (a struct wf) has an epoch published and not released. */
+static bool first_epoch_out(void *arg)
+{
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	bool out;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_heartbeat_ans(arg, 1, ans);
+	out = ans->epochs > 0;
+	free(ans);
+	return out;
+}
+
 /* A device lost while no step runs: S gives the device up within its idle wait's
  * second (s_err, DRAINING) and the worker refuses new work, rather than staying READY
  * and failing every request that comes at its fill; a request admitted before that
@@ -271,6 +284,35 @@ START_TEST(device_lost_between_steps_gives_the_device_up)
 }
 END_TEST
 
+/* A device lost while a request's kernel still runs (the loss comes from elsewhere:
+ * a kernel on the test's own stream): S gives the device up, drains that kernel, and
+ * the request, whose lane the lost device failed, ends device_error, as on a GPU,
+ * where every query of a lost device fails at once. Before, the sim's lane was still
+ * running when S gave up and its request ended worker_lost: a request whose own
+ * kernel faulted ended so too when S saw the loss between its kernel and its event. */
+START_TEST(device_lost_fails_the_lanes_in_flight)
+{
+	struct wrk_config cfg;
+	struct dev *d = NULL;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.s_fatal_streak = 1000; /* only the loss itself may end it */
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=1000000", 0, NULL),
+			 CHIPD_OK);
+	/* its first step is on the device: the heartbeat counts the epoch out */
+	ck_assert(tu_eventually(first_epoch_out, &f, READ_MS));
+	ck_assert_ptr_nonnull(d);
+	lose_device(d);
+	wf_expect_error_at(&f, 0, 0, CHIPD_E_DEVICE_ERROR);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 1);
+}
+END_TEST
+
 void wrk_add_device_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -281,6 +323,7 @@ void wrk_add_device_tcases(Suite *s)
 	     device_lost_drains_the_chip_before_the_end_is_visible},
 	    {"device_lost_between_steps_gives_the_device_up",
 	     device_lost_between_steps_gives_the_device_up},
+	    {"device_lost_fails_the_lanes_in_flight", device_lost_fails_the_lanes_in_flight},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
 	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};
