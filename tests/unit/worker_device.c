@@ -313,6 +313,54 @@ START_TEST(device_lost_fails_the_lanes_in_flight)
 }
 END_TEST
 
+/* A gate for L and the device it keeps (both through the config's fault_arg). */
+struct gate_dev {
+	struct wf_gate gate; /* first: wf_gate_hook's argument is the config's fault_arg */
+	struct dev *d;
+};
+
+static void keep_gate_dev(void *arg, struct dev *d)
+{
+	((struct gate_dev *)arg)->d = d;
+}
+
+/* Requests admitted but not yet filled when S gave a lost device up: nobody will run
+ * them here, and nothing of them ran, so they end worker_lost (retryable: another chip
+ * may run them), as every request S had not started; L does not fill them on the lost
+ * device (which failed the fills: device_error, for good). */
+START_TEST(requests_waiting_for_l_when_the_device_is_lost_end_worker_lost)
+{
+	struct wrk_config cfg;
+	struct gate_dev g = {.gate = {.id = 1}};
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	struct wf f;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_config(&cfg);
+	cfg.l_fault = wf_gate_hook; /* L holds request 1 before its fill */
+	cfg.dev_opened = keep_gate_dev;
+	cfg.fault_arg = &g;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &g.gate, READ_MS));
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert_ptr_nonnull(g.d);
+	lose_device(g.d);
+	wf_heartbeat_ans(&f, 1, ans);
+	for (int64_t seq = 2; ans->s_err == 0 && seq <= READ_MS / 10; seq++) {
+		usleep(10000);
+		wf_heartbeat_ans(&f, seq, ans);
+	}
+	ck_assert_int_eq(ans->s_err, DEV_ERR_LOST);
+	atomic_store(&g.gate.open, 1);
+	wf_expect_error_at(&f, 0, 0, CHIPD_E_WORKER_LOST);
+	wf_expect_error_at(&f, 1, 0, CHIPD_E_WORKER_LOST);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 0);
+	free(ans);
+}
+END_TEST
+
 void wrk_add_device_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -324,6 +372,8 @@ void wrk_add_device_tcases(Suite *s)
 	    {"device_lost_between_steps_gives_the_device_up",
 	     device_lost_between_steps_gives_the_device_up},
 	    {"device_lost_fails_the_lanes_in_flight", device_lost_fails_the_lanes_in_flight},
+	    {"requests_waiting_for_l_when_the_device_is_lost_end_worker_lost",
+	     requests_waiting_for_l_when_the_device_is_lost_end_worker_lost},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
 	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};
