@@ -171,8 +171,7 @@ static bool o_lost(void *arg)
 /* An epoch, O gone, or the device lost while S had nothing to run (a fill met it). */
 static bool epoch_or_o_lost(void *arg)
 {
-	return epoch_ready(arg) || o_lost(arg) ||
-	       dev_lost(((struct s_wait_arg *)arg)->w->dev);
+	return epoch_ready(arg) || o_lost(arg) || dev_lost(((struct s_wait_arg *)arg)->w->dev);
 }
 
 struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, int *err)

@@ -354,7 +354,8 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 		wrk_bank_release(w, b);
 	}
 	if (dev_lost(w->dev)) { /* every later step would fail: give the device up now */
-		wrk_mark_unhealthy(w); /* before a request ends worker_lost (s_fatal) */
+		/* DRAINING before any request ends worker_lost (s_fatal) */
+		wrk_mark_unhealthy(w);
 		*fatal = true;
 		*fatal_err = DEV_ERR_LOST;
 	}

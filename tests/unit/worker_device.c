@@ -195,8 +195,7 @@ START_TEST(device_lost_drains_the_chip_before_the_end_is_visible)
 	state = atomic_load(&f.ctl.hdr->state);
 	ck_assert_uint_ge(n, 1);
 	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
-	ck_assert_msg(state == SHM_STATE_DRAINING, "state %u when request 2's end was read",
-		      state);
+	ck_assert_msg(state == SHM_STATE_DRAINING, "state %u when request 2's end was read", state);
 	ck_assert(dev_lost(d));
 	wf_stop(&f);
 }
@@ -265,8 +264,8 @@ START_TEST(device_lost_between_steps_gives_the_device_up)
 		ck_assert_uint_eq(wf_read(&f, 1, rec, 8, READ_MS), 1);
 		state = atomic_load(&f.ctl.hdr->state);
 		ck_assert_uint_eq(rec[0].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
-		ck_assert_msg(state == SHM_STATE_DRAINING,
-			      "state %u when request 2's end was read", state);
+		ck_assert_msg(state == SHM_STATE_DRAINING, "state %u when request 2's end was read",
+			      state);
 	} else {
 		ck_assert_int_eq(code, CHIPD_E_NO_CAPACITY);
 	}
@@ -276,8 +275,7 @@ START_TEST(device_lost_between_steps_gives_the_device_up)
 		wf_heartbeat_ans(&f, seq, ans);
 	}
 	ck_assert_int_eq(ans->s_err, DEV_ERR_LOST);
-	ck_assert_int_eq(wf_assign(&f, 3, 2, "synthetic", "tokens=2", 0, msg),
-			 CHIPD_E_NO_CAPACITY);
+	ck_assert_int_eq(wf_assign(&f, 3, 2, "synthetic", "tokens=2", 0, msg), CHIPD_E_NO_CAPACITY);
 	ck_assert_msg(strstr(msg, "scheduler"), "message: %s", msg);
 	wf_stop(&f);
 	free(ans);
