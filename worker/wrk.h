@@ -140,7 +140,7 @@ void wrk_config_default(struct wrk_config *cfg);
  *
  * The mailbox ops (docs/protocol.md §8, docs/architecture.md "worker/"):
  *   assign     admits a request (refused with draining once a shutdown began,
- *              internal once O failed, device_error once S gave the device up)
+ *              no_capacity, retryable, once O failed or S gave the device up)
  *   cancel     ends a live request cancelled at its next step
  *   heartbeat  echoes seq; queued (admission queue) and active (O's requests)
  *   shutdown   stops admission; O ends what is left after grace_ms; the answer comes

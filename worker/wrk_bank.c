@@ -168,9 +168,10 @@ static bool o_lost(void *arg)
 	       atomic_load_explicit(&a->w->sync.o_done, memory_order_seq_cst) != 0;
 }
 
+/* An epoch, O gone, or the device lost while S had nothing to run (a fill met it). */
 static bool epoch_or_o_lost(void *arg)
 {
-	return epoch_ready(arg) || o_lost(arg);
+	return epoch_ready(arg) || o_lost(arg) || dev_lost(((struct s_wait_arg *)arg)->w->dev);
 }
 
 struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, int *err)
@@ -185,7 +186,7 @@ struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, 
 	if (*err)
 		return NULL;
 	if (!epoch_ready(&a)) {
-		*err = -EPIPE;
+		*err = o_lost(&a) ? -EPIPE : DEV_ERR_LOST;
 		return NULL;
 	}
 	return wrk_bank_poll(w, e);

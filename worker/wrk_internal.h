@@ -286,7 +286,8 @@ struct wrk_bank *wrk_bank_acquire(struct wrk *w, uint64_t deadline_ns, int *err)
 /* O: hands a built bank to S under the next epoch. */
 void wrk_bank_publish(struct wrk *w, struct wrk_bank *b);
 /* S: waits for epoch @e. Returns its bank, or NULL with *@err (-EPIPE: O failed or
- * exited with nothing left to run; -ETIMEDOUT). */
+ * exited with nothing left to run; DEV_ERR_LOST: the device was lost meanwhile;
+ * -ETIMEDOUT). */
 struct wrk_bank *wrk_bank_next(struct wrk *w, uint64_t e, uint64_t deadline_ns, int *err);
 /* S: the bank of epoch @e if it is published, else NULL; does not wait. */
 struct wrk_bank *wrk_bank_poll(struct wrk *w, uint64_t e);

@@ -153,17 +153,23 @@ static struct wrk_req *next_load(struct wrk *w)
 /* Fills @rq and queues it for O. A request that cannot run is queued too, for O to end
  * (wrk_req_end_error, as for any request that failed before its first step: O is the
  * one writer of ERROR records and of the failed and cancelled counters): one whose
- * fill failed carries its code in s_fail; one cancelled or whose reader left is not
- * filled at all. */
+ * fill failed carries its code in s_fail; one cancelled or whose reader left, or
+ * taken once S gave the device up, is not filled at all. */
 static void load_one(struct wrk *w, struct wrk_req *rq)
 {
 	char msg[WL_MSG_MAX] = "";
+	bool lost = false;
 	int rc;
 
 	if (!unwanted(rq)) {
 		if (w->cfg.l_fault && w->cfg.l_fault(w->cfg.fault_arg, rq->id, 0)) {
 			rc = -ENOMEM; /* injected: as if memory had run out */
 			snprintf(msg, sizeof(msg), "injected load fault");
+		} else if (atomic_load_explicit(&w->sync.s_err, memory_order_seq_cst)) {
+			/* S gave the device up: nobody runs it here, and a fill on a lost
+			 * device would fail it device_error; O ends it unfilled, worker_lost
+			 * (retryable), as every request S never started */
+			rc = 0;
 		} else {
 			pthread_mutex_lock(&w->lock);
 			w->fill_since_ns = shm_now_ns();
@@ -179,6 +185,12 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 			atomic_store_explicit(
 			    &rq->s_fail, rc == -ENOMEM ? CHIPD_E_NO_CAPACITY : CHIPD_E_DEVICE_ERROR,
 			    memory_order_relaxed);
+			/* the device is lost (a fault outside any step, which S would not see
+			 * while it has nothing to run): the chip leaves the router's choice
+			 * before this end is visible, and S gives the device up */
+			lost = dev_lost(w->dev);
+			if (lost)
+				wrk_mark_unhealthy(w);
 		}
 	}
 	pthread_mutex_lock(&w->lock);
@@ -193,6 +205,8 @@ static void load_one(struct wrk *w, struct wrk_req *rq)
 	ctr_set(w->ctr, wrk_ctr_index(PROTO_WRK_queue_depth), w->q_len);
 	pthread_mutex_unlock(&w->lock);
 	wrk_kick_o(w);
+	if (lost) /* its wait for an epoch watches the device's loss */
+		shm_wake_all(&w->sync.s_wake);
 }
 
 void *wrk_load_main(void *arg)

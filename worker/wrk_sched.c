@@ -331,10 +331,11 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 			sc->streak = b->ok ? 0 : b->failed ? sc->streak + 1 : sc->streak;
 		if (last_err)
 			*fatal_err = last_err;
-		/* the step that makes S give up: the chip leaves the router's choice before
-		 * any of its failed requests can end, so a client that reads that end and
-		 * submits again is never sent back here (O sees s_done after this) */
-		if (sc->streak >= sc->fatal_at) {
+		/* the step that makes S give up (its streak, or a device found lost): the
+		 * chip leaves the router's choice before any of its failed requests can end,
+		 * so a client that reads that end and submits again is never sent back here
+		 * (O sees s_done after this) */
+		if (sc->streak >= sc->fatal_at || dev_lost(w->dev)) {
 			wrk_mark_unhealthy(w);
 			*fatal = true;
 		}
@@ -353,6 +354,8 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 		wrk_bank_release(w, b);
 	}
 	if (dev_lost(w->dev)) { /* every later step would fail: give the device up now */
+		/* DRAINING before any request ends worker_lost (s_fatal) */
+		wrk_mark_unhealthy(w);
 		*fatal = true;
 		*fatal_err = DEV_ERR_LOST;
 	}
@@ -383,14 +386,58 @@ static bool lanes_ready(void *arg)
 	return false;
 }
 
+/* S gives up: every lane it saw fail in a step not yet judged (held back: another
+ * lane of that step was still running) fails its request now (device_error), as in
+ * a judged step, so O ends it with its own code and not worker_lost (retryable: it
+ * would be offered to another chip and fail there the same way). Before drain, so
+ * that a request with nothing else in flight ends at once, not after the chip,
+ * DRAINING already, may have been restarted. Publishes nothing. */
+static void fail_held_back(struct sched *sc)
+{
+	uint32_t n = 0;
+
+	for (uint32_t h = 0; h < sc->nheld; h++)
+		for (uint32_t i = 0; i < sc->held[h]->nents; i++) {
+			struct wrk_entry *e = &sc->held[h]->ents[i];
+
+			if (e->held_back) {
+				e->held_back = false;
+				finish_entry(sc->w, e, e->err);
+				n++;
+			}
+		}
+	if (n) { /* as poll_lanes: O sleeps until this word changes */
+		atomic_fetch_add_explicit(&sc->w->sync.finished, n, memory_order_seq_cst);
+		shm_wake_all(&sc->w->sync.o_wake);
+	}
+}
+
 /* S gives up while lanes are in flight: their work must complete before O ends their
- * requests and frees what the work uses. Finishes nothing. */
+ * requests and frees what the work uses. Then each request whose lane the device
+ * failed fails (device_error; on a lost device every lane waited for: a GPU runtime
+ * fails every query of a lost device at once, where the sim lets a running kernel
+ * finish first), the others end worker_lost. Only s_fail is written: s_done stays (a
+ * request's lanes finish in order, and O ends none of these before S gave up). */
 static void drain(struct sched *sc)
 {
 	for (uint32_t h = 0; h < sc->nheld; h++)
 		for (uint32_t i = 0; i < sc->held[h]->nents; i++)
 			if (sc->held[h]->ents[i].pending && sc->held[h]->ents[i].recorded)
 				(void)dev_event_sync(sc->held[h]->ents[i].done);
+	for (uint32_t h = 0; h < sc->nheld; h++)
+		for (uint32_t i = 0; i < sc->held[h]->nents; i++) {
+			struct wrk_entry *e = &sc->held[h]->ents[i];
+			int res;
+
+			if (!e->pending)
+				continue;
+			res = e->err ? e->err : e->recorded ? dev_event_query(e->done) : 0;
+			if (res && !atomic_load_explicit(&e->rq->s_fail, memory_order_relaxed)) {
+				ctr_s(sc->w, PROTO_WRK_device_errors, 1);
+				atomic_store_explicit(&e->rq->s_fail, CHIPD_E_DEVICE_ERROR,
+						      memory_order_relaxed);
+			}
+		}
 }
 
 /* S gives up for good: the error word first (O ends every stream it holds once it
@@ -430,11 +477,12 @@ void *wrk_sched_main(void *arg)
 		if (sc.nheld == 0) {
 			t0 = shm_now_ns();
 			b = wrk_bank_next(w, sc.e, shm_deadline_in(SCHED_EPOCH_WAIT_NS), &err);
-			if (!b) {
-				if (err == -ETIMEDOUT)
-					continue;
+			if (!b && err == -ETIMEDOUT && !dev_lost(w->dev))
+				continue;
+			if (!b && err != -ETIMEDOUT && err != DEV_ERR_LOST)
 				break; /* O is gone and every epoch it published has run */
-			}
+			/* b NULL here: the device was lost with nothing in flight (a fill met
+			 * the loss); poll_lanes gives it up */
 			t1 = shm_now_ns();
 			wrk_trace_span(wrk_trace_of(w), WRK_TR_S, WRK_SPAN_S_WAIT, t0, t1,
 				       (uint32_t)sc.e);
@@ -450,6 +498,7 @@ void *wrk_sched_main(void *arg)
 		if (b || n) /* progress: a step launched or a lane finished */
 			atomic_fetch_add_explicit(&w->sync.s_rounds, 1, memory_order_relaxed);
 		if (fatal) {
+			fail_held_back(&sc);
 			drain(&sc);
 			s_fatal(w, fatal_err < 0 ? fatal_err : -EIO, sc.streak);
 			break;

@@ -164,12 +164,214 @@ START_TEST(lazy_device_gives_reference_tokens)
 }
 END_TEST
 
+/* A device lost while another request's long kernel still runs: the request whose
+ * kernel faulted ends device_error, and the chip is DRAINING before that end is
+ * visible (the router must not send its client's resubmission back to a lost
+ * device), though S drains the other request's kernel (a second) before it gives
+ * the device up. */
+START_TEST(device_lost_drains_the_chip_before_the_end_is_visible)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[1024];
+	struct dev *d = NULL;
+	struct wf f;
+	uint32_t state, n;
+
+	wf_config(&cfg);
+	cfg.s_fatal_streak = 1000; /* only the loss itself may end it */
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 1024);
+	/* request 1: two steps of a second each in flight (it gets no third before the
+	 * first ended); request 2: short steps, the only kernels launched meanwhile */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=1000000", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", WF_LONG, 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read(&f, 1, rec, 2, READ_MS), 2);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
+	n = wf_read(&f, 1, rec, 1024, 2 * READ_MS);
+	/* read at once: the end is visible, request 1's kernel may still run */
+	state = atomic_load(&f.ctl.hdr->state);
+	ck_assert_uint_ge(n, 1);
+	ck_assert_uint_eq(rec[n - 1].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+	ck_assert_msg(state == SHM_STATE_DRAINING, "state %u when request 2's end was read", state);
+	ck_assert(dev_lost(d));
+	wf_stop(&f);
+}
+END_TEST
+
+/* Loses @d as a fault outside the worker's steps would (an uncorrectable ECC error
+ * a GPU runtime reports at any call): a kernel on a stream of the test's own takes
+ * an injected sticky fault. */
+static void lose_device(struct dev *d)
+{
+	struct dev_stream *st = NULL;
+	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {NULL, 0, 1}};
+
+	ck_assert_int_eq(dev_select(d), 0);
+	ck_assert_int_eq(dev_alloc(d, sizeof(int32_t), (void **)&c.u.spin.out), 0);
+	ck_assert_int_eq(dev_stream_create(d, &st), 0);
+	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
+	ck_assert_int_eq(dev_launch(st, &c), 0);
+	ck_assert_int_eq(dev_stream_sync(st), DEV_ERR_LOST);
+	dev_stream_destroy(st);
+	(void)dev_free(d, c.u.spin.out);
+}
+
+/* Whether the worker @arg (a struct wf) has an epoch published and not released. */
+static bool first_epoch_out(void *arg)
+{
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	bool out;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_heartbeat_ans(arg, 1, ans);
+	out = ans->epochs > 0;
+	free(ans);
+	return out;
+}
+
+/* A device lost while no step runs: S gives the device up within its idle wait's
+ * second (s_err, DRAINING) and the worker refuses new work, rather than staying READY
+ * and failing every request that comes at its fill; a request admitted before that
+ * meets the loss at its fill and ends device_error, the chip DRAINING before that end
+ * is visible. */
+START_TEST(device_lost_between_steps_gives_the_device_up)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	char msg[CHIPD_MSG_MAX];
+	struct dev *d = NULL;
+	struct wf f;
+	uint32_t state;
+	int code;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_config(&cfg);
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	ck_assert_ptr_nonnull(d);
+	lose_device(d);
+	/* S may find the loss first (its idle wait looks at least once a second): then
+	 * the assign is refused already */
+	code = wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, msg);
+	if (code == CHIPD_OK) {
+		ck_assert_uint_eq(wf_read(&f, 1, rec, 8, READ_MS), 1);
+		state = atomic_load(&f.ctl.hdr->state);
+		ck_assert_uint_eq(rec[0].flags, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR));
+		ck_assert_msg(state == SHM_STATE_DRAINING, "state %u when request 2's end was read",
+			      state);
+	} else {
+		ck_assert_int_eq(code, CHIPD_E_NO_CAPACITY);
+	}
+	wf_heartbeat_ans(&f, 1, ans);
+	for (int64_t seq = 2; ans->s_err == 0 && seq <= READ_MS / 10; seq++) {
+		usleep(10000);
+		wf_heartbeat_ans(&f, seq, ans);
+	}
+	ck_assert_int_eq(ans->s_err, DEV_ERR_LOST);
+	ck_assert_int_eq(wf_assign(&f, 3, 2, "synthetic", "tokens=2", 0, msg), CHIPD_E_NO_CAPACITY);
+	ck_assert_msg(strstr(msg, "scheduler"), "message: %s", msg);
+	wf_stop(&f);
+	free(ans);
+}
+END_TEST
+
+/* A device lost while a request's kernel still runs (the loss comes from elsewhere:
+ * a kernel on the test's own stream): S gives the device up, drains that kernel, and
+ * the request, whose lane the lost device failed, ends device_error, as on a GPU,
+ * where every query of a lost device fails at once. Before, the sim's lane was still
+ * running when S gave up and its request ended worker_lost: a request whose own
+ * kernel faulted ended so too when S saw the loss between its kernel and its event. */
+START_TEST(device_lost_fails_the_lanes_in_flight)
+{
+	struct wrk_config cfg;
+	struct dev *d = NULL;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.s_fatal_streak = 1000; /* only the loss itself may end it */
+	cfg.dev_opened = keep_dev;
+	cfg.fault_arg = &d;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=1000000", 0, NULL),
+			 CHIPD_OK);
+	/* its first step is on the device: the heartbeat counts the epoch out */
+	ck_assert(tu_eventually(first_epoch_out, &f, READ_MS));
+	ck_assert_ptr_nonnull(d);
+	lose_device(d);
+	wf_expect_error_at(&f, 0, 0, CHIPD_E_DEVICE_ERROR);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 1);
+}
+END_TEST
+
+/* A gate for L and the device it keeps (both through the config's fault_arg). */
+struct gate_dev {
+	struct wf_gate gate; /* first: wf_gate_hook's argument is the config's fault_arg */
+	struct dev *d;
+};
+
+static void keep_gate_dev(void *arg, struct dev *d)
+{
+	((struct gate_dev *)arg)->d = d;
+}
+
+/* Requests admitted but not yet filled when S gave a lost device up: nobody will run
+ * them here, and nothing of them ran, so they end worker_lost (retryable: another chip
+ * may run them), as every request S had not started; L does not fill them on the lost
+ * device (which failed the fills: device_error, for good). */
+START_TEST(requests_waiting_for_l_when_the_device_is_lost_end_worker_lost)
+{
+	struct wrk_config cfg;
+	struct gate_dev g = {.gate = {.id = 1}};
+	struct proto_msg *ans = malloc(sizeof(*ans));
+	struct wf f;
+
+	ck_assert_ptr_nonnull(ans);
+	wf_config(&cfg);
+	cfg.l_fault = wf_gate_hook; /* L holds request 1 before its fill */
+	cfg.dev_opened = keep_gate_dev;
+	cfg.fault_arg = &g;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &g.gate, READ_MS));
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2", 0, NULL), CHIPD_OK);
+	ck_assert_ptr_nonnull(g.d);
+	lose_device(g.d);
+	wf_heartbeat_ans(&f, 1, ans);
+	for (int64_t seq = 2; ans->s_err == 0 && seq <= READ_MS / 10; seq++) {
+		usleep(10000);
+		wf_heartbeat_ans(&f, seq, ans);
+	}
+	ck_assert_int_eq(ans->s_err, DEV_ERR_LOST);
+	atomic_store(&g.gate.open, 1);
+	wf_expect_error_at(&f, 0, 0, CHIPD_E_WORKER_LOST);
+	wf_expect_error_at(&f, 1, 0, CHIPD_E_WORKER_LOST);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 0);
+	free(ans);
+}
+END_TEST
+
 void wrk_add_device_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
 	    {"worker_on_device_1_serves", worker_on_device_1_serves},
 	    {"device_lost_ends_request_and_worker_gives_up",
 	     device_lost_ends_request_and_worker_gives_up},
+	    {"device_lost_drains_the_chip_before_the_end_is_visible",
+	     device_lost_drains_the_chip_before_the_end_is_visible},
+	    {"device_lost_between_steps_gives_the_device_up",
+	     device_lost_between_steps_gives_the_device_up},
+	    {"device_lost_fails_the_lanes_in_flight", device_lost_fails_the_lanes_in_flight},
+	    {"requests_waiting_for_l_when_the_device_is_lost_end_worker_lost",
+	     requests_waiting_for_l_when_the_device_is_lost_end_worker_lost},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
 	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};

@@ -483,6 +483,60 @@ START_TEST(s_fatal_after_failed_steps_refuses_assigns)
 }
 END_TEST
 
+/* Whether worker counter @name of @f reached @min, within @ms. */
+static bool ctr_reaches(struct wf *f, const char *name, uint64_t min, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t++) {
+		if (wf_ctr(f, name) >= min)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* S gives up (its streak) while a failed lane waits in an older step beside a lane
+ * still running: that request failed its own step and ends device_error, as every
+ * request whose lane failed does, not worker_lost (retryable: its resubmission would
+ * fail the same way on the next chip). The request still running ends worker_lost. */
+START_TEST(s_fatal_ends_a_failed_lane_of_an_unfinished_step_device_error)
+{
+	struct wrk_config cfg;
+	struct wf_gate gate = {0}; /* O held at its first round: both in its first step */
+	int64_t queued = 0;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.o_fatal = wf_gate_hook; /* holds O only; never fails it (fail_id 0) */
+	cfg.fault_arg = &gate;
+	cfg.s_fatal_streak = 1;
+	wf_start(&f, &cfg, 64);
+	ck_assert(tu_eventually(wf_gate_entered, &gate, READ_MS));
+	/* request 1's steps take a second each; request 2's first launch is refused */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=1000000", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=3,fail_step=0", 0, NULL),
+			 CHIPD_OK);
+	for (int64_t seq = 1; queued != 2 && seq < READ_MS; seq++) {
+		ck_assert_int_eq(wf_heartbeat(&f, seq, &queued, NULL), CHIPD_OK);
+		if (queued != 2)
+			usleep(1000);
+	}
+	ck_assert_int_eq(queued, 2);
+	atomic_store(&gate.open, 1);
+	/* both steps of 1 and 2 built (2's failed lane waits for 1's in the first);
+	 * request 3 then fails its first step alone: S gives up */
+	ck_assert(ctr_reaches(&f, "steps", 2, READ_MS));
+	ck_assert_int_eq(wf_assign(&f, 3, 2, "synthetic", "tokens=3,fail_step=0", 0, NULL),
+			 CHIPD_OK);
+	wf_expect_error_at(&f, 2, 0, CHIPD_E_DEVICE_ERROR);
+	wf_expect_error_at(&f, 1, 0, CHIPD_E_DEVICE_ERROR);
+	wf_expect_error_at(&f, 0, 0, CHIPD_E_WORKER_LOST);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "device_errors"), 2);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 3);
+}
+END_TEST
+
 void wrk_add_fault_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -505,6 +559,8 @@ void wrk_add_fault_tcases(Suite *s)
 	    {"o_fatal_leaves_no_stale_gauges", o_fatal_leaves_no_stale_gauges},
 	    {"s_fatal_after_failed_steps_refuses_assigns",
 	     s_fatal_after_failed_steps_refuses_assigns},
+	    {"s_fatal_ends_a_failed_lane_of_an_unfinished_step_device_error",
+	     s_fatal_ends_a_failed_lane_of_an_unfinished_step_device_error},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
