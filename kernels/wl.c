@@ -137,6 +137,7 @@ int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev
 	st->cap = st->tasks ? max_tasks : 0;
 	st->host = host;
 	st->dev = dev;
+	st->building = 0;
 	return st->tasks ? 0 : -ENOBUFS;
 }
 
@@ -563,8 +564,10 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 	tok = wl_arena_alloc(st->host, tok_size, sizeof(int32_t));
 	if (tok)
 		memset(tok, 0, tok_size);
+	st->building = lane + 1;
 	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
 		  : -ENOBUFS;
+	st->building = 0;
 	if (err) {
 		st->n = n;
 		st->host->used = host_used;

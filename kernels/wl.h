@@ -136,6 +136,9 @@ struct wl_step {
 	struct wl_task *tasks;
 	uint32_t n, cap;
 	struct wl_arena *host, *dev;
+	/* the lane + 1 of the request whose build appends now (wl_req_build), whose
+	 * tasks the host calls keep to that lane; 0: none */
+	uint32_t building;
 };
 
 /* Starts an empty step with room for @max_tasks tasks taken from @host. @dev is the

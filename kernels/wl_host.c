@@ -142,13 +142,24 @@ static void kv_pool(const struct chipd_cl_req *cr, struct chipd_cl_kv *out)
 				    wl_kvpool_block_floats(r->kv)};
 }
 
+/* Whether a task on @lane after task @dep (< 0: none; below st->n) keeps to the lane
+ * of the request being built: a task on another request's lane, or after another
+ * lane's task, would fail the whole step (wl_exec_launch), every request of it, and
+ * count toward the scheduler's give-up; refused here, it fails its own build only. */
+static bool lane_ok(const struct wl_step *st, uint32_t lane, int dep)
+{
+	return (!st->building || lane == st->building - 1) &&
+	       (dep < 0 || st->tasks[dep].lane == lane);
+}
+
 static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, const void *args,
 		       size_t args_size, int dep)
 {
 	struct wl_step *st = step_of(cst);
 
 	if (kernel < 0 || kernel >= DEV_K_COUNT ||
-	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n)
+	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n ||
+	    !lane_ok(st, lane, dep))
 		return -EINVAL;
 	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
 }
@@ -158,7 +169,7 @@ static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, c
 {
 	struct wl_step *st = step_of(cst);
 
-	if (!copy_kind_ok(kind) || dep >= (int)st->n)
+	if (!copy_kind_ok(kind) || dep >= (int)st->n || !lane_ok(st, lane, dep))
 		return -EINVAL;
 	return wl_add_copy(st, lane, dst, src, n, (enum dev_copy_kind)kind, dep);
 }
@@ -195,7 +206,7 @@ static int host_launch_own(struct chipd_cl_step *cst, struct chipd_cl_req *cr, u
 	struct dev_dims dims;
 	char msg[DEV_ERRMSG_MAX];
 
-	if (!cr || !cdims || !args || dep >= (int)st->n)
+	if (!cr || !cdims || !args || dep >= (int)st->n || !lane_ok(st, lane, dep))
 		return -EINVAL;
 	r = req_of(cr);
 	if (index >= r->wc->nkernels)

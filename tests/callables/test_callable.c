@@ -28,7 +28,8 @@
  * hook answers 0: a request that makes no step (no token) at all. With seed 996 its
  * fill first sleeps ten times step_us: a fill that holds the worker's loader (its cost
  * declares more device bytes than a fill the mailbox thread would do itself); with
- * seed 995 likewise, its cost as small as any other's.
+ * seed 995 likewise, its cost as small as any other's. With seed 994 its build puts
+ * its task on the next lane, another request's (the host refuses it: the build fails).
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -244,6 +245,8 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 		raise(SIGKILL); /* a callable that kills its worker */
 	if (TEST_CALLABLE == TC_OWN)
 		return own_build(r, st, lane, step, token);
+	if (r->cfg[P_SEED] == 994) /* another request's lane: refused, this one fails */
+		return r->host->launch(st, lane + 1, spin, &a, sizeof(a), -1) < 0 ? -EINVAL : 0;
 	task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
 
 	if (task >= 0)

@@ -5,7 +5,7 @@
  * does the same, that stream ending timeout and the others moved, while a fill slower
  * than --progress-ms but within --fill-ms completes; a supervisor that was itself
  * stopped asks its workers afresh instead of killing them; a dead worker's gauges
- * read 0. */
+ * read 0; a callable's task on another request's lane fails that request alone. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 #include "wait.h"
@@ -250,6 +250,40 @@ START_TEST(held_fill_degrades_the_chip)
 }
 END_TEST
 
+/* A callable whose build puts its task on another request's lane (seed 994), ten
+ * times in a row on one chip, more than the scheduler's give-up streak (8 failed
+ * steps): the host refuses the task, so each such request fails alone, internal (a
+ * fault of the host's code, not the device's), and the chip keeps serving with the
+ * same worker, degraded never. Before, the task went in, the whole step failed
+ * device_error, and the eighth such step made the scheduler give the device up. */
+START_TEST(wrong_lane_fails_its_request_alone)
+{
+	const char *const args[] = {"--chips", "1", NULL};
+	const struct chipd_param bad[] = {{"seed", 994}, {"tokens", 2}};
+	const struct chipd_param good[] = {{"seed", 3}, {"tokens", 2}};
+	struct chipd_error err;
+	chipd_stream *s;
+	char dir[128];
+	struct cd d;
+	pid_t w0;
+
+	start_with_tiny(&d, args, dir, sizeof(dir));
+	w0 = cd_worker_pid(&d, 0);
+	for (int i = 0; i < 10; i++) {
+		ck_assert_msg(cd_submit_to(&d, "tiny", 0, bad, 2, &s, &err) == 0, "%d: %s: %s", i,
+			      chipd_code_name(err.code), err.message);
+		cd_expect_stream(s, 0, CHIPD_E_INTERNAL, WAIT_MS);
+	}
+	ck_assert_msg(cd_submit_to(&d, "tiny", 0, good, 2, &s, &err) == 0, "%s: %s",
+		      chipd_code_name(err.code), err.message);
+	cd_expect_stream(s, 2, CHIPD_OK, WAIT_MS);
+	ck_assert_int_eq(cd_worker_pid(&d, 0), w0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_degraded"), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	cd_remove_dir(dir);
+}
+END_TEST
+
 /* A fill of 2 s, six times --progress-ms, within --fill-ms (the default, 10 min): the
  * chip stays ready and the request completes. A slow fill is no stall of O or S. */
 START_TEST(slow_fill_within_fill_ms_completes)
@@ -283,6 +317,7 @@ int main(void)
 	    {"stuck_scheduler", stuck_scheduler_degrades_the_chip},
 	    {"held_fill", held_fill_degrades_the_chip},
 	    {"slow_fill", slow_fill_within_fill_ms_completes},
+	    {"wrong_lane", wrong_lane_fails_its_request_alone},
 	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},
 	    {"dead_worker_gauges", dead_worker_gauges_read_zero},
 	};
