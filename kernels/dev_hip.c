@@ -226,6 +226,10 @@ static int hip_copy(struct dev *d, struct dev_stream *s, void *dst, const void *
 	if (err)
 		return err;
 	if (s) {
+		/* a failed stream skips later work, copies as launches (hip_launch; the
+		 * sim does the same): its syncs report the error */
+		if (((struct hip_stream *)s)->err)
+			return 0;
 		HIP_TRY(d, hipMemcpyAsync(dst, src, n, kinds[kind], ((struct hip_stream *)s)->s));
 		return 0;
 	}
