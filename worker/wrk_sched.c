@@ -86,6 +86,12 @@ static enum chipd_code publish_in(struct wrk *w, struct wrk_entry *e)
 
 		if (code != CHIPD_OK)
 			return code;
+		/* The deadline passed while the output hook ran (it runs after the last
+		 * step, for as long as the callable takes): FINAL is not published after
+		 * it, as for a step running at the deadline. The bytes written lie in
+		 * the request's own range, which no FINAL announces. */
+		if (rq->deadline_ns && shm_now_ns() >= rq->deadline_ns)
+			return CHIPD_E_TIMEOUT;
 	}
 	/* the id is free before FINAL is visible: a client that read it may resubmit */
 	if (last)

@@ -173,8 +173,9 @@ void ctl_hex(FILE *f, const uint8_t *p, uint32_t n);
  * CTL_EXIT_USAGE after saying why. */
 int ctl_output_open(const struct ctl *g, const char *path, int *fd);
 
-/* Replaces the content of @fd (from ctl_output_open) with the @n bytes at @p.
- * Returns 0 or a negative errno. */
+/* Replaces the content of @fd (from ctl_output_open) with the @n bytes at @p: a
+ * regular file's in place, anything else (a pipe, a FIFO, a terminal) written in
+ * order. Returns 0 or a negative errno. */
 int ctl_output_write(int fd, const void *p, uint32_t n);
 
 /* ---- ctl_format.c: the stats table and JSON (pure) ---- */

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int ctl_input_read(const struct ctl *g, const char *path, uint8_t **buf, uint32_t *len)
@@ -74,14 +75,25 @@ int ctl_output_write(int fd, const void *p, uint32_t n)
 {
 	const char *b = p;
 	uint32_t done = 0;
+	struct stat st;
+	bool file;
 
-	if (ftruncate(fd, 0))
+	if (fstat(fd, &st))
+		return -errno;
+	/* A regular file's content is replaced in place; a pipe, a FIFO or a terminal
+	 * (--output /dev/stdout) cannot be truncated or written at an offset: the bytes
+	 * are written to it in order. */
+	file = S_ISREG(st.st_mode);
+	if (file && ftruncate(fd, 0))
 		return -errno;
 	while (done < n) {
-		ssize_t w = pwrite(fd, b + done, n - done, done);
+		ssize_t w =
+		    file ? pwrite(fd, b + done, n - done, done) : write(fd, b + done, n - done);
 
 		if (w < 0 && errno != EINTR)
 			return -errno;
+		if (w == 0)
+			return -EIO; /* nothing taken: not progress */
 		done += w > 0 ? (uint32_t)w : 0;
 	}
 	return 0;

@@ -7,7 +7,7 @@
 #     "output" hex are the callable's, byte for byte;
 #  2. --follow as text: "ID SEQ VALUE PAYLOAD" lines, the output's hex in the end line;
 #  3. --input - (2000 bytes: through the data area) and --output FILE: FILE holds the
-#     reversed input, byte for byte;
+#     reversed input, byte for byte, also when FILE is a pipe (/dev/stdout) or a FIFO;
 #     an --output FILE that cannot be written: the end line's error names the request;
 #  4. refused before submitting (exit 64, the limit named): input over 1048576 bytes,
 #     empty input, --output without --output-cap, --output with --count 2, --output-cap
@@ -88,7 +88,29 @@ python3 -c 'import sys; open(sys.argv[2], "wb").write(open(sys.argv[1], "rb").re
 cmp "$dir/out.bin" "$dir/want.bin" || fail "--output FILE is not the input reversed"
 echo "--input - --output FILE: 2000 bytes, byte for byte"
 
-# 3b. an --output FILE that opens but cannot be written (/dev/full: ftruncate fails):
+# 3a. --output into what cannot be truncated or written at an offset: a pipe
+#     (/dev/fd/3 here, as /dev/stdout piped) and a FIFO get the reversed input in order
+{
+	rc=0
+	timeout 60 "$chipctl" submit --input "$dir/big.bin" --output-cap 2048 --output /dev/fd/3 \
+		echo tokens=1 3>&1 >"$dir/pipe.ids" 2>"$dir/pipe.err" || rc=$?
+	echo "$rc" >"$dir/pipe.rc"
+} | cat >"$dir/pipe.bin"
+[ "$(cat "$dir/pipe.rc")" -eq 0 ] ||
+	fail "--output into a pipe: exit $(cat "$dir/pipe.rc"): $(cat "$dir/pipe.err")"
+cmp "$dir/pipe.bin" "$dir/want.bin" || fail "--output into a pipe is not the input reversed"
+mkfifo "$dir/out.fifo"
+timeout 60 cat "$dir/out.fifo" >"$dir/fifo.bin" &
+reader=$!
+rc=0
+timeout 60 "$chipctl" submit --input "$dir/big.bin" --output-cap 2048 --output "$dir/out.fifo" \
+	echo tokens=1 >"$dir/fifo.ids" 2>"$dir/fifo.err" || rc=$?
+wait "$reader" || fail "the FIFO's reader: exit $?"
+[ "$rc" -eq 0 ] || fail "--output into a FIFO: exit $rc: $(cat "$dir/fifo.err")"
+cmp "$dir/fifo.bin" "$dir/want.bin" || fail "--output into a FIFO is not the input reversed"
+echo "--output into a pipe and a FIFO: 2000 bytes, byte for byte"
+
+# 3b. an --output FILE that opens but cannot be written (/dev/full: ENOSPC):
 #     the request's end line names it ("request"), code null, errno 5 (EIO), exit 1
 if [ -w /dev/full ]; then
 	rc=0

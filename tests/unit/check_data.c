@@ -3,7 +3,8 @@
  * tests' "echo" callable (tests/callables/data_callable.c) registered: token payloads
  * in the 64-byte records, and a table that declares too many payload bytes refused;
  * input given inline, refused over the callable's input_max or to a callable that
- * takes none, and kept by the re-queue after a worker's death. */
+ * takes none, and kept by the re-queue after a worker's death; a deadline that
+ * passes while the output hook runs ends the stream timeout. */
 #include "chipd_fixture.h"
 #include "client_internal.h"
 #include "ring.h"
@@ -602,6 +603,52 @@ START_TEST(output_after_take_back_lands_before_scrub)
 }
 END_TEST
 
+/* A request whose deadline passes while its output hook runs (after its last step
+ * completed) ends timeout: its FINAL is not published after the deadline, as for a
+ * step running then (protocol.md 8.4, deadline_ms). The hook sleeps 1.5 s past a
+ * 300 ms deadline; a machine slow enough to reach the deadline before the hook ends
+ * the request timeout all the same. The node serves on. */
+START_TEST(output_hook_past_deadline_ends_timeout)
+{
+	struct chipd_param p[] = {{"tokens", 1}, {"output_us", 1500000}};
+	uint8_t in[10];
+	struct chipd_request req = {.workload = "echo",
+				    .params = p,
+				    .nparams = 2,
+				    .chip = -1,
+				    .deadline_ms = 300,
+				    .input = in,
+				    .input_len = sizeof(in),
+				    .output_cap = 4096};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s;
+	uint32_t got, n;
+	uint64_t id;
+	struct cd d;
+
+	fill_bytes(in, sizeof(in), 5);
+	start_echo(&d);
+	ck_assert_msg(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err) == 0, "%s",
+		      err.message);
+	n = cd_drain_stream(s, &code, BOUND_MS);
+	ck_assert_msg(code == CHIPD_E_TIMEOUT,
+		      "ended %s (%u tokens), not timeout, past its deadline",
+		      code == CHIPD_OK ? "completed" : chipd_code_name(code), n);
+	ck_assert_uint_eq(n, 0); /* its one token, the last, not delivered */
+	ck_assert_int_eq(chipd_stream_output(s, in, sizeof(in), &got, &err), -ENODATA);
+	chipd_stream_close(s, CD_CALL_MS);
+	/* the node serves on: the same request without a deadline completes */
+	req.deadline_ms = 0;
+	p[1].value = 0;
+	ck_assert_msg(chipd_submit(d.conn, &req, CD_CALL_MS, &id, &s, &err) == 0, "%s",
+		      err.message);
+	expect_output(s, 1, in, sizeof(in));
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* A table that declares more than CHIPD_CL_PAYLOAD_MAX payload bytes is refused. */
 START_TEST(payload_too_large_refused)
 {
@@ -633,6 +680,7 @@ int main(void)
 	    {"client_killed_with_output_range", client_killed_with_output_range},
 	    {"output_after_take_back_lands_before_scrub",
 	     output_after_take_back_lands_before_scrub},
+	    {"output_hook_past_deadline_ends_timeout", output_hook_past_deadline_ends_timeout},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */
