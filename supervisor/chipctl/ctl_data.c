@@ -64,6 +64,11 @@ void ctl_hex(FILE *f, const uint8_t *p, uint32_t n)
 
 int ctl_output_open(const struct ctl *g, const char *path, int *fd)
 {
+	/* "-" would be a file of that name, where --input - is standard input: refused,
+	 * as standard output carries chipctl's own lines (ids, tokens) */
+	if (strcmp(path, "-") == 0)
+		return ctl_usage(g, "--output -: standard output carries chipctl's own lines; "
+				    "give a file (/dev/stdout to mix them)");
 	/* not truncated yet: a request that fails leaves the file as it was */
 	*fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
 	if (*fd < 0)

@@ -65,7 +65,8 @@ static const char submit_usage[] =
     "                    1..1048576; a token's payload prints as hex after its value\n"
     "  --output-cap N    take an output of at most N bytes, 1..1048576; it prints as\n"
     "                    hex in --follow's end line, unless --output is given\n"
-    "  --output FILE     write the output to FILE (needs --output-cap; one request)\n"
+    "  --output FILE     write the output to FILE (needs --output-cap; one request;\n"
+    "                    not -: /dev/stdout mixes it with chipctl's lines)\n"
     "  --json            ids as {\"v\":1,\"ok\":true,\"ids\":[...]} (a --count refused part\n"
     "                    way: the failure document's \"ids\", those submitted); with\n"
     "                    --follow one JSON line per token, then one per request's end\n" CTL_HELP_COMMON;

@@ -141,6 +141,7 @@ START_TEST(cli_usage_errors_exit_64)
 	    {"submit", "--count", "0", "gemm", NULL},
 	    {"submit", "--chip", "64", "gemm", NULL},
 	    {"submit", "--max-tokens", NULL},
+	    {"submit", "--output-cap", "4", "--output", "-", "echo", NULL},
 	    {"cancel", NULL},
 	    {"cancel", "0", NULL},
 	    {"cancel", "12x", NULL},
