@@ -508,6 +508,14 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w);
 _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
 /* A worker's pidfd became readable: reap it and handle the death. */
 void sup_worker_exited(struct sup *s, struct sup_worker *w);
+/* Ends or moves @e, a stream of @w's worker that died, as its death path does: one
+ * that ended is marked so; one with no token out is taken over for a re-queue when
+ * @requeue_unstarted, unless its client cancelled it, its fill held the loader past
+ * --fill-ms or its input is in the data area; any other ends (cancelled, timeout or
+ * worker_lost). For the death path, and for the router when the worker died after it
+ * admitted a submit whose answer the router had not read yet. Under sup.lock. */
+void sup_worker_orphan(struct sup *s, struct sup_worker *w, struct sup_req *e,
+		       bool requeue_unstarted);
 /* Per tick: heartbeats, stuck workers, restarts due, and the re-queues of dead workers'
  * unstarted requests (posted, answers read, given up after SUP_FORWARD_MS). */
 void sup_workers_tick(struct sup *s, uint64_t now);

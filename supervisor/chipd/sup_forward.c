@@ -55,6 +55,16 @@ static void abandon(struct sup *s, struct sup_req *e)
 	sup_table_close_reader(s, e);
 }
 
+/* How @e ends when the worker it was forwarded to died and the router has no answer
+ * to the assign, as the death path ends the streams it finds (sup_worker_orphan):
+ * the one whose fill held the loader past --fill-ms (its worker was killed for it,
+ * sup_health.c) ends timeout, for it would hold the next chip's loader the same way;
+ * the others worker_lost. Under sup.lock. */
+static enum chipd_code died_code(const struct sup_req *e)
+{
+	return e->fill_held ? CHIPD_E_TIMEOUT : CHIPD_E_WORKER_LOST;
+}
+
 /* The assign of @f reached no answer (@rc: the mailbox's error, or -ETIMEDOUT after
  * SUP_FORWARD_MS): the call is given up, never the worker (a slow mailbox thread is
  * the heartbeat's to judge). The worker may still admit the request (it took the
@@ -67,9 +77,15 @@ static void forward_failed(struct sup *s, struct sup_fwd *f, struct sup_req *e, 
 	SUP_WARN((int)f->chip, e->id, "worker pid %d did not answer the assign (%s): given up",
 		 (int)f->pid, strerror(-rc));
 	abandon(s, e);
-	e->answered_error = true; /* complete answers worker_lost, counted there */
+	e->answered_error = true; /* complete answers the refusal, counted there */
 	if (w->pid != f->pid)
-		sup_table_end(s, e, CHIPD_E_WORKER_LOST);
+		sup_table_end(s, e, died_code(e));
+}
+
+/* Whether chipd drains or stops: a dead worker's streams are not moved then. */
+static bool draining(const struct sup *s)
+{
+	return atomic_load_explicit(&s->sup_state, memory_order_acquire) >= CHIPD_SUP_DRAINING;
 }
 
 /* Posts @f's assign; -EAGAIN when every slot of the worker's mailbox is busy. */
@@ -189,7 +205,12 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 	e->forwarding = false;
 	if (rc) {
 		forward_failed(s, f, e, rc);
-		if (rc == -EPIPE)
+		if (rc == -EPIPE && e->fill_held)
+			code = proto_fail(&err, CHIPD_E_TIMEOUT,
+					  "chip %u: its worker was killed with this request's fill "
+					  "holding its loader past --fill-ms",
+					  f->chip);
+		else if (rc == -EPIPE)
 			code = proto_fail(&err, CHIPD_E_WORKER_LOST,
 					  "chip %u: its worker died with the assign in flight",
 					  f->chip);
@@ -212,9 +233,10 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 		/* a request of its callable from here on (answered ok below, or abandoned
 		 * when nobody takes the answer), before its end can be counted */
 		sup_clstat_admitted(s, e);
-		if (w->pid != f->pid) /* it died after answering; the death path skipped us */
-			sup_table_end(s, e,
-				      e->cancel_asked ? CHIPD_E_CANCELLED : CHIPD_E_WORKER_LOST);
+		/* it died after answering; the death path skipped us: the stream ends or
+		 * moves as that path decides (one with no token out is re-queued) */
+		if (w->pid != f->pid)
+			sup_worker_orphan(s, w, e, !w->stopping && !draining(s));
 		else if (e->cancel_asked)
 			cancel_id = e->id;
 		code = CHIPD_OK;

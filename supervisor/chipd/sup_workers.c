@@ -461,30 +461,39 @@ static void orphaned_streams(struct sup *s, struct sup_worker *w, bool requeue_u
 		}
 		if (e->forwarding)
 			continue;
-		if (ring_finished(r)) {
-			e->ended = true;
-			continue;
-		}
-		if (requeue_unstarted && unstarted && !e->data_in_len && !e->cancel_asked &&
-		    !e->fill_held) {
-			requeue_start(s, w, e);
-		} else {
-			/* a stream its client cancelled, or the grace is over for, ends as its
-			 * worker would have ended it */
-			enum chipd_code code = e->cancel_asked || w->stopping ? CHIPD_E_CANCELLED
-					       : e->fill_held		      ? CHIPD_E_TIMEOUT
-									      : CHIPD_E_WORKER_LOST;
-
-			sup_table_end(s, e, code);
-			SUP_INFO((int)w->chip, e->id, "stream ended: %s%s", chipd_code_name(code),
-				 e->cancel_asked  ? " (its client had cancelled it: not moved)"
-				 : w->stopping	  ? " (the stop's grace is over)"
-				 : e->fill_held	  ? " (its fill held the loader past --fill-ms: not moved)"
-				 : e->data_in_len ? " (its input was in the data area: not moved)"
-						  : "");
-		}
+		sup_worker_orphan(s, w, e, requeue_unstarted);
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+void sup_worker_orphan(struct sup *s, struct sup_worker *w, struct sup_req *e,
+		       bool requeue_unstarted)
+{
+	struct ring *r = sup_table_ring(s, e); /* its capacity ours, not the header's */
+	bool unstarted = atomic_load_explicit(&r->hdr->head, memory_order_acquire) == 0;
+
+	if (ring_finished(r)) {
+		e->ended = true;
+		return;
+	}
+	if (requeue_unstarted && unstarted && !e->data_in_len && !e->cancel_asked &&
+	    !e->fill_held) {
+		requeue_start(s, w, e);
+	} else {
+		/* a stream its client cancelled, or the grace is over for, ends as its
+		 * worker would have ended it */
+		enum chipd_code code = e->cancel_asked || w->stopping ? CHIPD_E_CANCELLED
+				       : e->fill_held		      ? CHIPD_E_TIMEOUT
+								      : CHIPD_E_WORKER_LOST;
+
+		sup_table_end(s, e, code);
+		SUP_INFO((int)w->chip, e->id, "stream ended: %s%s", chipd_code_name(code),
+			 e->cancel_asked  ? " (its client had cancelled it: not moved)"
+			 : w->stopping	  ? " (the stop's grace is over)"
+			 : e->fill_held	  ? " (its fill held the loader past --fill-ms: not moved)"
+			 : e->data_in_len ? " (its input was in the data area: not moved)"
+					  : "");
+	}
 }
 
 /* Decides what follows a crash: a restart after the backoff, or FAILED. */

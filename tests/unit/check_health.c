@@ -2,7 +2,9 @@
  * a chip whose scheduler gave the device up leaves the router's choice at once and is
  * marked degraded and restarted; a scheduler stuck in a step past --progress-ms does
  * the same, its stream ending retryable; a loader held in one fill past --fill-ms
- * does the same, that stream ending timeout and the others moved, while a fill slower
+ * does the same, that stream ending timeout and the others moved (also when the
+ * worker dies before the router read the assign's answer, which moves an unstarted
+ * request as the death path does), while a fill slower
  * than --progress-ms but within --fill-ms completes; a supervisor that was itself
  * stopped asks its workers afresh instead of killing them; a dead worker's gauges
  * read 0; a callable's task on another request's lane fails that request alone. */
@@ -11,6 +13,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -250,6 +253,142 @@ START_TEST(held_fill_degrades_the_chip)
 }
 END_TEST
 
+/* A call of the test made from a thread of its own: a submit of @wl with @np
+ * parameters @p to chip 0, or a cancel. */
+struct held_call {
+	struct cd *d;
+	uint64_t cancel_id; /* 0: the submit */
+	const char *wl;
+	const struct chipd_param *p;
+	uint32_t np;
+	chipd_stream *s;
+	struct chipd_error err;
+	int rc;
+};
+
+static void *held_call_main(void *arg)
+{
+	struct held_call *c = arg;
+
+	if (c->cancel_id)
+		c->rc = chipd_cancel(c->d->conn, c->cancel_id, CD_CALL_MS, &c->err);
+	else
+		c->rc = cd_submit_to(c->d, c->wl, 0, c->p, c->np, &c->s, &c->err);
+	return NULL;
+}
+
+/* The held fill of the test above, admitted by chip 0 while the router is busy with a
+ * cancel to chip 1, whose worker is stopped (the call waits its 2 s): the heartbeat
+ * sees the fill held past --fill-ms and chip 0's worker is killed before the router
+ * read the assign's answer. The request still ends timeout, as when the death path
+ * finds it (its fill would hold another chip's loader the same way): its submit is
+ * answered timeout, or its stream ends timeout without a token. Before, the forward
+ * ended it worker_lost (retryable), which sends it to the next chip's loader. */
+START_TEST(held_fill_seen_before_its_answer_ends_timeout)
+{
+	const char *const args[] = {
+	    "--chips",	  "2",	   "--heartbeat-ms", "50",    "--fill-ms", "100",
+	    "--stuck-ms", "60000", "--progress-ms",  "60000", NULL};
+	const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	const struct chipd_param held[] = {{"seed", 996}, {"step_us", 1000000}, {"tokens", 1}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
+	struct held_call submit = {.wl = "tiny", .p = held, .np = 3}, cancel = {0};
+	pthread_t ts, tc;
+	struct chipd_error err;
+	chipd_stream *s1;
+	uint64_t taken;
+	char dir[128];
+	struct cd d;
+	pid_t w0, w1;
+
+	start_with_tiny(&d, args, dir, sizeof(dir));
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &cancel.cancel_id, &s1, &err), 0);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
+	submit.d = cancel.d = &d;
+	taken = cd_stat(&d, "supervisor", "requests");
+	/* the submit's assign is posted to chip 0, whose worker takes it once continued */
+	ck_assert_int_eq(pthread_create(&ts, NULL, held_call_main, &submit), 0);
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 1, WAIT_MS),
+			  taken + 1);
+	/* the router takes the cancel and waits for stopped chip 1 */
+	ck_assert_int_eq(pthread_create(&tc, NULL, held_call_main, &cancel), 0);
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 2, WAIT_MS),
+			  taken + 2);
+	ck_assert_int_eq(kill(w0, SIGCONT), 0);
+	ck_assert(wait_stat(&d, "supervisor", "worker_degraded", 1));
+	ck_assert_int_eq(pthread_join(ts, NULL), 0);
+	if (submit.rc == 0)
+		cd_expect_stream(submit.s, 0, CHIPD_E_TIMEOUT, WAIT_MS);
+	else
+		ck_assert_msg(submit.err.code == CHIPD_E_TIMEOUT, "the held submit: %s (%s)",
+			      chipd_code_name(submit.err.code), submit.err.message);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_int_eq(pthread_join(tc, NULL), 0);
+	chipd_stream_close(s1, CD_CALL_MS);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, WAIT_MS));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	cd_remove_dir(dir);
+}
+END_TEST
+
+/* An unstarted request admitted by chip 0 while the router is busy with a cancel to
+ * chip 1, whose worker is stopped (the call waits its 2 s), and chip 0's worker killed
+ * before the router read the assign's answer: the request has published no token, so
+ * it is moved to a ready chip and completes there, as the death path moves every
+ * unstarted stream (docs/protocol.md 8.4). Before, the forward ended it worker_lost. */
+START_TEST(admitted_unanswered_unstarted_is_requeued)
+{
+	const char *const args[] = {"--chips",	      "3",     "--stuck-ms",	    "60000",
+				    "--progress-ms",  "60000", "--backoff-min-ms", "10000",
+				    "--backoff-max-ms", "10000", NULL};
+	const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	/* its first token is a second away when chip 0's worker is killed */
+	const struct chipd_param slow[] = {{"tokens", 2}, {"device_us", 1000000}};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
+	struct held_call submit = {.wl = "synthetic", .p = slow, .np = 2}, cancel = {0};
+	struct chipd_error err;
+	chipd_stream *s1;
+	pthread_t ts, tc;
+	uint64_t taken;
+	struct cd d;
+	pid_t w0, w1;
+
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &cancel.cancel_id, &s1, &err), 0);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
+	submit.d = cancel.d = &d;
+	taken = cd_stat(&d, "supervisor", "requests");
+	/* the submit's assign is posted to chip 0, whose worker takes it once continued */
+	ck_assert_int_eq(pthread_create(&ts, NULL, held_call_main, &submit), 0);
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 1, WAIT_MS),
+			  taken + 1);
+	/* the router takes the cancel and waits for stopped chip 1 */
+	ck_assert_int_eq(pthread_create(&tc, NULL, held_call_main, &cancel), 0);
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 2, WAIT_MS),
+			  taken + 2);
+	ck_assert_int_eq(kill(w0, SIGCONT), 0);
+	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "admitted", 1, WAIT_MS), 1);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert_int_eq(pthread_join(ts, NULL), 0);
+	ck_assert_msg(submit.rc == 0, "the submit: %s (%s)", chipd_code_name(submit.err.code),
+		      submit.err.message);
+	cd_expect_stream(submit.s, 2, CHIPD_OK, WAIT_MS);
+	ck_assert_uint_eq(cd_stat(&d, "chip2", "completed"), 1);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_int_eq(pthread_join(tc, NULL), 0);
+	chipd_stream_close(s1, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 /* A callable whose build puts its task on another request's lane (seed 994), ten
  * times in a row on one chip, more than the scheduler's give-up streak (8 failed
  * steps): the host refuses the task, so each such request fails alone, internal (a
@@ -316,6 +455,8 @@ int main(void)
 	    {"scheduler_gave_up", chip_whose_scheduler_gave_up_takes_no_traffic},
 	    {"stuck_scheduler", stuck_scheduler_degrades_the_chip},
 	    {"held_fill", held_fill_degrades_the_chip},
+	    {"held_fill_unanswered", held_fill_seen_before_its_answer_ends_timeout},
+	    {"unanswered_requeued", admitted_unanswered_unstarted_is_requeued},
 	    {"slow_fill", slow_fill_within_fill_ms_completes},
 	    {"wrong_lane", wrong_lane_fails_its_request_alone},
 	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},
