@@ -430,6 +430,10 @@ struct sup_worker *sup_workers_requeue_cancel(struct sup *s, struct sup_req *e,
 			 e->rq_from);
 		return to;
 	}
+	/* still unanswered: a worker that admits it after this look finds its reader
+	 * closed and cancels it, as after a re-queue given up (requeue_step) */
+	if (e->rq_post.pending)
+		sup_table_close_reader(s, e);
 	sup_post_drop(to, &e->rq_post);
 	requeue_end_as(s, e, CHIPD_E_CANCELLED, "cancelled by its client");
 	return NULL;
