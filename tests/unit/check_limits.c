@@ -106,10 +106,14 @@ START_TEST(slow_load_leaves_the_worker_answering)
 	enum chipd_code code;
 	chipd_stream *a, *b;
 	struct cd d;
+	uint64_t deaths;
 	pid_t w0;
 
 	cd_start(&d, args, env);
 	w0 = cd_worker_pid(&d, 0);
+	/* a worker whose own start outlasted --stuck-ms (TSan on a loaded machine: 1.5 s)
+	 * was killed before it was ready: that is not the load's doing */
+	deaths = cd_stat(&d, "supervisor", "worker_deaths");
 	ck_assert_msg(submit(&d, "paged_attention", big, 8, &a, &err) == 0, "%s: %s",
 		      chipd_code_name(err.code), err.message);
 	ck_assert_msg(submit(&d, "synthetic", small, 2, &b, &err) == 0, "%s: %s",
@@ -121,7 +125,7 @@ START_TEST(slow_load_leaves_the_worker_answering)
 	chipd_stream_close(a, CD_CALL_MS);
 	chipd_stream_close(b, CD_CALL_MS);
 	ck_assert_int_eq(cd_worker_pid(&d, 0), w0);
-	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), deaths);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
