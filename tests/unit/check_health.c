@@ -277,6 +277,53 @@ static void *held_call_main(void *arg)
 	return NULL;
 }
 
+/* The router held in a cancel to chip 1 (its worker SIGSTOPped: the call waits its
+ * 2 s) while @h->submit's assign to chip 0 is posted and unanswered: chip 0's worker,
+ * stopped while the submit was taken, is continued once the router took the cancel,
+ * and admits the submit while the router cannot read the answer. */
+struct held_router {
+	struct held_call submit, cancel;
+	pthread_t ts, tc;
+	chipd_stream *busy; /* the stream the cancel is for, on chip 1 */
+	pid_t w0, w1;
+};
+
+static void hold_router_over_a_submit(struct cd *d, struct held_router *h)
+{
+	static const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	const struct chipd_request req = {
+	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
+	struct chipd_error err;
+	uint64_t taken;
+
+	h->w0 = cd_worker_pid(d, 0);
+	h->w1 = cd_worker_pid(d, 1);
+	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &h->cancel.cancel_id, &h->busy,
+				      &err),
+			 0);
+	ck_assert_int_eq(kill(h->w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(h->w0, SIGSTOP), 0);
+	h->submit.d = h->cancel.d = d;
+	taken = cd_stat(d, "supervisor", "requests");
+	/* the submit's assign is posted to chip 0, whose worker takes it once continued */
+	ck_assert_int_eq(pthread_create(&h->ts, NULL, held_call_main, &h->submit), 0);
+	ck_assert_uint_ge(cd_stat_reaches(d, "supervisor", "requests", taken + 1, WAIT_MS),
+			  taken + 1);
+	/* the router takes the cancel and waits for stopped chip 1 */
+	ck_assert_int_eq(pthread_create(&h->tc, NULL, held_call_main, &h->cancel), 0);
+	ck_assert_uint_ge(cd_stat_reaches(d, "supervisor", "requests", taken + 2, WAIT_MS),
+			  taken + 2);
+	ck_assert_int_eq(kill(h->w0, SIGCONT), 0);
+}
+
+/* Lets the router go: chip 1 continued, the cancel's call joined, its stream closed. */
+static void release_router(struct held_router *h)
+{
+	ck_assert_int_eq(kill(h->w1, SIGCONT), 0);
+	ck_assert_int_eq(pthread_join(h->tc, NULL), 0);
+	chipd_stream_close(h->busy, CD_CALL_MS);
+}
+
 /* The held fill of the test above, admitted by chip 0 while the router is busy with a
  * cancel to chip 1, whose worker is stopped (the call waits its 2 s): the heartbeat
  * sees the fill held past --fill-ms and chip 0's worker is killed before the router
@@ -289,47 +336,22 @@ START_TEST(held_fill_seen_before_its_answer_ends_timeout)
 	const char *const args[] = {
 	    "--chips",	  "2",	   "--heartbeat-ms", "50",    "--fill-ms", "100",
 	    "--stuck-ms", "60000", "--progress-ms",  "60000", NULL};
-	const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
 	const struct chipd_param held[] = {{"seed", 996}, {"step_us", 1000000}, {"tokens", 1}};
-	struct chipd_request req = {
-	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
-	struct held_call submit = {.wl = "tiny", .p = held, .np = 3}, cancel = {0};
-	pthread_t ts, tc;
-	struct chipd_error err;
-	chipd_stream *s1;
-	uint64_t taken;
+	struct held_router h = {.submit = {.wl = "tiny", .p = held, .np = 3}};
 	char dir[128];
 	struct cd d;
-	pid_t w0, w1;
 
 	start_with_tiny(&d, args, dir, sizeof(dir));
-	w0 = cd_worker_pid(&d, 0);
-	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &cancel.cancel_id, &s1, &err), 0);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
-	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
-	submit.d = cancel.d = &d;
-	taken = cd_stat(&d, "supervisor", "requests");
-	/* the submit's assign is posted to chip 0, whose worker takes it once continued */
-	ck_assert_int_eq(pthread_create(&ts, NULL, held_call_main, &submit), 0);
-	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 1, WAIT_MS),
-			  taken + 1);
-	/* the router takes the cancel and waits for stopped chip 1 */
-	ck_assert_int_eq(pthread_create(&tc, NULL, held_call_main, &cancel), 0);
-	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 2, WAIT_MS),
-			  taken + 2);
-	ck_assert_int_eq(kill(w0, SIGCONT), 0);
+	hold_router_over_a_submit(&d, &h);
 	ck_assert(wait_stat(&d, "supervisor", "worker_degraded", 1));
-	ck_assert_int_eq(pthread_join(ts, NULL), 0);
-	if (submit.rc == 0)
-		cd_expect_stream(submit.s, 0, CHIPD_E_TIMEOUT, WAIT_MS);
+	ck_assert_int_eq(pthread_join(h.ts, NULL), 0);
+	if (h.submit.rc == 0)
+		cd_expect_stream(h.submit.s, 0, CHIPD_E_TIMEOUT, WAIT_MS);
 	else
-		ck_assert_msg(submit.err.code == CHIPD_E_TIMEOUT, "the held submit: %s (%s)",
-			      chipd_code_name(submit.err.code), submit.err.message);
-	ck_assert_int_eq(kill(w1, SIGCONT), 0);
-	ck_assert_int_eq(pthread_join(tc, NULL), 0);
-	chipd_stream_close(s1, CD_CALL_MS);
-	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, WAIT_MS));
+		ck_assert_msg(h.submit.err.code == CHIPD_E_TIMEOUT, "the held submit: %s (%s)",
+			      chipd_code_name(h.submit.err.code), h.submit.err.message);
+	release_router(&h);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, h.w0, WAIT_MS));
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 	cd_remove_dir(dir);
 }
@@ -345,46 +367,21 @@ START_TEST(admitted_unanswered_unstarted_is_requeued)
 	const char *const args[] = {"--chips",	      "3",     "--stuck-ms",	    "60000",
 				    "--progress-ms",  "60000", "--backoff-min-ms", "10000",
 				    "--backoff-max-ms", "10000", NULL};
-	const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
 	/* its first token is a second away when chip 0's worker is killed */
 	const struct chipd_param slow[] = {{"tokens", 2}, {"device_us", 1000000}};
-	struct chipd_request req = {
-	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
-	struct held_call submit = {.wl = "synthetic", .p = slow, .np = 2}, cancel = {0};
-	struct chipd_error err;
-	chipd_stream *s1;
-	pthread_t ts, tc;
-	uint64_t taken;
+	struct held_router h = {.submit = {.wl = "synthetic", .p = slow, .np = 2}};
 	struct cd d;
-	pid_t w0, w1;
 
 	cd_start(&d, args, NULL);
-	w0 = cd_worker_pid(&d, 0);
-	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &cancel.cancel_id, &s1, &err), 0);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
-	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
-	submit.d = cancel.d = &d;
-	taken = cd_stat(&d, "supervisor", "requests");
-	/* the submit's assign is posted to chip 0, whose worker takes it once continued */
-	ck_assert_int_eq(pthread_create(&ts, NULL, held_call_main, &submit), 0);
-	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 1, WAIT_MS),
-			  taken + 1);
-	/* the router takes the cancel and waits for stopped chip 1 */
-	ck_assert_int_eq(pthread_create(&tc, NULL, held_call_main, &cancel), 0);
-	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + 2, WAIT_MS),
-			  taken + 2);
-	ck_assert_int_eq(kill(w0, SIGCONT), 0);
+	hold_router_over_a_submit(&d, &h);
 	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "admitted", 1, WAIT_MS), 1);
-	ck_assert_int_eq(kill(w0, SIGKILL), 0);
-	ck_assert_int_eq(pthread_join(ts, NULL), 0);
-	ck_assert_msg(submit.rc == 0, "the submit: %s (%s)", chipd_code_name(submit.err.code),
-		      submit.err.message);
-	cd_expect_stream(submit.s, 2, CHIPD_OK, WAIT_MS);
+	ck_assert_int_eq(kill(h.w0, SIGKILL), 0);
+	ck_assert_int_eq(pthread_join(h.ts, NULL), 0);
+	ck_assert_msg(h.submit.rc == 0, "the submit: %s (%s)", chipd_code_name(h.submit.err.code),
+		      h.submit.err.message);
+	cd_expect_stream(h.submit.s, 2, CHIPD_OK, WAIT_MS);
 	ck_assert_uint_eq(cd_stat(&d, "chip2", "completed"), 1);
-	ck_assert_int_eq(kill(w1, SIGCONT), 0);
-	ck_assert_int_eq(pthread_join(tc, NULL), 0);
-	chipd_stream_close(s1, CD_CALL_MS);
+	release_router(&h);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
