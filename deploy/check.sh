@@ -11,17 +11,17 @@ chipd_need_packages "${CHIPD_BUILD_PACKAGES[@]}" "${CHIPD_TEST_PACKAGES[@]}"
 
 jobs=$(nproc)
 # Warnings are errors here (CHIPD_WERROR), not in a packager's build.
-# run_suite DIR LAUNCHER CMAKE-ARGS...: configure, build, run ctest under LAUNCHER,
-# then name the tests it skipped (77: something they need is missing here). A skipped
+# run_suite DIR LAUNCHER CTEST-JOBS CMAKE-ARGS...: configure, build, run ctest under
+# LAUNCHER with CTEST-JOBS tests at a time, then name the tests it skipped (77: something they need is missing here). A skipped
 # fuzz test fails the run: this script installs clang and its fuzzer runtime, so a
 # skip there can only hide a finding.
 run_suite() {
-	local dir=$1 launcher=$2 skipped
-	shift 2
+	local dir=$1 launcher=$2 ctest_jobs=$3 skipped
+	shift 3
 	echo "== chipd tests: $dir $*"
 	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHIPD_WERROR=ON "$@" >/dev/null
 	cmake --build "$dir" -j "$jobs" >/dev/null
-	(cd "$dir" && $launcher ctest --output-on-failure --timeout 900) | tee "$dir/ctest.out"
+	(cd "$dir" && $launcher ctest --output-on-failure -j "$ctest_jobs" --timeout 900) | tee "$dir/ctest.out"
 	skipped=$(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$dir/ctest.out")
 	echo "== $dir: skipped: $(paste -sd ' ' <<<"${skipped:-none}")"
 	if grep -q '^fuzz_' <<<"$skipped"; then
@@ -30,7 +30,11 @@ run_suite() {
 	fi
 }
 
-run_suite build ""
+# The plain suite runs as many tests at a time as there are CPUs (every test passes
+# at -j4 on 2 CPUs); the sanitizer suites one at a time, as their 2-15x slowdown on
+# top of a parallel run would stretch the supervisor's own bounds (start-up, the
+# heartbeat) past what their tests allow.
+run_suite build "" "$jobs"
 # The quick start builds with -O3, whose warnings differ: compile it too, warnings as
 # errors.
 echo "== chipd release build (compile only)"
@@ -49,11 +53,11 @@ ls "$report_tmp"/img/perf_mailbox.png "$report_tmp"/img/perf_overlap.png \
 	"$report_tmp"/img/perf_e2e.png >/dev/null
 rm -rf "$report_tmp"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-	run_suite build-asan "" -DCHIPD_SANITIZE=address,undefined
+	run_suite build-asan "" 1 -DCHIPD_SANITIZE=address,undefined
 # TSan's shadow layout breaks under wide address-space randomization
 # (vm.mmap_rnd_bits above 28 on newer kernels): run its tests without ASLR.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	run_suite build-tsan "setarch $(uname -m) -R" -DCHIPD_SANITIZE=thread
+	run_suite build-tsan "setarch $(uname -m) -R" 1 -DCHIPD_SANITIZE=thread
 # The GPU variants of the kernels (hipcc for AMD, nvcc for NVIDIA): compiled, and
 # their suites run (the GPU checks skip without a GPU), so the kernels never rot.
 deploy/check_gpu_build.sh
