@@ -336,6 +336,13 @@ struct sup {
 	 * reply is still to come (a start given up on at SPAWN_REPLY_MS) */
 	uint32_t spawn_seq;
 	bool spawn_unanswered;
+	/* event loop: a start asked and not given up on (sup_spawner_reply reads its
+	 * reply, until spawn_until_ns), of chip spawn_chip, for worker spawn_worker (NULL
+	 * at the start-up: sup_worker_spawn waits for it) */
+	bool spawn_awaited;
+	uint32_t spawn_chip;
+	uint64_t spawn_until_ns;
+	struct sup_worker *spawn_worker;
 	int loop_wake_fd;  /* an eventfd the event loop polls: a stop asked by another
 			    * thread is acted on at once, not at the next (idle) tick */
 	pid_t spawner_pid; /* it forks the workers: a single-threaded process */
@@ -500,9 +507,18 @@ bool sup_region_still(struct sup *s, uint32_t k, pid_t pid);
 /* Creates every worker's control region (before any fork). */
 int sup_workers_init(struct sup *s);
 void sup_workers_free(struct sup *s);
-/* Starts worker @w (forked by the spawner). Returns 0 or -errno. Event loop thread
- * (or main). */
+/* Starts worker @w (forked by the spawner), waiting for the spawner's reply (5 s at
+ * most). Returns 0 or -errno. Main thread, at the start-up (the event loop's restarts
+ * do not wait: sup_workers_tick, sup_workers_spawn_reply). */
 int sup_worker_spawn(struct sup *s, struct sup_worker *w);
+/* Ends the restart whose start awaits the spawner's reply, if any, once the reply came
+ * (the worker is STARTING) or its 5 s passed (given up: retried after the backoff);
+ * else returns at once. Event loop: when the spawner's socket is readable, and per
+ * tick. */
+void sup_workers_spawn_reply(struct sup *s, uint64_t now);
+/* Gives up the start awaiting the spawner's reply, if any: the event loop ends (the
+ * spawner's worker, if it forks one, dies with it at its close). Event loop. */
+void sup_workers_spawn_abandon(struct sup *s);
 /* The worker process's body after fork: set-up, wrk_main, _exit. @parent is the
  * forking process (the spawner). */
 _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
@@ -616,12 +632,19 @@ void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to);
 /* ---- spawner (sup_spawner.c) ---- */
 /* Forks the spawner; call before any thread starts. Returns 0 or -errno. */
 int sup_spawner_start(struct sup *s);
-/* Has the spawner fork chip @chip's worker. Returns its pid, with *@pidfd a pidfd the
+/* Asks the spawner to fork chip @chip's worker, without waiting for its reply (read
+ * by sup_spawner_reply, within 5 s). Returns 0, or -errno: -EINPROGRESS while an
+ * earlier start is unanswered (see sup_spawner_idle), -EPIPE. Event loop thread (or
+ * main, before it runs). */
+int sup_spawner_ask(struct sup *s, uint32_t chip);
+/* The reply to the start asked last: its worker's pid, with *@pidfd a pidfd the
  * spawner opened before it could reap the worker (so it names that process, never a
- * later one with its pid), or -errno: -ETIMEDOUT when no reply came within 5 s (the
- * start stays unanswered: see sup_spawner_idle), -EINPROGRESS while an earlier one
- * is. Event loop thread. */
-pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
+ * later one with its pid); -EINPROGRESS when it has not come and its 5 s are not over
+ * (only when not @wait: @wait waits for it up to then); -ETIMEDOUT when they are over
+ * (the start is given up on and stays unanswered: see sup_spawner_idle); another
+ * -errno when the spawner failed it or the socket failed. Every return but
+ * -EINPROGRESS ends the start. Event loop thread (or main). */
+pid_t sup_spawner_reply(struct sup *s, int *pidfd, bool wait);
 /* Whether the spawner can take a start: 0, or -EINPROGRESS while the reply to a start
  * given up on has not come (a spawner that does not run), or -EPIPE. A late reply's
  * worker is killed, and its end awaited (bounded), here. Event loop thread. */

@@ -3,12 +3,13 @@
  * an assign posted without waiting; the client's slot stays TAKEN and is answered
  * when the worker's answer comes, so the router serves other requests, and posts
  * other assigns, meanwhile. Each forward ends exactly once: answered (admitted or
- * refused as the worker said), or worker_lost when its worker died, did not answer
- * within SUP_FORWARD_MS, or the router leaves. A forward whose answer reaches nobody
- * (its client gave the slot up) that the worker admitted is abandoned: its ring's
- * reader is closed, so the worker cancels it at its next round. A cancel that came
- * while it was in flight is answered ok (the request is live) and passed on once the
- * worker admitted it (sup_cancel_on). Router thread only;
+ * refused as the worker said), queue_full when every slot of its worker's mailbox
+ * stayed busy for SUP_FORWARD_MS (it was never posted), or worker_lost when its worker
+ * died, did not answer within SUP_FORWARD_MS of the post, or the router leaves. A
+ * forward whose answer reaches nobody (its client gave the slot up) that the worker
+ * admitted is abandoned: its ring's reader is closed, so the worker cancels it at its
+ * next round. A cancel that came while it was in flight is answered ok (the request is
+ * live) and passed on once the worker admitted it (sup_cancel_on). Router thread only;
  * the table entries under sup.lock. */
 #include "sup.h"
 #include "sup_clstat.h"
@@ -203,7 +204,15 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 	struct sup_req *e = &s->reqs[f->entry];
 
 	e->forwarding = false;
-	if (rc) {
+	if (rc == -EAGAIN) {
+		/* never posted (every slot busy for the bound): no worker has it, so it is
+		 * refused as a full queue is (docs/protocol.md 8.3), retryable */
+		code = proto_fail(&err, CHIPD_E_QUEUE_FULL,
+				  "all %u mailbox slots of chip %u busy for %u ms: retry later",
+				  SUP_WRK_SLOTS, f->chip, SUP_FORWARD_MS);
+		err.chip = f->chip;
+		sup_table_release(s, e);
+	} else if (rc) {
 		forward_failed(s, f, e, rc);
 		if (rc == -EPIPE && e->fill_held)
 			code = proto_fail(&err, CHIPD_E_TIMEOUT,
@@ -272,23 +281,34 @@ bool sup_fwd_ready(struct sup *s)
 	return false;
 }
 
+/* Whether SUP_FORWARD_MS passed at @now since @since. */
+static bool past_bound(uint64_t now, uint64_t since)
+{
+	return now > since && now - since > (uint64_t)SUP_FORWARD_MS * SHM_NS_PER_MS;
+}
+
 /* One look at @f. Returns true when it ended. */
 static bool step(struct sup *s, struct sup_fwd *f, uint64_t now)
 {
 	struct sup_worker *w = &s->workers[f->chip];
-	bool late = now > f->since_ns &&
-		    now - f->since_ns > (uint64_t)SUP_FORWARD_MS * SHM_NS_PER_MS;
-	bool died;
+	bool died, late;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	died = w->pid != f->pid;
-	if (!f->post.pending && !died && !late)
-		(void)post(s, f, &s->reqs[f->entry]); /* every slot was busy: try again */
+	/* every slot was busy: try again, also once the bound passed (the router may not
+	 * have looked meanwhile, and the answers it reads free slots) */
+	if (!f->post.pending && !died)
+		(void)post(s, f, &s->reqs[f->entry]);
 	pthread_mutex_unlock(&s->lock);
+	/* the worker's bound runs from the post: a forward that waited for a slot has the
+	 * same time to be answered; one that found none within the bound ends queue_full */
+	late = past_bound(now, f->post.pending ? f->post.posted_ns : f->since_ns);
 	rc = f->post.pending ? sup_post_poll(w, &f->post, s->fwd_msg) : -EINPROGRESS;
 	if (rc == -EINPROGRESS && !died && !late)
 		return false;
+	if (rc == -EINPROGRESS && !died && !f->post.pending)
+		return false; /* still no slot: unposted_tick, once the others were read */
 	/* the worker it was posted to died with it in flight (its death path leaves
 	 * entries being forwarded to us; a restarted one takes the slot back), or it did
 	 * not answer in time */
@@ -304,6 +324,30 @@ static bool any_unposted(const struct sup *s)
 		if (!s->fwd[i].post.pending)
 			return true;
 	return false;
+}
+
+/* The forwards still unposted once the answers that came were read (sup_fwd_progress),
+ * past their bound: posted now if a slot is free, else refused queue_full (every slot
+ * stayed busy: -EAGAIN) or, when the post failed otherwise, given up worker_lost. */
+static void unposted_tick(struct sup *s)
+{
+	uint64_t now = shm_now_ns();
+
+	for (uint32_t i = 0; i < s->nfwd;) {
+		struct sup_fwd *f = &s->fwd[i];
+		int rc = 0;
+
+		if (!f->post.pending && past_bound(now, f->since_ns)) {
+			pthread_mutex_lock(&s->lock);
+			if (s->workers[f->chip].pid == f->pid)
+				rc = post(s, f, &s->reqs[f->entry]);
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (rc && complete(s, f, rc == -EAGAIN ? -EAGAIN : -ETIMEDOUT))
+			s->fwd[i] = s->fwd[--s->nfwd];
+		else
+			i++;
+	}
 }
 
 void sup_fwd_progress(struct sup *s)
@@ -325,6 +369,8 @@ void sup_fwd_progress(struct sup *s)
 		if (!ended || !any_unposted(s))
 			break;
 	}
+	if (any_unposted(s))
+		unposted_tick(s);
 }
 
 void sup_fwd_client_reset(struct sup *s, uint32_t region, struct mbox_ticket t)

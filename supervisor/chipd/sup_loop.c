@@ -13,8 +13,9 @@
  * dead worker's unstarted requests are posted on one tick and their answers read on
  * later ones (sup_post), and a dead client's streams are cancelled through their rings
  * (sup_table_close_reader), so one stuck worker never delays another chip's death, a
- * signal or a heartbeat. (--trace's start and collect still wait, each call bounded by
- * SUP_FORWARD_MS.)
+ * signal or a heartbeat. Nor does the spawner: a restart is asked of it on one tick
+ * and ends when its socket becomes readable with the reply (or 5 s later, given up).
+ * (--trace's start and collect still wait, each call bounded by SUP_FORWARD_MS.)
  */
 #include "sup.h"
 #include "sup_files.h"
@@ -43,6 +44,7 @@
 #define TAG_SPAWNER	 4ull	/* the spawner's pidfd: its death ends chipd */
 #define TAG_LISTEN	 5ull	/* the handshake socket: connections to accept */
 #define TAG_IGNORE	 6ull	/* the completion of a poll removal */
+#define TAG_SPAWN_REPLY	 7ull	/* the spawner's socket: a restart's reply came */
 #define TAG_PIDFD	 100ull /* + chip */
 /* A client connection's poll: kind << 56 | the entry's generation << 24 | its index,
  * so that the completion of a poll of a released entry is recognised and dropped. */
@@ -62,6 +64,7 @@ struct loop {
 	struct io_uring ring;
 	int sigfd, timerfd;
 	int armed[CHIPD_MAX_CHIPS]; /* the pidfd polled for each chip, -1 none */
+	bool spawn_armed; /* the spawner's socket is polled (a restart awaits its reply) */
 	enum phase phase;
 	uint64_t deadline_ns; /* of the current phase */
 	uint32_t tick_ms;     /* the timer's period now: SUP_TICK_MS or SUP_IDLE_TICK_MS */
@@ -219,6 +222,14 @@ static void arm_pidfds(struct loop *l)
 		if (fd >= 0 && l->armed[i] != fd && arm(l, fd, TAG_PIDFD + i) == 0)
 			l->armed[i] = fd;
 	}
+}
+
+/* A restart awaits the spawner's reply: its socket is polled, so that the restart
+ * ends when the reply comes (sup_workers_spawn_reply), not at the next tick. */
+static void arm_spawn_reply(struct loop *l)
+{
+	if (l->s->spawn_worker && !l->spawn_armed && arm(l, l->s->spawn_fd, TAG_SPAWN_REPLY) == 0)
+		l->spawn_armed = true;
 }
 
 static int loop_open(struct loop *l, struct sup *s)
@@ -573,6 +584,9 @@ int sup_loop_run(struct sup *s)
 		} else if (tag == TAG_LISTEN) {
 			sup_conn_accept(s);
 			arm(&l, s->listen_fd, TAG_LISTEN);
+		} else if (tag == TAG_SPAWN_REPLY) {
+			l.spawn_armed = false; /* re-armed below while the reply is awaited */
+			sup_workers_spawn_reply(s, shm_now_ns());
 		} else if (CONN_TAG_KIND(tag) == TAG_CONN_FD || CONN_TAG_KIND(tag) == TAG_CONN_PID) {
 			on_conn(&l, tag, res);
 		} else if (tag >= TAG_PIDFD && tag < TAG_PIDFD + s->cfg.chips) {
@@ -585,7 +599,9 @@ int sup_loop_run(struct sup *s)
 		}
 		arm_pidfds(&l);
 		arm_conns(&l);
+		arm_spawn_reply(&l);
 	}
+	sup_workers_spawn_abandon(s);
 	loop_close(&l);
 	return l.exit_code;
 }

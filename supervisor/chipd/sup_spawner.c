@@ -21,12 +21,14 @@
  * spawner that dies first ends chipd (sup_spawner_lost): its replacement could only be
  * forked from the threaded supervisor, which is what it exists to avoid.
  *
- * A spawner that does not run (SIGSTOP, a frozen cgroup) leaves a start unanswered:
- * it is given up after SPAWN_REPLY_MS, and no other start is asked until its reply
- * came (each request carries a number its reply echoes: sup_spawner_idle), so the
- * event loop blocks on it once, the spawner forks one late worker rather than one per
- * retry, and no start reads an earlier one's reply as its own. The late worker is
- * killed before the next start of its chip. */
+ * A start is asked (sup_spawner_ask) and its reply read when the spawner's socket is
+ * readable (sup_spawner_reply): the event loop watches the socket meanwhile and goes
+ * on serving; only the start-up, before the loop runs, waits for the reply. A spawner
+ * that does not run (SIGSTOP, a frozen cgroup) leaves a start unanswered: it is given
+ * up after SPAWN_REPLY_MS, and no other start is asked until its reply came (each
+ * request carries a number its reply echoes: sup_spawner_idle), so the spawner forks
+ * one late worker rather than one per retry, and no start reads an earlier one's reply
+ * as its own. The late worker is killed before the next start of its chip. */
 #include "sup.h"
 
 #include "fdpass.h"
@@ -241,18 +243,16 @@ int sup_spawner_idle(struct sup *s)
 	return 0;
 }
 
-pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd)
+int sup_spawner_ask(struct sup *s, uint32_t chip)
 {
 	struct spawn_msg m = {.chip = chip};
-	uint64_t until;
-	int fd, rc;
+	int rc;
 
-	*pidfd = -1;
 	if (s->spawn_fd < 0)
 		return -EPIPE;
 	/* one start at a time: a spawner that does not run is asked once, not once per
-	 * retry (each would fork a worker when it runs again), and the reply read below
-	 * is this start's */
+	 * retry (each would fork a worker when it runs again), and the reply read by
+	 * sup_spawner_reply is this start's */
 	rc = sup_spawner_idle(s);
 	if (rc)
 		return rc;
@@ -260,21 +260,41 @@ pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd)
 	if (send(s->spawn_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 		return -EPIPE;
 	s->spawn_unanswered = true;
-	until = shm_now_ns() + (uint64_t)SPAWN_REPLY_MS * SHM_NS_PER_MS;
+	s->spawn_awaited = true;
+	s->spawn_chip = chip;
+	s->spawn_until_ns = shm_now_ns() + (uint64_t)SPAWN_REPLY_MS * SHM_NS_PER_MS;
+	return 0;
+}
+
+pid_t sup_spawner_reply(struct sup *s, int *pidfd, bool wait)
+{
+	struct spawn_msg m;
+	int fd, rc;
+
+	*pidfd = -1;
+	if (!s->spawn_awaited)
+		return -EINVAL;
 	for (;;) {
 		uint64_t now = shm_now_ns();
-		int left_ms = now >= until ? 0 : (int)((until - now - 1) / SHM_NS_PER_MS + 1);
+		int left_ms = now >= s->spawn_until_ns
+				  ? 0
+				  : (int)((s->spawn_until_ns - now - 1) / SHM_NS_PER_MS + 1);
 
-		rc = left_ms > 0 ? read_reply(s, &m, &fd, left_ms) : 0;
-		if (rc <= 0)
+		rc = read_reply(s, &m, &fd, wait ? left_ms : 0);
+		if (rc == 0 && left_ms > 0 && !wait)
+			return -EINPROGRESS;
+		if (rc <= 0) {
+			s->spawn_awaited = false;
 			return rc < 0 ? rc : -ETIMEDOUT; /* still unanswered: see above */
+		}
 		if (m.seq != s->spawn_seq) { /* cannot be (the idle check read them all) */
 			if (fd >= 0)
 				drop_late_worker(&m, fd);
 			continue;
 		}
 		s->spawn_unanswered = false;
-		if (m.chip != chip) {
+		s->spawn_awaited = false;
+		if (m.chip != s->spawn_chip) {
 			if (fd >= 0) { /* a worker we could not account for: it must not run */
 				(void)sup_pidfd_signal(fd, SIGKILL);
 				close(fd);

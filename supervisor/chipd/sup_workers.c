@@ -168,15 +168,14 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 
 /* ---- start ---- */
 
-int sup_worker_spawn(struct sup *s, struct sup_worker *w)
+/* Asks the spawner for @w's worker, its state reset for it first. Returns 0 or -errno
+ * (-EINPROGRESS while an earlier start is unanswered: the caller retries). */
+static int spawn_ask(struct sup *s, struct sup_worker *w)
 {
-	struct proto_node_worker *d = &s->node.dir[w->chip];
-	uint64_t now = shm_now_ns();
-	pid_t pid;
-	int pidfd, rc;
+	int rc;
 
 	/* a worker of an earlier start given up on is gone before this one's state is
-	 * reset; while that start is unanswered, none is asked (the caller retries) */
+	 * reset; while that start is unanswered, none is asked */
 	rc = sup_spawner_idle(s);
 	if (rc)
 		return rc;
@@ -186,11 +185,17 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	shm_region_bump_generation(&w->ctl);
 	/* the dead worker may have said it refuses new work (sup_worker_routable) */
 	shm_region_ready(&w->ctl);
-	/* the pidfd comes from the spawner, opened before it could reap the worker: it
-	 * names this worker for good (a pid can be reused) */
-	pid = sup_spawner_fork(s, w->chip, &pidfd);
-	if (pid < 0)
-		return pid;
+	return sup_spawner_ask(s, w->chip);
+}
+
+/* Records the worker @pid (a start's reply; @pidfd from the spawner, opened before it
+ * could reap the worker: it names this worker for good, a pid can be reused) as @w's:
+ * STARTING, its heartbeats from now. */
+static void spawned(struct sup *s, struct sup_worker *w, pid_t pid, int pidfd)
+{
+	struct proto_node_worker *d = &s->node.dir[w->chip];
+	uint64_t now = shm_now_ns();
+
 	pthread_mutex_lock(&s->lock);
 	w->pid = pid;
 	w->pid_start = shm_proc_start_time(pid);
@@ -207,7 +212,86 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	w->healthy_since_ns = now;
 	sup_count(s, PROTO_SUP_worker_starts, 1);
 	SUP_INFO((int)w->chip, 0, "worker started, pid %d", (int)pid);
+}
+
+int sup_worker_spawn(struct sup *s, struct sup_worker *w)
+{
+	pid_t pid;
+	int pidfd, rc = spawn_ask(s, w);
+
+	if (rc)
+		return rc;
+	pid = sup_spawner_reply(s, &pidfd, true);
+	if (pid < 0)
+		return pid;
+	spawned(s, w, pid, pidfd);
 	return 0;
+}
+
+/* The restart of @w is due: its start is asked of the spawner, and ends when the reply
+ * comes (sup_workers_spawn_reply), the event loop serving meanwhile. A registration
+ * waits for the start to end (sup_register_spawn_begin), so the worker is either
+ * running when one begins (it gets the load or the unload) or forked after it ended
+ * (it reads the final entry). Not while one is under way: a later tick. */
+static void restart(struct sup *s, struct sup_worker *w, uint64_t now)
+{
+	int rc;
+
+	if (!sup_register_spawn_begin(s))
+		return;
+	rc = spawn_ask(s, w);
+	if (rc == 0) {
+		s->spawn_worker = w; /* the registration's lock is held until it ends */
+		return;
+	}
+	sup_register_spawn_end(s);
+	if (rc == -EINPROGRESS) /* said once, at its -ETIMEDOUT */
+		SUP_DEBUG((int)w->chip, 0,
+			  "cannot start the worker yet: the spawner has not answered an earlier "
+			  "start");
+	else
+		SUP_ERR((int)w->chip, 0, "cannot start the worker: %s", strerror(-rc));
+	w->restart_at_ns = now + (uint64_t)w->backoff_ms * SHM_NS_PER_MS;
+}
+
+void sup_workers_spawn_reply(struct sup *s, uint64_t now)
+{
+	struct sup_worker *w = s->spawn_worker;
+	pid_t pid;
+	int pidfd;
+
+	if (!w)
+		return;
+	pid = sup_spawner_reply(s, &pidfd, false);
+	if (pid == -EINPROGRESS)
+		return;
+	s->spawn_worker = NULL;
+	sup_register_spawn_end(s);
+	if (pid < 0) {
+		SUP_ERR((int)w->chip, 0, "cannot start the worker: %s", strerror((int)-pid));
+		w->restart_at_ns = now + (uint64_t)w->backoff_ms * SHM_NS_PER_MS;
+		return;
+	}
+	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) >= CHIPD_SUP_DRAINING) {
+		/* chipd stops: the worker would only be shut down again */
+		SUP_INFO((int)w->chip, 0, "worker pid %d started during the stop: SIGKILL",
+			 (int)pid);
+		(void)sup_pidfd_signal(pidfd, SIGKILL); /* the spawner reaps it */
+		close(pidfd);
+		return;
+	}
+	spawned(s, w, pid, pidfd);
+}
+
+void sup_workers_spawn_abandon(struct sup *s)
+{
+	if (!s->spawn_worker)
+		return;
+	/* its reply, if it comes, is the spawner's to forget: it leaves at the close of
+	 * its socket, and the worker dies with it */
+	s->spawn_worker = NULL;
+	s->spawn_awaited = false;
+	sup_register_spawn_end(s);
 }
 
 bool sup_workers_settled(struct sup *s)
@@ -591,21 +675,12 @@ void sup_workers_tick(struct sup *s, uint64_t now)
 
 		if (w->pid > 0 && (w->state == CHIPD_CHIP_STARTING || w->state == CHIPD_CHIP_READY))
 			sup_worker_heartbeat(s, w, now, resumed);
-		/* not while a registration is under way: a later tick (sup_register.h) */
+		/* one start at a time; not while a registration is under way: a later tick
+		 * (sup_register.h) */
 		if (w->state == CHIPD_CHIP_BACKOFF && now >= w->restart_at_ns && !draining &&
-		    sup_register_spawn_begin(s)) {
-			int rc = sup_worker_spawn(s, w);
-
-			sup_register_spawn_end(s);
-			if (rc == -EINPROGRESS) /* said once, at its -ETIMEDOUT */
-				SUP_DEBUG((int)w->chip, 0,
-					  "cannot start the worker yet: the spawner has not "
-					  "answered an earlier start");
-			else if (rc)
-				SUP_ERR((int)w->chip, 0, "cannot start the worker: %s",
-					strerror(-rc));
-			if (rc)
-				w->restart_at_ns = now + (uint64_t)w->backoff_ms * SHM_NS_PER_MS;
-		}
+		    !s->spawn_worker)
+			restart(s, w, now);
 	}
+	/* a start whose 5 s passed ends here (its reply ends it at once: sup_loop.c) */
+	sup_workers_spawn_reply(s, now);
 }

@@ -7,7 +7,9 @@
  * request as the death path does), while a fill slower
  * than --progress-ms but within --fill-ms completes; a supervisor that was itself
  * stopped asks its workers afresh instead of killing them; a dead worker's gauges
- * read 0; a callable's task on another request's lane fails that request alone. */
+ * read 0; a callable's task on another request's lane fails that request alone; an
+ * assign that waited for a free slot of its worker's mailbox while the router was held
+ * up is posted once slots free, not given up. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 #include "wait.h"
@@ -16,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define WAIT_MS 15000u /* bound of every poll (a loaded 2-core machine, sanitizers) */
@@ -386,6 +389,83 @@ START_TEST(admitted_unanswered_unstarted_is_requeued)
 }
 END_TEST
 
+/* A submit of a thread of its own, on a connection of its own, to chip 0. */
+struct queued_submit {
+	chipd_conn *c;
+	pthread_t th;
+	chipd_stream *s;
+	struct chipd_error err;
+	int rc;
+};
+
+static void *queued_submit_main(void *arg)
+{
+	static const struct chipd_param one[] = {{"tokens", 1}, {"device_us", 0}};
+	const struct chipd_request req = {
+	    .workload = "synthetic", .params = one, .nparams = 2, .chip = 0};
+	struct queued_submit *q = arg;
+	uint64_t id;
+
+	q->rc = chipd_submit(q->c, &req, WAIT_MS, &id, &q->s, &q->err);
+	return NULL;
+}
+
+/* More submits to chip 0 than its worker's mailbox has slots (64, the heartbeat's
+ * included), taken by the router while that worker is stopped: the rest wait for a
+ * slot. The router is then held past the forward bound (2 s) by a cancel to stopped
+ * chip 1, and chip 0 continued meanwhile, so it answers every assign it was posted.
+ * Once the router reads those answers, the slots they free take the assigns that
+ * waited: every submit is admitted and completes. Before, an assign that waited past
+ * the bound was given up without another post, worker_lost ("chip 0 did not answer")
+ * though chip 0 never saw it. */
+START_TEST(unposted_forward_is_posted_after_a_router_stall)
+{
+	enum { N = 72 };
+	const char *const args[] = {"--chips",	     "2",     "--stuck-ms", "60000",
+				    "--progress-ms", "60000", NULL};
+	struct held_router h = {.submit = {.wl = "synthetic"}};
+	static const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
+	const struct chipd_request req = {
+	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
+	struct queued_submit *q = calloc(N, sizeof(*q));
+	struct chipd_error err;
+	uint64_t taken;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(q);
+	cd_start(&d, args, NULL);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(chipd_connect(d.instance, &q[i].c, &err), 0);
+	h.w0 = cd_worker_pid(&d, 0);
+	h.w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &h.cancel.cancel_id, &h.busy, &err),
+			 0);
+	ck_assert_int_eq(kill(h.w1, SIGSTOP), 0);
+	ck_assert_int_eq(kill(h.w0, SIGSTOP), 0);
+	taken = cd_stat(&d, "supervisor", "requests");
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(pthread_create(&q[i].th, NULL, queued_submit_main, &q[i]), 0);
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + N, WAIT_MS),
+			  taken + N);
+	/* the router takes the cancel and waits for stopped chip 1 */
+	h.cancel.d = &d;
+	ck_assert_int_eq(pthread_create(&h.tc, NULL, held_call_main, &h.cancel), 0);
+	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + N + 1, WAIT_MS),
+			  taken + N + 1);
+	ck_assert_int_eq(kill(h.w0, SIGCONT), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(pthread_join(q[i].th, NULL), 0);
+		ck_assert_msg(q[i].rc == 0, "submit %d: %s (%s)", i, chipd_code_name(q[i].err.code),
+			      q[i].err.message);
+		cd_expect_stream(q[i].s, 1, CHIPD_OK, WAIT_MS);
+		chipd_close(q[i].c);
+	}
+	release_router(&h);
+	free(q);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 /* A callable whose build puts its task on another request's lane (seed 994), ten
  * times in a row on one chip, more than the scheduler's give-up streak (8 failed
  * steps): the host refuses the task, so each such request fails alone, internal (a
@@ -454,6 +534,7 @@ int main(void)
 	    {"held_fill", held_fill_degrades_the_chip},
 	    {"held_fill_unanswered", held_fill_seen_before_its_answer_ends_timeout},
 	    {"unanswered_requeued", admitted_unanswered_unstarted_is_requeued},
+	    {"unposted_forward", unposted_forward_is_posted_after_a_router_stall},
 	    {"slow_fill", slow_fill_within_fill_ms_completes},
 	    {"wrong_lane", wrong_lane_fails_its_request_alone},
 	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},

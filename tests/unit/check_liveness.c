@@ -5,7 +5,7 @@
  * that agree with what the clients saw, and re-queues to a stuck worker hold up no
  * other chip's death or restart; a request cancelled before its worker died, or while
  * it is being moved, is not run; a restart while the spawner does not run stalls
- * nothing and starts one worker. */
+ * nothing, not even its first start, and starts one worker. */
 #include "chipd_fixture.h"
 #include "testutil.h"
 
@@ -35,21 +35,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* The counter @name of block @block ("supervisor", "chip0", ...). */
-static uint64_t stat_of(chipd_conn *c, const char *block, const char *name)
-{
-	struct chipd_stat st[256];
-	struct chipd_error err;
-	uint32_t n;
-
-	ck_assert_int_eq(chipd_stats(c, st, 256, &n, &err), 0);
-	for (uint32_t i = 0; i < n; i++)
-		if (strcmp(st[i].block, block) == 0 && strcmp(st[i].name, name) == 0)
-			return st[i].value;
-	ck_abort_msg("no counter %s.%s", block, name);
-	return 0;
 }
 
 static chipd_stream *submit_synth(struct cd *d, int32_t chip, int64_t tokens, int64_t device_us)
@@ -190,12 +175,10 @@ static void chipctl_exits_when_node_dies(const char *const *args, int n, char *o
 	}
 	/* all admitted and streaming */
 	t0 = now_ms();
-	while (now_ms() - t0 < 15000 && stat_of(d.conn, "chip0", "admitted") +
-						stat_of(d.conn, "chip1", "admitted") <
-					    (uint64_t)n)
+	while (now_ms() - t0 < 15000 &&
+	       cd_stat(&d, "chip0", "admitted") + cd_stat(&d, "chip1", "admitted") < (uint64_t)n)
 		usleep(10000);
-	ck_assert_uint_ge(
-	    stat_of(d.conn, "chip0", "admitted") + stat_of(d.conn, "chip1", "admitted"), n);
+	ck_assert_uint_ge(cd_stat(&d, "chip0", "admitted") + cd_stat(&d, "chip1", "admitted"), n);
 	usleep(100000);
 	kill_node(&d);
 	t0 = now_ms();
@@ -337,17 +320,16 @@ START_TEST(requeued_requests_stream_to_their_clients)
 	/* the supervisor counts an end within a tick of its loop */
 	t0 = now_ms();
 	do {
-		completed =
-		    stat_of(d.conn, "chip0", "completed") + stat_of(d.conn, "chip1", "completed");
-		lost = stat_of(d.conn, "supervisor", "err_worker_lost");
+		completed = cd_stat(&d, "chip0", "completed") + cd_stat(&d, "chip1", "completed");
+		lost = cd_stat(&d, "supervisor", "err_worker_lost");
 		if (completed == saw_final && lost == saw_lost)
 			break;
 		usleep(20000);
 	} while (now_ms() - t0 < LIVENESS_MS);
 	ck_assert_uint_eq(completed, saw_final);
 	ck_assert_uint_eq(lost, saw_lost);
-	ck_assert_uint_eq(stat_of(d.conn, "chip1", "cancelled"), 0);
-	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_internal"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "chip1", "cancelled"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_internal"), 0);
 	for (int i = 0; i < N; i++)
 		chipd_stream_close(s[i], CD_CALL_MS);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
@@ -410,10 +392,10 @@ static void requeue_to_stuck(enum rq_end how)
 	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, &err), 0);
 	if (how == RQ_GIVE_UP) { /* each given up after SUP_FORWARD_MS, chip 1 stopped */
 		t0 = now_ms();
-		while (stat_of(d.conn, "supervisor", "err_worker_lost") < BUSY + N &&
+		while (cd_stat(&d, "supervisor", "err_worker_lost") < BUSY + N &&
 		       now_ms() - t0 < 15000)
 			usleep(20000);
-		ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_worker_lost"), BUSY + N);
+		ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_worker_lost"), BUSY + N);
 	}
 	ck_assert_int_eq(kill(w1, how == RQ_KILL ? SIGKILL : SIGCONT), 0);
 	read_all(s, o, N, 30000);
@@ -444,18 +426,17 @@ static void requeue_to_stuck(enum rq_end how)
 		usleep(500 * 1000);
 	t0 = now_ms();
 	do {
-		completed = stat_of(d.conn, "chip0", "completed") +
-			    stat_of(d.conn, "chip1", "completed") +
-			    stat_of(d.conn, "chip2", "completed");
-		lost = stat_of(d.conn, "supervisor", "err_worker_lost");
+		completed = cd_stat(&d, "chip0", "completed") + cd_stat(&d, "chip1", "completed") +
+			    cd_stat(&d, "chip2", "completed");
+		lost = cd_stat(&d, "supervisor", "err_worker_lost");
 		if (completed == saw_final && lost == saw_lost)
 			break;
 		usleep(20000);
 	} while (now_ms() - t0 < LIVENESS_MS);
 	ck_assert_uint_eq(completed, saw_final);
 	ck_assert_uint_eq(lost, saw_lost);
-	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_internal"), 0);
-	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_cancelled"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_internal"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_cancelled"), 0);
 	if (how != RQ_KILL)
 		ck_assert_int_eq(cd_worker_pid(&d, 1), w1); /* never killed for it */
 	for (int i = 0; i < N; i++)
@@ -543,8 +524,8 @@ START_TEST(requeue_refused_no_capacity_tries_another_chip)
 	ck_assert_msg(rc == 0, "the re-queued request ended %s after %u tokens: %s",
 		      chipd_code_name(err.code), tokens, err.message);
 	ck_assert_uint_eq(tokens + 1, 60);
-	ck_assert_uint_ge(stat_of(d.conn, "chip1", "rejected"), 1);
-	ck_assert_uint_eq(stat_of(d.conn, "chip2", "completed"), 1);
+	ck_assert_uint_ge(cd_stat(&d, "chip1", "rejected"), 1);
+	ck_assert_uint_eq(cd_stat(&d, "chip2", "completed"), 1);
 	chipd_stream_close(held, CD_CALL_MS);
 	for (int i = 0; i < 2; i++)
 		chipd_stream_close(busy[i], CD_CALL_MS);
@@ -587,7 +568,7 @@ START_TEST(requeues_spread_over_the_ready_chips)
 			char block[8];
 
 			snprintf(block, sizeof(block), "chip%d", c);
-			on[c] = stat_of(d.conn, block, "completed");
+			on[c] = cd_stat(&d, block, "completed");
 		}
 		if (on[0] + on[1] + on[2] == saw_final)
 			break;
@@ -640,8 +621,8 @@ START_TEST(cancelled_request_is_not_requeued)
 		      rc == 0 ? "FINAL" : chipd_code_name(err.code), tokens,
 		      rc == 0 ? "re-queued and run" : err.message);
 	chipd_stream_close(s, CD_CALL_MS);
-	ck_assert_uint_eq(stat_of(d.conn, "chip1", "admitted"), 0);
-	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_cancelled"), 1);
+	ck_assert_uint_eq(cd_stat(&d, "chip1", "admitted"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_cancelled"), 1);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -681,60 +662,52 @@ START_TEST(cancel_during_requeue_is_not_lost)
 		      "the cancelled request ended %s after %u tokens",
 		      rc == 0 ? "FINAL" : chipd_code_name(err.code), tokens);
 	chipd_stream_close(s, CD_CALL_MS);
-	ck_assert_uint_eq(stat_of(d.conn, "supervisor", "err_cancelled"), 1);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_cancelled"), 1);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
 
-/* Whether a new connection is answered and pings @n times in a row, each within 1 s. */
-static bool answers_new_connections(struct cd *d, int n)
+/* Starts chipd with @args, SIGSTOPs the spawner (the workers' parent) and SIGKILLs
+ * chip 0's worker, whose pid is *@first; returns the spawner's pid. */
+static pid_t kill_worker_of_stopped_spawner(struct cd *d, const char *const *args, pid_t *first)
 {
-	for (int i = 0; i < n; i++) {
-		struct chipd_error err;
-		chipd_conn *c;
-		bool ok;
+	pid_t spawner;
 
-		if (chipd_connect_timeout(d->instance, 1000, &c, &err) != 0)
-			return false;
-		ok = chipd_ping(c, 1000, NULL, &err) == 0;
-		chipd_close(c);
-		if (!ok)
-			return false;
-		usleep(200 * 1000);
-	}
-	return true;
+	cd_start(d, args, NULL);
+	*first = cd_worker_pid(d, 0);
+	spawner = tu_parent_pid(*first);
+	ck_assert_int_gt(spawner, 1);
+	ck_assert_int_eq(tu_parent_pid(spawner), d->pid);
+	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	ck_assert_int_eq(kill(*first, SIGKILL), 0);
+	return spawner;
 }
 
-/* A worker's restart while the spawner (which forks the workers) does not run: the
- * start is given up on after 5 s, and until the spawner answers it no other start is
- * asked, so the event loop serves again (new connections are answered) and the start
- * the spawner forks late is not mistaken for a later one's. Before, every retry
- * blocked the loop another 5 s (no new connection answered while the spawner was
- * stopped) and queued one more fork; once the spawner ran again, each start read the
- * reply of an earlier one: chip 0 got workers nobody watched and deaths it did not
- * have (restarts and worker_deaths above the two SIGKILLs below). */
+/* A worker's restart while the spawner (which forks the workers) does not run, for
+ * longer than the 5 s a start is given: the start is given up on, and until the
+ * spawner answers it no other start is asked, so the event loop serves throughout (new
+ * connections are answered) and the start the spawner forks late is not mistaken for a
+ * later one's. Before, every retry blocked the loop another 5 s (no new connection
+ * answered while the spawner was stopped) and queued one more fork; once the spawner
+ * ran again, each start read the reply of an earlier one: chip 0 got workers nobody
+ * watched and deaths it did not have (restarts and worker_deaths above the two
+ * SIGKILLs below). */
 START_TEST(restart_while_the_spawner_is_stopped)
 {
 	static const char *const args[] = {"--chips", "2", "--backoff-min-ms", "1", NULL};
 	struct chipd_status *st = calloc(1, sizeof(*st));
 	struct chipd_error err;
 	pid_t spawner, first, second;
-	uint64_t until;
 	struct cd d;
-	bool served = false;
+	bool served;
 
 	ck_assert_ptr_nonnull(st);
-	cd_start(&d, args, NULL);
-	first = cd_worker_pid(&d, 0);
-	spawner = tu_parent_pid(first);
-	ck_assert_int_gt(spawner, 1);
-	ck_assert_int_eq(tu_parent_pid(spawner), d.pid);
-	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
-	ck_assert_int_eq(kill(first, SIGKILL), 0);
-	for (until = now_ms() + 30000; !served && now_ms() < until;)
-		served = answers_new_connections(&d, 5);
+	spawner = kill_worker_of_stopped_spawner(&d, args, &first);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_BACKOFF, 0, 10000));
+	served = cd_answers_new_connections(&d, 1000, 7000);
 	ck_assert_int_eq(kill(spawner, SIGCONT), 0);
-	ck_assert_msg(served, "no new connection answered for 30 s while the spawner was stopped");
+	ck_assert_msg(served, "a new connection was not answered within 1 s while the spawner "
+			      "was stopped");
 	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, first, 20000));
 	second = cd_worker_pid(&d, 0);
 	ck_assert_int_eq(kill(second, SIGKILL), 0); /* a start now reads its own reply */
@@ -745,6 +718,31 @@ START_TEST(restart_while_the_spawner_is_stopped)
 	ck_assert_int_eq(tu_parent_pid((pid_t)st->chips[0].pid), spawner);
 	cd_expect_stream(cd_submit(&d, 3, 0), 3, CHIPD_OK, 10000);
 	free(st);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
+/* The first start asked of a spawner that does not run stalls nobody either: while it
+ * waits for the reply (5 s), new connections are answered and pinged, each within 2 s,
+ * and chip 1 serves. Before, the event loop waited for that reply: a connection tried
+ * then was not answered (chipd_connect_timeout -ETIMEDOUT at 2 s). */
+START_TEST(first_start_of_a_stopped_spawner_stalls_nothing)
+{
+	static const char *const args[] = {"--chips", "2", "--backoff-min-ms", "1", NULL};
+	pid_t spawner, first;
+	struct cd d;
+	bool served;
+
+	spawner = kill_worker_of_stopped_spawner(&d, args, &first);
+	/* the death is seen; its restart is asked on the next tick */
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_BACKOFF, 0, 10000));
+	served = cd_answers_new_connections(&d, 2000, 3000);
+	cd_expect_stream(cd_submit(&d, 3, 0), 3, CHIPD_OK, 10000); /* chip 1's */
+	ck_assert_int_eq(kill(spawner, SIGCONT), 0);
+	ck_assert_msg(served, "a new connection was not answered within 2 s while the spawner "
+			      "was stopped");
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, first, 20000));
+	ck_assert_int_eq(tu_parent_pid(cd_worker_pid(&d, 0)), spawner);
 	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
 }
 END_TEST
@@ -768,6 +766,8 @@ int main(void)
 	    {"cancelled_request_is_not_requeued", cancelled_request_is_not_requeued},
 	    {"cancel_during_requeue_is_not_lost", cancel_during_requeue_is_not_lost},
 	    {"restart_while_the_spawner_is_stopped", restart_while_the_spawner_is_stopped},
+	    {"first_start_of_a_stopped_spawner_stalls_nothing",
+	     first_start_of_a_stopped_spawner_stalls_nothing},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

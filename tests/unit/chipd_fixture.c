@@ -320,6 +320,26 @@ void cd_remove_dir(const char *dir)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
+bool cd_answers_new_connections(struct cd *d, uint32_t ms, uint64_t for_ms)
+{
+	uint64_t until = now_ms() + for_ms;
+
+	do {
+		struct chipd_error err;
+		chipd_conn *c;
+		bool ok;
+
+		if (chipd_connect_timeout(d->instance, ms, &c, &err) != 0)
+			return false;
+		ok = chipd_ping(c, ms, NULL, &err) == 0;
+		chipd_close(c);
+		if (!ok)
+			return false;
+		usleep(20 * 1000);
+	} while (now_ms() < until);
+	return true;
+}
+
 bool cd_region_exists(const struct cd *d)
 {
 	struct stat st;

@@ -105,6 +105,10 @@ void cd_callables_dir(char *dir, size_t cap, const char *tag, const char *from,
 /* Removes @dir and everything in it. */
 void cd_remove_dir(const char *dir);
 
+/* Whether new connections, tried one after the other for @for_ms, are each answered
+ * and pinged within @ms (the event loop answers the hellos). */
+bool cd_answers_new_connections(struct cd *d, uint32_t ms, uint64_t for_ms);
+
 /* Whether the node region is still in /dev/shm. */
 bool cd_region_exists(const struct cd *d);
 
