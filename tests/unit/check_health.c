@@ -378,6 +378,12 @@ START_TEST(admitted_unanswered_unstarted_is_requeued)
 	cd_start(&d, args, NULL);
 	hold_router_over_a_submit(&d, &h);
 	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "admitted", 1, WAIT_MS), 1);
+	/* M counts the admission before it writes the answer, and nothing a test can read
+	 * says the answer is written: once O holds the request (active), a margin for M,
+	 * far inside the 1 s to the first token. (A kill before the answer is the case of a
+	 * death with the assign in flight: the submit is answered worker_lost.) */
+	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "active", 1, WAIT_MS), 1);
+	usleep(250 * 1000);
 	ck_assert_int_eq(kill(h.w0, SIGKILL), 0);
 	ck_assert_int_eq(pthread_join(h.ts, NULL), 0);
 	ck_assert_msg(h.submit.rc == 0, "the submit: %s (%s)", chipd_code_name(h.submit.err.code),
