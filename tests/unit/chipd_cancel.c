@@ -146,8 +146,11 @@ START_TEST(requeue_given_up_end_reaches_its_reader)
 	s = submit_slow_on_chip0(&d, &id);
 	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
-	/* past SUP_FORWARD_MS (2 s) from the post, and a sweep after the given-up end */
-	usleep(2700 * 1000);
+	/* the re-queue given up, SUP_FORWARD_MS (2 s) after its post: its end counted
+	 * (waited for, not slept: a late event loop restarts the re-queue's 2 s), then a
+	 * few ticks for a sweep after it */
+	ck_assert_uint_eq(cd_stat_reaches(&d, "supervisor", "err_worker_lost", 1, 20000), 1);
+	usleep(700 * 1000);
 	ck_assert_int_eq(kill(w1, SIGCONT), 0);
 	other = cd_submit(&d, 2, 1000);
 	cd_expect_stream(other, 2, CHIPD_OK, CD_CALL_MS);
