@@ -720,6 +720,11 @@ void sup_fwd_end_all(struct sup *s);
  * Returns CHIPD_OK or an error code with @err set. */
 int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *events,
 	      uint64_t *dropped, struct proto_error *err);
+/* Removes chip @chip's trace fragment and its temporaries from the runtime directory:
+ * what a worker killed while it wrote them (a collect the supervisor gave up on, then
+ * the worker killed as stuck) would leave for good. Event loop, once the worker ended:
+ * nothing of it writes there any more. */
+void sup_trace_parts_remove(struct sup *s, uint32_t chip);
 
 /* ---- counters (here, inline) ---- */
 /* The supervisor block has two writers (router and event loop), so it adds with an

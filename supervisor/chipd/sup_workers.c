@@ -562,6 +562,7 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 		sup_register_worker_died(s, w);
 	orphaned_streams(s, w, !ours);
 	zero_gauges(s, w);
+	sup_trace_parts_remove(s, w->chip);
 	if (ours)
 		return;
 	sup_count(s, PROTO_SUP_worker_deaths, 1);
