@@ -87,6 +87,10 @@ struct sup_worker {
 	 * counts no more though its entry waits for the sweep */
 	uint32_t unended;
 	bool stopping; /* we asked it to end: its exit is not a crash */
+	/* a trace op's start reached this chip and no stop since (the router writes it,
+	 * the event loop reads it at a start, both under sup.lock): a worker started
+	 * meanwhile, a restart included, records from its start */
+	bool tracing;
 	/* event loop only */
 	uint64_t deaths_ns[16]; /* recent deaths, a ring of crash_limit entries */
 	uint32_t ndeaths;
@@ -504,8 +508,9 @@ void sup_workers_free(struct sup *s);
  * (or main). */
 int sup_worker_spawn(struct sup *s, struct sup_worker *w);
 /* The worker process's body after fork: set-up, wrk_main, _exit. @parent is the
- * forking process (the spawner). */
-_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
+ * forking process (the spawner); @trace: record spans from the start (a trace op's
+ * start is in force for the chip, sup_worker.tracing). */
+_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent, bool trace);
 /* A worker's pidfd became readable: reap it and handle the death. */
 void sup_worker_exited(struct sup *s, struct sup_worker *w);
 /* Ends or moves @e, a stream of @w's worker that died, as its death path does: one
@@ -616,12 +621,13 @@ void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to);
 /* ---- spawner (sup_spawner.c) ---- */
 /* Forks the spawner; call before any thread starts. Returns 0 or -errno. */
 int sup_spawner_start(struct sup *s);
-/* Has the spawner fork chip @chip's worker. Returns its pid, with *@pidfd a pidfd the
+/* Has the spawner fork chip @chip's worker (recording spans from its start when
+ * @trace). Returns its pid, with *@pidfd a pidfd the
  * spawner opened before it could reap the worker (so it names that process, never a
  * later one with its pid), or -errno: -ETIMEDOUT when no reply came within 5 s (the
  * start stays unanswered: see sup_spawner_idle), -EINPROGRESS while an earlier one
  * is. Event loop thread. */
-pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
+pid_t sup_spawner_fork(struct sup *s, uint32_t chip, bool trace, int *pidfd);
 /* Whether the spawner can take a start: 0, or -EINPROGRESS while the reply to a start
  * given up on has not come (a spawner that does not run), or -EPIPE. A late reply's
  * worker is killed, and its end awaited (bounded), here. Event loop thread. */

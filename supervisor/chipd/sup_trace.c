@@ -147,6 +147,12 @@ int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *
 			continue;
 		pthread_mutex_lock(&s->lock);
 		ready = w->state == CHIPD_CHIP_READY;
+		/* before the start is sent: a worker the event loop starts from here on
+		 * (a restart of this one) records from its start too */
+		if (act == PROTO_TRACE_START)
+			w->tracing = true;
+		else if (act == PROTO_TRACE_STOP)
+			w->tracing = false;
 		pthread_mutex_unlock(&s->lock);
 		if (!ready)
 			continue;

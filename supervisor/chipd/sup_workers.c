@@ -113,7 +113,7 @@ enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_cal
 
 /* ---- the child ---- */
 
-_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent)
+_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent, bool trace)
 {
 	struct wrk_config cfg;
 	sigset_t none, stop;
@@ -156,10 +156,11 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 	cfg.max_request_steps = s->cfg.max_request_steps;
 	cfg.registry = s->reg.entries;
 	cfg.registry_len = s->reg.n;
-	/* chipd --trace: every worker records from its start, a restarted one too (it
-	 * lives as long as this process: nothing to free) */
-	if (s->cfg.trace[0] && wrk_trace_create(&cfg.trace, WRK_TRACE_SPANS) != 0)
-		SUP_WARN((int)w->chip, 0, "--trace: no memory for this worker's spans");
+	/* chipd --trace: every worker records from its start, a restarted one too; so
+	 * does one started while a trace op records on its chip (it lives as long as
+	 * this process: nothing to free) */
+	if ((s->cfg.trace[0] || trace) && wrk_trace_create(&cfg.trace, WRK_TRACE_SPANS) != 0)
+		SUP_WARN((int)w->chip, 0, "trace: no memory for this worker's spans");
 	rc = wrk_main(&cfg, &w->ctl, &s->node);
 	if (rc)
 		SUP_ERR((int)w->chip, 0, "worker ended with %s", strerror(-rc));
@@ -172,6 +173,7 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 {
 	struct proto_node_worker *d = &s->node.dir[w->chip];
 	uint64_t now = shm_now_ns();
+	bool trace;
 	pid_t pid;
 	int pidfd, rc;
 
@@ -188,7 +190,10 @@ int sup_worker_spawn(struct sup *s, struct sup_worker *w)
 	shm_region_ready(&w->ctl);
 	/* the pidfd comes from the spawner, opened before it could reap the worker: it
 	 * names this worker for good (a pid can be reused) */
-	pid = sup_spawner_fork(s, w->chip, &pidfd);
+	pthread_mutex_lock(&s->lock);
+	trace = w->tracing;
+	pthread_mutex_unlock(&s->lock);
+	pid = sup_spawner_fork(s, w->chip, trace, &pidfd);
 	if (pid < 0)
 		return pid;
 	pthread_mutex_lock(&s->lock);
