@@ -13,6 +13,18 @@ else()
 endif()
 set_tests_properties(docs_include_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 
+# docs/protocol.md §8.1's counter tables against proto/node.h: every counter of each
+# block a row of its block's table, with its kind (counters.py). Skipped (77) without
+# python3.
+if(CHIPD_DOCS_PYTHON3)
+  add_test(NAME docs_counters
+           COMMAND ${CHIPD_DOCS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/docs/counters.py
+                   ${PROJECT_SOURCE_DIR})
+else()
+  add_test(NAME docs_counters COMMAND sh -c "echo 'docs_counters: skipped: no python3'; exit 77")
+endif()
+set_tests_properties(docs_counters PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+
 # docs/protocol.md §8.6 against the validator's workload tables (wl_table prints them
 # as the document's Markdown), and no copy of them in docs/architecture.md.
 add_executable(wl_table docs/wl_table.c)

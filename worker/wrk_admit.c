@@ -508,6 +508,7 @@ static int run_trace(void *ctx, const struct proto_msg *req, struct proto_msg *a
 		rc = wrk_trace_write_fragment(t, req->path, w->cfg.chip, &c);
 		if (rc)
 			return trace_path_fail(err, req->path, rc);
+		memcpy(w->collected, req->path, sizeof(w->collected));
 		ans->events = (int64_t)c.events;
 		ans->dropped = (int64_t)c.dropped;
 		return CHIPD_OK;

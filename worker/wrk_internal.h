@@ -249,6 +249,11 @@ struct wrk {
 	 * answer that finds the slot reset means the supervisor gave up on the load and
 	 * rolled the registration back, so M unloads it again (wrk_load_abandon). */
 	char loaded[WL_NAME_MAX];
+	/* The fragment the trace collect being served wrote ("": none): an answer that
+	 * finds the slot reset means the supervisor gave up on the collect (its forward
+	 * bound ran out while this worker wrote), so nobody merges or removes the
+	 * fragment but M, which unlinks it. */
+	char collected[PROTO_PATH_MAX];
 	struct mbox_ticket deferred[WRK_MAX_DEFERRED]; /* shutdowns answered at the end */
 	uint32_t ndeferred;
 	/* The trace spans go to: the config's, or one M created at trace start. Stored

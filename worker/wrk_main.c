@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* How long one mailbox wait lasts before the loop re-checks its threads: long while
  * they run, short while M waits for them to exit (a shutdown, O's failure), so the
@@ -267,20 +268,25 @@ static void serve(struct wrk *w)
 		w->cur = ev.t;
 		w->assigned = NULL;
 		w->loaded[0] = '\0';
+		w->collected[0] = '\0';
 		rc = proto_dispatch(&wrk_server, w, ev.req, ev.len, mbox_resp_buf(&w->mb, ev.t),
 				    mbox_resp_cap(&w->mb), &len);
 		/* -ECANCELED: the supervisor gave up meanwhile, and the reset is acknowledged
 		 * there. An assign's answer is then lost: nobody learns the stream, so the
 		 * request it admitted is cancelled rather than left to run; a load's, and
-		 * the supervisor rolled its registration back, so the callable goes again. */
+		 * the supervisor rolled its registration back, so the callable goes again; a
+		 * trace collect's, and nobody will merge or remove the fragment written. */
 		if (rc == 0 && mbox_answer(&w->mb, ev.t, (uint32_t)len) == -ECANCELED) {
 			ctr_add(w->ctr, wrk_ctr_index(PROTO_WRK_mbox_resets), 1);
 			if (w->assigned)
 				wrk_req_abandon(w, w->assigned, w->assigned_id);
 			wrk_load_abandon(w);
+			if (w->collected[0])
+				(void)unlink(w->collected);
 		}
 		w->assigned = NULL;
 		w->loaded[0] = '\0';
+		w->collected[0] = '\0';
 		wrk_trace_span(wrk_trace_of(w), WRK_TR_M, WRK_SPAN_MBOX_OP, t0, shm_now_ns(), 0);
 	}
 	answer_deferred(w);

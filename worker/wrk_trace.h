@@ -105,10 +105,10 @@ int wrk_trace_summarize(const struct wrk_trace *t, struct wrk_trace_summary *s);
  * trace. Events: "M" process_name "chip <chip>" and thread_name "M mailbox",
  * "O orchestrator", "S scheduler" (pid = @chip, tid = 0, 1, 2), then one "X" event
  * per span (ts and dur in microseconds from CLOCK_MONOTONIC, args.arg). @t may be
- * NULL: the metadata events only. The file appears at @path atomically (written as
- * "@path.tmp", then renamed). @c (may be NULL) gets the counts. Returns 0,
- * -ENAMETOOLONG (@path + ".tmp" does not fit PATH_MAX), -ENOMEM, or the -errno of
- * the file operation that failed. */
+ * NULL: the metadata events only. The file appears at @path atomically (written
+ * under a new random name "@path.XXXXXX", mode 0600, then renamed). @c (may be NULL)
+ * gets the counts. Returns 0, -ENAMETOOLONG (@path + ".XXXXXX" does not fit PATH_MAX),
+ * -ENOMEM, or the -errno of the file operation that failed. */
 int wrk_trace_write_fragment(const struct wrk_trace *t, const char *path, unsigned chip,
 			     struct wrk_trace_counts *c);
 

@@ -140,7 +140,8 @@ int ctl_snapshot(const struct ctl *g, struct chipd_stat **st, uint32_t *n, struc
 const struct chipd_stat *ctl_stat_find(const struct chipd_stat *st, uint32_t n, const char *block,
 				       const char *name);
 
-/* Writes @s as a JSON string (quoted, escaped) to @f. */
+/* Writes @s as a JSON string (quoted, escaped) to @f: UTF-8, each byte of @s that is
+ * not part of a well-formed UTF-8 sequence written as \ufffd. */
 void ctl_json_str(FILE *f, const char *s);
 
 /* CLOCK_MONOTONIC in nanoseconds. */

@@ -324,16 +324,57 @@ const struct chipd_stat *ctl_stat_find(const struct chipd_stat *st, uint32_t n, 
 	return NULL;
 }
 
+/* Length of the well-formed UTF-8 sequence of a character at or above U+0080 at @p
+ * (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF), or 0 when the
+ * bytes there are not one (a stray or cut sequence; the NUL ends any). */
+static size_t utf8_seq_len(const unsigned char *p)
+{
+	uint32_t cp, min;
+	size_t n;
+
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+		cp = p[0] & 0x1fu;
+		min = 0x80;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		cp = p[0] & 0x0fu;
+		min = 0x800;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		cp = p[0] & 0x07u;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0u) != 0x80u)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3fu);
+	}
+	return cp < min || cp > 0x10ffffu || (cp >= 0xd800u && cp <= 0xdfffu) ? 0 : n;
+}
+
 void ctl_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
+		size_t n;
+
+		if (*p == '"' || *p == '\\') {
 			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
+		} else if (*p < 0x20 || *p == 0x7f) {
 			fprintf(f, "\\u%04x", *p);
-		else
+		} else if (*p < 0x80) {
 			fputc(*p, f);
+		} else if ((n = utf8_seq_len(p)) > 0) {
+			fwrite(p, 1, n, f);
+			p += n - 1;
+		} else {
+			/* JSON is UTF-8 text: a byte that is not (a path's) is the
+			 * replacement character, as a UTF-8 decoder shows it */
+			fputs("\\ufffd", f);
+		}
 	}
 	fputc('"', f);
 }

@@ -87,6 +87,10 @@ struct sup_worker {
 	 * counts no more though its entry waits for the sweep */
 	uint32_t unended;
 	bool stopping; /* we asked it to end: its exit is not a crash */
+	/* a trace op's start reached this chip and no stop since (the router writes it,
+	 * the event loop reads it at a start, both under sup.lock): a worker started
+	 * meanwhile, a restart included, records from its start */
+	bool tracing;
 	/* event loop only */
 	uint64_t deaths_ns[16]; /* recent deaths, a ring of crash_limit entries */
 	uint32_t ndeaths;
@@ -520,8 +524,9 @@ void sup_workers_spawn_reply(struct sup *s, uint64_t now);
  * spawner's worker, if it forks one, dies with it at its close). Event loop. */
 void sup_workers_spawn_abandon(struct sup *s);
 /* The worker process's body after fork: set-up, wrk_main, _exit. @parent is the
- * forking process (the spawner). */
-_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent);
+ * forking process (the spawner); @trace: record spans from the start (a trace op's
+ * start is in force for the chip, sup_worker.tracing). */
+_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent, bool trace);
 /* A worker's pidfd became readable: reap it and handle the death. */
 void sup_worker_exited(struct sup *s, struct sup_worker *w);
 /* Ends or moves @e, a stream of @w's worker that died, as its death path does: one
@@ -632,11 +637,11 @@ void sup_worker_move(struct sup *s, struct sup_req *e, struct sup_worker *to);
 /* ---- spawner (sup_spawner.c) ---- */
 /* Forks the spawner; call before any thread starts. Returns 0 or -errno. */
 int sup_spawner_start(struct sup *s);
-/* Asks the spawner to fork chip @chip's worker, without waiting for its reply (read
- * by sup_spawner_reply, within 5 s). Returns 0, or -errno: -EINPROGRESS while an
+/* Asks the spawner to fork chip @chip's worker (recording spans from its start when
+ * @trace), without waiting for its reply (read by sup_spawner_reply, within 5 s). Returns 0, or -errno: -EINPROGRESS while an
  * earlier start is unanswered (see sup_spawner_idle), -EPIPE. Event loop thread (or
  * main, before it runs). */
-int sup_spawner_ask(struct sup *s, uint32_t chip);
+int sup_spawner_ask(struct sup *s, uint32_t chip, bool trace);
 /* The reply to the start asked last: its worker's pid, with *@pidfd a pidfd the
  * spawner opened before it could reap the worker (so it names that process, never a
  * later one with its pid); -EINPROGRESS when it has not come and its 5 s are not over
@@ -743,6 +748,11 @@ void sup_fwd_end_all(struct sup *s);
  * Returns CHIPD_OK or an error code with @err set. */
 int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *events,
 	      uint64_t *dropped, struct proto_error *err);
+/* Removes chip @chip's trace fragment and its temporaries from the runtime directory:
+ * what a worker killed while it wrote them (a collect the supervisor gave up on, then
+ * the worker killed as stuck) would leave for good. Event loop, once the worker ended:
+ * nothing of it writes there any more. */
+void sup_trace_parts_remove(struct sup *s, uint32_t chip);
 
 /* ---- counters (here, inline) ---- */
 /* The supervisor block has two writers (router and event loop), so it adds with an

@@ -54,8 +54,9 @@
 
 struct spawn_msg {
 	uint32_t chip;
-	int32_t pid;  /* reply: the worker's pid, or -errno */
-	uint32_t seq; /* the start's number (sup.spawn_seq), echoed by the reply */
+	int32_t pid;	/* reply: the worker's pid, or -errno */
+	uint32_t seq;	/* the start's number (sup.spawn_seq), echoed by the reply */
+	uint32_t trace; /* 1: the worker records spans from its start */
 };
 
 /* Reaps every worker that ended and says how; kills what each left in its process
@@ -126,7 +127,7 @@ static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 			pid_t pid = fork();
 
 			if (pid == 0)
-				sup_worker_child(s, &s->workers[m.chip], self);
+				sup_worker_child(s, &s->workers[m.chip], self, m.trace != 0);
 			if (pid > 0)
 				setpgid(pid, pid); /* as the child does: whoever is first */
 			m.pid = pid > 0 ? pid : -errno;
@@ -243,9 +244,9 @@ int sup_spawner_idle(struct sup *s)
 	return 0;
 }
 
-int sup_spawner_ask(struct sup *s, uint32_t chip)
+int sup_spawner_ask(struct sup *s, uint32_t chip, bool trace)
 {
-	struct spawn_msg m = {.chip = chip};
+	struct spawn_msg m = {.chip = chip, .trace = trace};
 	int rc;
 
 	if (s->spawn_fd < 0)

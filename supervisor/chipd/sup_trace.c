@@ -3,12 +3,13 @@
  * Chrome trace events, pid = chip) in the runtime directory (private: sup_files.h); the
  * supervisor joins them into one Chrome/Perfetto JSON document, written to a new
  * temporary file of its own (mode 0600, a name nobody could plant beforehand) and
- * renamed. */
+ * renamed. A worker that ends takes its parts with it (sup_trace_parts_remove). */
 #include "sup.h"
 #include "sup_log.h"
 
 #include "proto.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,8 +17,37 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The name of chip @chip's fragment in the runtime directory, beside the pid file
+ * ("chipd.PID.trace.chipN.part"); the worker writes it under this name plus ".XXXXXX"
+ * and renames it. Returns snprintf's length. */
+static int part_name(const struct sup *s, uint32_t chip, char *buf, size_t cap)
+{
+	return snprintf(buf, cap, "chipd.%d.trace.chip%u.part", (int)s->pid, chip);
+}
+
+void sup_trace_parts_remove(struct sup *s, uint32_t chip)
+{
+	char prefix[64];
+	size_t len = (size_t)part_name(s, chip, prefix, sizeof(prefix));
+	DIR *d = opendir(s->cfg.runtime_dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	/* the directory is private (sup_files.h): only chipd's processes name files so */
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, prefix, len) == 0 &&
+		    (e->d_name[len] == '\0' || e->d_name[len] == '.') &&
+		    unlinkat(dirfd(d), e->d_name, 0) == 0)
+			SUP_DEBUG((int)chip, 0, "trace part %s of the ended worker removed",
+				  e->d_name);
+	closedir(d);
+}
+
 /* Appends the fragment file @part to @out, a comma first unless it is the first
- * non-empty one. Returns 0 or -errno. */
+ * non-empty one. A part that is gone (its worker died since it answered, and
+ * sup_trace_parts_remove took it) is left out, as a chip that is gone is. Returns 0
+ * or -errno. */
 static int append_part(FILE *out, const char *part, bool *first)
 {
 	char buf[8192];
@@ -27,7 +57,7 @@ static int append_part(FILE *out, const char *part, bool *first)
 	int rc = 0;
 
 	if (!in)
-		return -errno;
+		return errno == ENOENT ? 0 : -errno;
 	while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
 		if (!any && !*first && fputc(',', out) == EOF)
 			rc = -EIO;
@@ -117,6 +147,12 @@ int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *
 			continue;
 		pthread_mutex_lock(&s->lock);
 		ready = w->state == CHIPD_CHIP_READY;
+		/* before the start is sent: a worker the event loop starts from here on
+		 * (a restart of this one) records from its start too */
+		if (act == PROTO_TRACE_START)
+			w->tracing = true;
+		else if (act == PROTO_TRACE_STOP)
+			w->tracing = false;
 		pthread_mutex_unlock(&s->lock);
 		if (!ready)
 			continue;
@@ -124,9 +160,12 @@ int sup_trace(struct sup *s, int act, int64_t chip, const char *path, uint64_t *
 		req->act = act;
 		if (act == PROTO_TRACE_COLLECT) {
 			/* beside the pid file, short whatever the output's length */
-			int len = snprintf(parts[nparts], sizeof(parts[nparts]),
-					   "%s/chipd.%d.trace.chip%u.part", s->cfg.runtime_dir,
-					   (int)s->pid, i);
+			char name[64];
+			int len;
+
+			(void)part_name(s, i, name, sizeof(name));
+			len = snprintf(parts[nparts], sizeof(parts[nparts]), "%s/%s",
+				       s->cfg.runtime_dir, name);
 
 			if (len < 0 || (size_t)len >= sizeof(req->path)) {
 				code = proto_fail(err, CHIPD_E_INTERNAL,

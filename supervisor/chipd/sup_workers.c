@@ -113,7 +113,7 @@ enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_cal
 
 /* ---- the child ---- */
 
-_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent)
+_Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t parent, bool trace)
 {
 	struct wrk_config cfg;
 	sigset_t none, stop;
@@ -156,10 +156,11 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 	cfg.max_request_steps = s->cfg.max_request_steps;
 	cfg.registry = s->reg.entries;
 	cfg.registry_len = s->reg.n;
-	/* chipd --trace: every worker records from its start, a restarted one too (it
-	 * lives as long as this process: nothing to free) */
-	if (s->cfg.trace[0] && wrk_trace_create(&cfg.trace, WRK_TRACE_SPANS) != 0)
-		SUP_WARN((int)w->chip, 0, "--trace: no memory for this worker's spans");
+	/* chipd --trace: every worker records from its start, a restarted one too; so
+	 * does one started while a trace op records on its chip (it lives as long as
+	 * this process: nothing to free) */
+	if ((s->cfg.trace[0] || trace) && wrk_trace_create(&cfg.trace, WRK_TRACE_SPANS) != 0)
+		SUP_WARN((int)w->chip, 0, "trace: no memory for this worker's spans");
 	rc = wrk_main(&cfg, &w->ctl, &s->node);
 	if (rc)
 		SUP_ERR((int)w->chip, 0, "worker ended with %s", strerror(-rc));
@@ -172,6 +173,7 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
  * (-EINPROGRESS while an earlier start is unanswered: the caller retries). */
 static int spawn_ask(struct sup *s, struct sup_worker *w)
 {
+	bool trace;
 	int rc;
 
 	/* a worker of an earlier start given up on is gone before this one's state is
@@ -185,7 +187,12 @@ static int spawn_ask(struct sup *s, struct sup_worker *w)
 	shm_region_bump_generation(&w->ctl);
 	/* the dead worker may have said it refuses new work (sup_worker_routable) */
 	shm_region_ready(&w->ctl);
-	return sup_spawner_ask(s, w->chip);
+	/* a chip whose trace records (chipctl trace) gets a worker that records from
+	 * its start */
+	pthread_mutex_lock(&s->lock);
+	trace = w->tracing;
+	pthread_mutex_unlock(&s->lock);
+	return sup_spawner_ask(s, w->chip, trace);
 }
 
 /* Records the worker @pid (a start's reply; @pidfd from the spawner, opened before it
@@ -646,6 +653,7 @@ void sup_worker_exited(struct sup *s, struct sup_worker *w)
 		sup_register_worker_died(s, w);
 	orphaned_streams(s, w, !ours);
 	zero_gauges(s, w);
+	sup_trace_parts_remove(s, w->chip);
 	if (ours)
 		return;
 	sup_count(s, PROTO_SUP_worker_deaths, 1);

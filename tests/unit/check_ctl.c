@@ -172,6 +172,51 @@ START_TEST(stats_json_is_one_versioned_document)
 }
 END_TEST
 
+/* ctl_json_str's output as a C string. */
+static char *json_of(const char *in)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(f);
+	ctl_json_str(f, in);
+	ck_assert_int_eq(fclose(f), 0);
+	return buf;
+}
+
+/* Every --json document is JSON, which is UTF-8 text (RFC 8259 8.1; chipctl(1),
+ * --json), also when a string in it is not: a path, a message naming one. A byte that
+ * is not part of a well-formed UTF-8 sequence (a stray byte, a cut sequence, an
+ * overlong form, a surrogate) is written as \ufffd, well-formed sequences as they
+ * are. Before, the bytes went out raw: `chipctl trace --out $'/tmp/\xff.json' --json`
+ * printed a document Python's json.loads refused ("invalid start byte"). */
+START_TEST(json_strings_are_valid_utf8)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+	    {"/tmp/a\xff.json", "\"/tmp/a\\ufffd.json\""},
+	    {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+	     "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
+	    {"cut \xc3", "\"cut \\ufffd\""},
+	    {"cut \xe2\x82 x", "\"cut \\ufffd\\ufffd x\""},
+	    {"overlong \xc0\xaf", "\"overlong \\ufffd\\ufffd\""},
+	    {"surrogate \xed\xa0\x80", "\"surrogate \\ufffd\\ufffd\\ufffd\""},
+	    {"past U+10FFFF \xf4\x90\x80\x80", "\"past U+10FFFF \\ufffd\\ufffd\\ufffd\\ufffd\""},
+	    {"q\"b\\\x01\x7f", "\"q\\\"b\\\\\\u0001\\u007f\""},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *t = json_of(cases[i].in);
+
+		ck_assert_msg(strcmp(t, cases[i].out) == 0, "case %zu: %s, not %s", i, t,
+			      cases[i].out);
+		free(t);
+	}
+}
+END_TEST
+
 /* ---- workloads: the table and JSON of ctl_fixture.c's wl_sample ---- */
 
 /* ---- callables: wl_sample with versions, on two chips, with counts ---- */
@@ -417,6 +462,7 @@ static Suite *ctl_suite(void)
 	    {"prom_down_has_only_up_zero", prom_down_has_only_up_zero},
 	    {"stats_table_has_every_counter", stats_table_has_every_counter},
 	    {"stats_json_is_one_versioned_document", stats_json_is_one_versioned_document},
+	    {"json_strings_are_valid_utf8", json_strings_are_valid_utf8},
 	    {"workloads_table_and_json", workloads_table_and_json},
 	    {"callables_table_and_json", callables_table_and_json},
 	    {"top_frame_shows_rates", top_frame_shows_rates},

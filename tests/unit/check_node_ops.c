@@ -2,9 +2,10 @@
  * trace, drain, stop), checked from the outside on a real chipd of two sim chips through
  * libchipd, as a client author reads them: a refusal that is the caller's doing is
  * named as such (bad_request), not as a bug of chipd (internal); a trace with a chip
- * is that chip's only; a stop's grace (drain, stop) is the time requests in flight
- * get, also when a drain came first, and what it leaves running ends cancelled, also on
- * a stopped worker and during a re-queue;
+ * is that chip's only, goes on in a worker restarted while it records, and a worker
+ * that dies leaves no trace part behind; a stop's grace (drain, stop) is the time
+ * requests in flight get, also when a drain came first, and what it leaves running
+ * ends cancelled, also on a stopped worker and during a re-queue;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
  * detaching chipd too; a stop ends also while the spawner does not run. */
 #include "chipd_fixture.h"
@@ -14,6 +15,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +149,120 @@ START_TEST(trace_of_one_chip_is_that_chip_only)
 	unlink(file);
 	rmdir(dir);
 	free(m);
+}
+END_TEST
+
+/* Kills chip 1's worker, waits for its successor, and runs a 3-token request there. */
+static void restart_chip1_and_run(struct cd *d)
+{
+	const struct chipd_param three = {"tokens", 3};
+	struct chipd_error err;
+	chipd_stream *s;
+	pid_t w1 = cd_worker_pid(d, 1);
+
+	ck_assert_int_gt(w1, 0);
+	ck_assert_int_eq(kill(w1, SIGKILL), 0);
+	ck_assert_msg(cd_wait_chip(d, 1, CHIPD_CHIP_READY, w1, BOUND_MS), "chip 1 not back");
+	ck_assert_msg(cd_submit_to(d, "synthetic", 1, &three, 1, &s, &err) == 0, "%s", err.message);
+	cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
+}
+
+/* A chip whose worker restarts while a trace records (chipctl(1), trace: "Starts the
+ * workers' span recorders, waits ..., asks the supervisor to write the spans"): the
+ * new worker records from its start, so the collect holds its spans (what the dead
+ * one recorded is lost with it); after a trace stop, a restarted worker records
+ * nothing. Before, the new worker never recorded: the collect of a chip restarted
+ * during `chipctl trace` had no span at all, its requests after the restart
+ * included. */
+START_TEST(trace_goes_on_in_a_restarted_worker)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	char dir[] = "/tmp/chipd-nodeops.XXXXXX", file[64];
+	struct cd d;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/trace.json", dir);
+	cd_start(&d, two_chips, NULL);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_START, -1, NULL), "%s", m->err.message);
+	restart_chip1_and_run(&d);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 1, file), "%s", m->err.message);
+	ck_assert_msg(m->events > 0, "chip 1, restarted during the trace, recorded nothing");
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_STOP, -1, NULL), "%s", m->err.message);
+	restart_chip1_and_run(&d);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 1, file), "%s", m->err.message);
+	ck_assert_msg(m->events == 0, "chip 1, restarted after the trace stopped, recorded %lld",
+		      (long long)m->events);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	unlink(file);
+	rmdir(dir);
+	free(m);
+}
+END_TEST
+
+/* Creates the empty file @name in @dir, mode 0600. */
+static void plant(const char *dir, const char *name)
+{
+	char path[160];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+
+/* What a worker killed while it wrote its trace fragment leaves in the runtime
+ * directory (chipd(8), FILES: a part "created under a new random name with mode
+ * 0600 and renamed, then removed once merged"): its temporary, or the renamed part of
+ * a collect the supervisor had given up on (a worker stopped mid-write is killed
+ * after --stuck-ms, past the collect's 2 s). Both are planted under chip 1's names
+ * and chip 1's worker is SIGKILLed: once it is back, neither is left, while a
+ * temporary under chip 0's name (a live worker's write in progress) stays, and a
+ * collect still merges both chips. Before, nobody removed them: every such collect
+ * left a file in the runtime directory for good. */
+START_TEST(dead_worker_leaves_no_trace_part)
+{
+	char rundir[] = "/tmp/chipd-nodeops.XXXXXX", env[64], name[96], prefix[64];
+	char file[96];
+	const char *const envs[] = {env, NULL};
+	struct chipd_error err;
+	uint64_t events = 0, dropped = 0;
+	pid_t w1;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	snprintf(env, sizeof(env), "CHIPD_RUNTIME_DIR=%s", rundir);
+	snprintf(file, sizeof(file), "%s/trace.json", rundir);
+	cd_start(&d, two_chips, envs);
+	snprintf(prefix, sizeof(prefix), "chipd.%d.trace.chip", (int)d.pid);
+	snprintf(name, sizeof(name), "%s1.part.Ab12Cd", prefix);
+	plant(rundir, name);
+	snprintf(name, sizeof(name), "%s1.part", prefix);
+	plant(rundir, name);
+	snprintf(name, sizeof(name), "%s0.part.Ef34Gh", prefix);
+	plant(rundir, name);
+	ck_assert_int_eq(count_prefixed(rundir, prefix), 3);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_gt(w1, 0);
+	ck_assert_int_eq(kill(w1, SIGKILL), 0);
+	ck_assert_msg(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, w1, BOUND_MS), "chip 1 not back");
+	snprintf(name, sizeof(name), "%s0.part.", prefix);
+	ck_assert_msg(count_prefixed(rundir, prefix) == 1 && count_prefixed(rundir, name) == 1,
+		      "%d trace parts in %s once chip 1's worker ended, not chip 0's one",
+		      count_prefixed(rundir, prefix), rundir);
+	snprintf(name, sizeof(name), "%s/%s0.part.Ef34Gh", rundir, prefix);
+	ck_assert_int_eq(unlink(name), 0);
+	ck_assert_msg(chipd_trace(d.conn, CHIPD_TRACE_START, NULL, CD_CALL_MS, NULL, NULL, &err) ==
+			  0,
+		      "%s", err.message);
+	ck_assert_msg(chipd_trace(d.conn, CHIPD_TRACE_COLLECT, file, CD_CALL_MS, &events, &dropped,
+				  &err) == 0,
+		      "%s", err.message);
+	ck_assert_int_eq(count_prefixed(rundir, prefix), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	unlink(file);
+	cd_remove_dir(rundir);
 }
 END_TEST
 
@@ -394,6 +510,8 @@ int main(void)
 	    {"trace_collect_onto_a_directory_is_bad_request",
 	     trace_collect_onto_a_directory_is_bad_request},
 	    {"trace_of_one_chip_is_that_chip_only", trace_of_one_chip_is_that_chip_only},
+	    {"dead_worker_leaves_no_trace_part", dead_worker_leaves_no_trace_part},
+	    {"trace_goes_on_in_a_restarted_worker", trace_goes_on_in_a_restarted_worker},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	    {"grace_over_with_a_stopped_worker_cancels", grace_over_with_a_stopped_worker_cancels},
 	    {"grace_over_during_a_requeue_cancels", grace_over_during_a_requeue_cancels},

@@ -1,12 +1,16 @@
 /* worker_trace_op.c - the worker's trace op over its mailbox: start, collect a
  * Chrome trace fragment that merges into valid JSON, collect while O and S record
  * (TSan checks the rings' protocol), stop then collect, paths refused; the summary's
- * latencies pair each publish with its own epoch's build. */
+ * latencies pair each publish with its own epoch's build; a collect its caller gave up
+ * on while the worker wrote it leaves no fragment. */
+#include "mbox.h"
 #include "testutil.h"
+#include "wait.h"
 #include "worker_fixture.h"
 #include "wrk_trace.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +346,101 @@ START_TEST(trace_bad_path_is_bad_request)
 }
 END_TEST
 
+/* The spans of a long recording, written by this thread as each worker thread's
+ * writer before the worker starts: a fragment of megabytes, so writing it takes the
+ * worker a while. */
+static struct wrk_trace *long_recording(uint32_t per_thread)
+{
+	struct wrk_trace *t;
+
+	ck_assert_int_eq(wrk_trace_create(&t, per_thread), 0);
+	for (int th = 0; th < WRK_TR_NTHREADS; th++)
+		for (uint32_t i = 0; i < per_thread; i++)
+			wrk_trace_span(t, (enum wrk_trace_thread)th, WRK_SPAN_O_BUILD,
+				       (uint64_t)i * 1000u, (uint64_t)i * 1000u + 500u, i);
+	return t;
+}
+
+/* Entries of /tmp whose name starts with the base name of @path. */
+static int count_beside(const char *path)
+{
+	const char *base = strrchr(path, '/') + 1;
+	DIR *d = opendir("/tmp");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += strncmp(e->d_name, base, strlen(base)) == 0;
+	closedir(d);
+	return n;
+}
+
+/* A collect whose caller gave up while the worker wrote the fragment: the supervisor
+ * waits SUP_FORWARD_MS for the answer and then resets the slot (a worker slowed or
+ * stopped mid-write), so nobody merges or removes what the worker writes after that.
+ * The worker's answer finds the slot reset, and the worker removes its fragment: a
+ * collect leaves nothing behind in chipd's runtime directory (chipd(8), FILES). The
+ * reset must land while the worker holds the slot, so the collect is given up as soon
+ * as the worker took it, again until one give-up finds it taken. Before, the fragment
+ * stayed, and a part file of every such collect was left in the runtime directory. */
+START_TEST(trace_collect_given_up_leaves_no_fragment)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+	struct wrk_trace *tr = long_recording(1u << 14);
+	struct proto_error err;
+	struct wrk_config cfg;
+	struct mbox_ticket t;
+	char path[96];
+	bool reset = false;
+	struct wf f;
+	size_t len;
+
+	ck_assert_ptr_nonnull(m);
+	out_path(path, sizeof(path), "abandoned");
+	wf_config(&cfg);
+	cfg.trace = tr;
+	wf_start(&f, &cfg, 64);
+	for (int attempt = 0; attempt < 20 && !reset; attempt++) {
+		uint64_t until = shm_now_ns() + (uint64_t)WF_CALL_MS * 1000000u;
+		enum mbox_state st;
+
+		proto_msg_init(m, PROTO_OP_TRACE);
+		m->act = PROTO_TRACE_COLLECT;
+		snprintf(m->path, sizeof(m->path), "%s", path);
+		ck_assert_int_eq(mbox_claim(&f.mb, &t), 0);
+		ck_assert_int_eq(
+		    proto_encode_request(m, mbox_req_buf(&f.mb, t), PROTO_REQ_MAX, &len, &err), 0);
+		ck_assert_int_eq(mbox_post(&f.mb, t, (uint32_t)len), 0);
+		do
+			st = MBOX_CTL_STATE(mbox_ctl(&f.mb, t.slot));
+		while (st == MBOX_POSTED && shm_now_ns() < until);
+		ck_assert_int_ne(st, MBOX_POSTED);
+		/* 1: reset while the worker writes; 0: its answer came first, dropped here,
+		 * and the fragment is the caller's to remove (as the supervisor does) */
+		reset = mbox_give_up(&f.mb, t) == 1;
+		if (!reset) {
+			(void)wf_heartbeat(&f, attempt, NULL, NULL);
+			unlink(path);
+		}
+	}
+	ck_assert_msg(reset, "the worker answered each of 20 collects before its give-up");
+	/* M serves one request at a time: once this is answered, it is done with the
+	 * collect, its answer found the slot reset */
+	ck_assert_int_eq(wf_heartbeat(&f, 100, NULL, NULL), CHIPD_OK);
+	ck_assert_uint_ge(wf_ctr(&f, "mbox_resets"), 1);
+	ck_assert_msg(access(path, F_OK) != 0, "the fragment %s is left behind", path);
+	ck_assert_int_eq(count_beside(path), 0);
+	/* and a collect nobody gives up on is written as before */
+	ck_assert_int_eq(wf_trace(&f, PROTO_TRACE_COLLECT, path, -1, NULL, NULL, NULL), CHIPD_OK);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	unlink(path);
+	wf_stop(&f);
+	wrk_trace_destroy(tr);
+	free(m);
+}
+END_TEST
+
 void wrk_add_trace_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -353,6 +452,8 @@ void wrk_add_trace_tcases(Suite *s)
 	    {"trace_collect_without_start_writes_metadata_only",
 	     trace_collect_without_start_writes_metadata_only},
 	    {"trace_bad_path_is_bad_request", trace_bad_path_is_bad_request},
+	    {"trace_collect_given_up_leaves_no_fragment",
+	     trace_collect_given_up_leaves_no_fragment},
 	    {"trace_summary_pairs_publishes_out_of_epoch_order",
 	     trace_summary_pairs_publishes_out_of_epoch_order},
 	};
