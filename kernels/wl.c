@@ -217,6 +217,9 @@ struct wl_kvpool {
 	struct dev *dev;
 	float *base;
 	uint32_t nblocks, block_floats, nfree;
+	/* per block, the tag of the request holding it (wl_kvpool_reserve), 0 while it
+	 * is free: a release gives back only what its request holds */
+	uint64_t *holder;
 	int32_t free[]; /* a stack; its order is scattered at creation */
 };
 
@@ -231,8 +234,14 @@ int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks, ui
 	kp = calloc(1, sizeof(*kp) + (size_t)nblocks * sizeof(kp->free[0]));
 	if (!kp)
 		return -ENOMEM;
+	kp->holder = calloc(nblocks, sizeof(kp->holder[0]));
+	if (!kp->holder) {
+		free(kp);
+		return -ENOMEM;
+	}
 	err = dev_alloc(d, (size_t)nblocks * block_floats * sizeof(float), (void **)&kp->base);
 	if (err) {
+		free(kp->holder);
 		free(kp);
 		return err;
 	}
@@ -258,6 +267,7 @@ void wl_kvpool_destroy(struct wl_kvpool *kp)
 	if (!kp)
 		return;
 	dev_free(kp->dev, kp->base);
+	free(kp->holder);
 	free(kp);
 }
 
@@ -266,19 +276,39 @@ uint32_t wl_kvpool_free_blocks(const struct wl_kvpool *kp)
 	return kp->nfree;
 }
 
-int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids)
+int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids, uint64_t holder)
 {
 	if (n > kp->nfree)
 		return -ENOSPC;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		ids[i] = kp->free[--kp->nfree];
+		kp->holder[ids[i]] = holder;
+	}
 	return 0;
 }
 
-void wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids)
+uint32_t wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids,
+			   uint64_t holder)
 {
-	for (uint32_t i = n; i-- > 0;)
-		kp->free[kp->nfree++] = ids[i];
+	uint32_t given = 0;
+
+	/* the ids come from a callable: one outside the pool, free already (given twice)
+	 * or another request's would overrun the free stack or hand a block out twice */
+	for (uint32_t i = n; i-- > 0;) {
+		int32_t id = ids[i];
+
+		if (id < 0 || (uint32_t)id >= kp->nblocks || kp->holder[id] != holder)
+			continue;
+		kp->holder[id] = 0;
+		kp->free[kp->nfree++] = id;
+		given++;
+	}
+	return given;
+}
+
+bool wl_kvpool_idle(const struct wl_kvpool *kp)
+{
+	return kp->nfree == kp->nblocks;
 }
 
 float *wl_kvpool_base(const struct wl_kvpool *kp)
@@ -428,6 +458,9 @@ int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out
 	return 0;
 }
 
+/* The requests' tags in the KV pools (wl_req.kv_tag): a count, unique per process. */
+static _Atomic uint64_t kv_tags;
+
 int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *workload,
 		   const struct wl_params *p, char *msg, size_t cap)
 {
@@ -453,6 +486,7 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 	r->wc = wc;
 	r->dev = env->dev;
 	r->kv = env->kv;
+	r->kv_tag = atomic_fetch_add_explicit(&kv_tags, 1, memory_order_relaxed) + 1;
 	memcpy(r->cfg, cfg, sizeof(cfg));
 	r->pub = (struct chipd_cl_req){
 	    .host = &wl_host, .cfg = r->cfg, .steps = wc->cl->steps(cfg), .chipd = r};
@@ -519,6 +553,10 @@ void wl_req_destroy(struct wl_req *r)
 	if (!r)
 		return;
 	r->wc->cl->release(&r->pub);
+	/* a private pool is the request's alone: what its release did not give back goes
+	 * with it (the shared pool's blocks stay taken: callables.md, release) */
+	if (r->own_kv)
+		wl_kvpool_destroy(r->kv);
 	atomic_fetch_sub_explicit(&((struct wl_callable *)r->wc)->users, 1, memory_order_acq_rel);
 	free(r->input);
 	free(r);

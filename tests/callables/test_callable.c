@@ -30,6 +30,10 @@
  * declares more device bytes than a fill the mailbox thread would do itself); with
  * seed 995 likewise, its cost as small as any other's. With seed 994 its build puts
  * its task on the next lane, another request's (the host refuses it: the build fails).
+ * With seed 992 its reserve takes 2 KV blocks of 1 float, which its release gives back;
+ * with seed 993 likewise, and then its release gives back every block of the pool
+ * (its own a second time, and other requests'), -1 and the pool's size: KV ids it does
+ * not hold.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -105,7 +109,15 @@ static int spin = -1; /* the spin kernel's handle, found at init */
 
 struct tiny {
 	int32_t *tok; /* device */
+	int32_t kv[2]; /* its KV blocks (seeds 992, 993) */
+	uint32_t kv_pool_blocks; /* the blocks of the pool they came from */
 };
+
+/* Whether the request takes KV blocks (seed 992: and gives them back as it should). */
+static int takes_kv(const int64_t *cfg)
+{
+	return cfg[P_SEED] == 992 || cfg[P_SEED] == 993;
+}
 
 static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 {
@@ -147,6 +159,10 @@ static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 	out->host_bytes = sizeof(struct tiny);
 	/* an upper bound for seed 996: its slow fill is the loader's, not M's */
 	out->dev_bytes = cfg[P_SEED] == 996 ? 64 * 1024 : TOK_INTS * sizeof(int32_t);
+	if (takes_kv(cfg)) {
+		out->kv_blocks = 2;
+		out->kv_block_floats = 1;
+	}
 }
 
 /* This worker's requests of the callable between reserve and release (reserve runs
@@ -159,11 +175,24 @@ static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 		snprintf(msg, cap, "tiny: seed 998 is refused on an idle chip");
 		return -ENOSPC;
 	}
-	r->state = r->host->host_alloc(r, sizeof(struct tiny));
-	if (!r->state) {
+	struct tiny *t = r->host->host_alloc(r, sizeof(struct tiny));
+
+	if (!t) {
 		snprintf(msg, cap, "tiny: no host memory");
 		return -ENOMEM;
 	}
+	if (takes_kv(r->cfg)) {
+		struct chipd_cl_kv pool;
+		int err = r->host->kv_take(r, 2, 1, t->kv, msg, cap);
+
+		if (err) {
+			r->host->host_free(r, t, sizeof(*t));
+			return err;
+		}
+		r->host->kv_pool(r, &pool);
+		t->kv_pool_blocks = pool.blocks;
+	}
+	r->state = t;
 	atomic_fetch_add_explicit(&live_requests, 1, memory_order_relaxed);
 	return 0;
 }
@@ -186,10 +215,32 @@ static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 	return err;
 }
 
+/* Seed 993's release, after its own blocks went back: every id of its pool (its own
+ * again, other requests'), then -1 and the pool's size, none of them its own now. */
+static void give_what_it_does_not_hold(struct chipd_cl_req *r, const struct tiny *t)
+{
+	uint32_t n = t->kv_pool_blocks + 2;
+	int32_t *ids = malloc(n * sizeof(*ids));
+
+	if (!ids)
+		return;
+	for (uint32_t i = 0; i < t->kv_pool_blocks; i++)
+		ids[i] = (int32_t)i;
+	ids[n - 2] = -1;
+	ids[n - 1] = (int32_t)t->kv_pool_blocks;
+	r->host->kv_give(r, n, ids);
+	free(ids);
+}
+
 static void tiny_release(struct chipd_cl_req *r)
 {
 	struct tiny *t = r->state;
 
+	if (takes_kv(r->cfg)) {
+		r->host->kv_give(r, 2, t->kv);
+		if (r->cfg[P_SEED] == 993)
+			give_what_it_does_not_hold(r, t);
+	}
 	r->host->dev_free(r, t->tok);
 	r->host->host_free(r, t, sizeof(*t));
 	atomic_fetch_sub_explicit(&live_requests, 1, memory_order_relaxed);

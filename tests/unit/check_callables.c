@@ -170,6 +170,71 @@ START_TEST(own_callable_runs)
 }
 END_TEST
 
+/* A request of tiny with @params on @env, created (reserved and filled). */
+static struct wl_req *tiny_req(const struct wl_env *env, const char *params)
+{
+	char msg[MSG_CAP];
+	struct wl_params p;
+	struct wl_req *r;
+
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_params_parse(&p, params, msg, sizeof(msg)), 0);
+	ck_assert_msg(wl_req_create(&r, env, "tiny", &p, msg, sizeof(msg)) == 0, "%s", msg);
+	return r;
+}
+
+/* kv_give with ids the request does not hold (tiny, seed 993: its own blocks a second
+ * time, every other block of the pool, -1 and the pool's size) gives back its own
+ * blocks only: the shared pool keeps the other request's blocks taken and its free
+ * count whole; a private pool is freed once, and the second give finds no pool. */
+START_TEST(kv_give_returns_only_what_the_request_holds)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_kvpool *kv;
+	struct wl_req *good, *bad, *again;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_kvpool_create(&kv, env.dev, 4, 1), 0);
+	env.kv = kv;
+
+	good = tiny_req(&env, "seed=992");
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 2);
+	bad = tiny_req(&env, "seed=993");
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 0);
+	wl_req_destroy(bad);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 2); /* good's 2 stay taken */
+	/* the 2 free ones are handed out once each: a third taker is refused */
+	again = tiny_req(&env, "seed=992");
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 0);
+	{
+		struct wl_params p;
+		struct wl_req *none;
+
+		wl_params_init(&p);
+		ck_assert_int_eq(wl_params_parse(&p, "seed=992", msg, sizeof(msg)), 0);
+		ck_assert_int_eq(wl_req_create(&none, &env, "tiny", &p, msg, sizeof(msg)),
+				 -ENOSPC);
+	}
+	wl_req_destroy(again);
+	wl_req_destroy(good);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 4);
+	wl_kvpool_destroy(kv);
+
+	/* a private pool (no shared one): made by kv_take, gone with the request */
+	env.kv = NULL;
+	wl_req_destroy(tiny_req(&env, "seed=993"));
+	wl_req_destroy(tiny_req(&env, "seed=992"));
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 /* Each broken variant is refused with its reason, naming its file. */
 START_TEST(broken_refused)
 {
@@ -352,6 +417,8 @@ int main(void)
 	    {"load_and_unload_one", load_and_unload_one},
 	    {"builtins_load", builtins_load},
 	    {"own_callable_runs", own_callable_runs},
+	    {"kv_give_returns_only_what_the_request_holds",
+	     kv_give_returns_only_what_the_request_holds},
 	    {"broken_refused", broken_refused},
 	    {"duplicate_refused", duplicate_refused},
 	    {"paths_refused", paths_refused},
