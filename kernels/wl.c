@@ -435,6 +435,7 @@ static void cost_of(const struct wl_callable *wc, const int64_t *cfg, uint32_t i
 		    struct wl_cost *out)
 {
 	struct chipd_cl_cost c = {0};
+	uint64_t own = sizeof(struct wl_req) + (uint64_t)input_len; /* its record, its input */
 
 	wc->cl->cost(cfg, &c);
 	*out = (struct wl_cost){.host_bytes = c.host_bytes,
@@ -442,7 +443,8 @@ static void cost_of(const struct wl_callable *wc, const int64_t *cfg, uint32_t i
 				.kv_blocks = c.kv_blocks,
 				.kv_block_floats = c.kv_block_floats,
 				.steps = wc->cl->steps(cfg)};
-	out->host_bytes += sizeof(struct wl_req) + input_len; /* its record, its input's copy */
+	/* saturated: a declaration near 2^64 wrapped round would pass every limit */
+	out->host_bytes = c.host_bytes > UINT64_MAX - own ? UINT64_MAX : c.host_bytes + own;
 }
 
 int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,

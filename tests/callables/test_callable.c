@@ -33,7 +33,8 @@
  * With seed 992 its reserve takes 2 KV blocks of 1 float, which its release gives back;
  * with seed 993 likewise, and then its release gives back every block of the pool
  * (its own a second time, and other requests'), -1 and the pool's size: KV ids it does
- * not hold.
+ * not hold. With seed 991 its cost declares UINT64_MAX - 64 host bytes: more than any
+ * per-request limit, and near enough to the top that chipd's own additions overflow.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -159,6 +160,8 @@ static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 	out->host_bytes = sizeof(struct tiny);
 	/* an upper bound for seed 996: its slow fill is the loader's, not M's */
 	out->dev_bytes = cfg[P_SEED] == 996 ? 64 * 1024 : TOK_INTS * sizeof(int32_t);
+	if (cfg[P_SEED] == 991) /* a cost computed in 64 bits that came out huge */
+		out->host_bytes = UINT64_MAX - 64;
 	if (takes_kv(cfg)) {
 		out->kv_blocks = 2;
 		out->kv_block_floats = 1;
