@@ -171,7 +171,8 @@ static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, con
 {
 	struct wl_step *st = step_of(cst);
 
-	if (kernel < 0 || kernel >= DEV_K_COUNT ||
+	/* no arguments: copying them into the task would crash O, the worker's builder */
+	if (!args || kernel < 0 || kernel >= DEV_K_COUNT ||
 	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n ||
 	    !lane_ok(st, lane, dep))
 		return -EINVAL;
@@ -183,7 +184,10 @@ static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, c
 {
 	struct wl_step *st = step_of(cst);
 
-	if (!copy_kind_ok(kind) || dep >= (int)st->n || !lane_ok(st, lane, dep))
+	/* a NULL end would only be refused when the step is queued, failing the step's
+	 * lane as the device would (dev_copy): refused here, the build fails alone */
+	if (!copy_kind_ok(kind) || (n && (!dst || !src)) || dep >= (int)st->n ||
+	    !lane_ok(st, lane, dep))
 		return -EINVAL;
 	return wl_add_copy(st, lane, dst, src, n, (enum dev_copy_kind)kind, dep);
 }

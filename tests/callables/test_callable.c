@@ -35,6 +35,9 @@
  * (its own a second time, and other requests'), -1 and the pool's size: KV ids it does
  * not hold. With seed 991 its cost declares UINT64_MAX - 64 host bytes: more than any
  * per-request limit, and near enough to the top that chipd's own additions overflow.
+ * With seed 990 its build first probes launch with no arguments and copy_task with a
+ * NULL source and a NULL destination, and adds 1000 to each token per probe refused
+ * -EINVAL that left the step as it was.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -287,6 +290,22 @@ static int own_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t 
 	return task < 0 ? task : 0;
 }
 
+/* Seed 990: launch and copy_task given NULL where memory belongs, counted (each must be
+ * -EINVAL, adding no task). */
+static int null_probes(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
+		       void *token)
+{
+	const struct tiny *t = r->state;
+	uint32_t room = r->host->room(st);
+	int n = r->host->launch(st, lane, spin, NULL, sizeof(struct dev_k_spin), -1) == -EINVAL;
+
+	n += r->host->copy_task(st, lane, token, NULL, sizeof(int32_t), CHIPD_CL_D2H, -1) ==
+	     -EINVAL;
+	n += r->host->copy_task(st, lane, NULL, t->tok, sizeof(int32_t), CHIPD_CL_D2H, -1) ==
+	     -EINVAL;
+	return r->host->room(st) == room ? n : 0;
+}
+
 static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
 		      uint32_t step, void *token)
 {
@@ -301,6 +320,8 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 		return own_build(r, st, lane, step, token);
 	if (r->cfg[P_SEED] == 994) /* another request's lane: refused, this one fails */
 		return r->host->launch(st, lane + 1, spin, &a, sizeof(a), -1) < 0 ? -EINVAL : 0;
+	if (r->cfg[P_SEED] == 990)
+		a.token += 1000 * null_probes(r, st, lane, token);
 	task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
 
 	if (task >= 0)

@@ -235,6 +235,47 @@ START_TEST(kv_give_returns_only_what_the_request_holds)
 }
 END_TEST
 
+/* launch without arguments and copy_task with a NULL source or destination are
+ * refused -EINVAL at the call, adding nothing to the step (tiny, seed 990, adds 1000 to
+ * its token per such refusal): not taken into the step, where copying the missing
+ * arguments would crash the building thread, the worker's orchestrator. */
+START_TEST(null_task_memory_refused_at_the_call)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_req *r;
+	struct wl_exec *x;
+	struct wl_arena host, dev;
+	struct wl_step st;
+	struct wl_out out;
+	uint64_t tok;
+	void *hmem = malloc(1 << 16), *dmem;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
+	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
+	r = tiny_req(&env, "seed=990,tokens=1");
+	wl_arena_init(&host, hmem, 1 << 16);
+	wl_arena_init(&dev, dmem, 1 << 16);
+	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
+	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), 0);
+	ck_assert_uint_eq(st.n, 2); /* its launch and its token's copy */
+	ck_assert_int_eq(wl_exec_run(x, &st), 0);
+	ck_assert_int_eq(wl_req_token(r, &out, &tok), 0);
+	ck_assert_uint_eq(tok, 990 * 7 + 3 * 1000);
+	wl_req_destroy(r);
+	wl_exec_destroy(x);
+	dev_free(env.dev, dmem);
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	free(hmem);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 /* Each broken variant is refused with its reason, naming its file. */
 START_TEST(broken_refused)
 {
@@ -419,6 +460,7 @@ int main(void)
 	    {"own_callable_runs", own_callable_runs},
 	    {"kv_give_returns_only_what_the_request_holds",
 	     kv_give_returns_only_what_the_request_holds},
+	    {"null_task_memory_refused_at_the_call", null_task_memory_refused_at_the_call},
 	    {"broken_refused", broken_refused},
 	    {"duplicate_refused", duplicate_refused},
 	    {"paths_refused", paths_refused},
