@@ -138,6 +138,8 @@ int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev
 	st->host = host;
 	st->dev = dev;
 	st->building = 0;
+	st->token = NULL;
+	st->token_len = 0;
 	return st->tasks ? 0 : -ENOBUFS;
 }
 
@@ -605,9 +607,12 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 	if (tok)
 		memset(tok, 0, tok_size);
 	st->building = lane + 1;
+	st->token = tok;
+	st->token_len = tok_size;
 	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
 		  : -ENOBUFS;
 	st->building = 0;
+	st->token = NULL;
 	if (err) {
 		st->n = n;
 		st->host->used = host_used;

@@ -179,6 +179,20 @@ static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, con
 	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
 }
 
+/* Whether a copy of @n bytes to @dst keeps out of the step's host arena but for the
+ * token and payload of the request being built: the arena holds the step's tasks and
+ * the other requests' tokens and arguments, and a copy past its token would change
+ * another request's token (or task) while the step runs. */
+static bool copy_dst_ok(const struct wl_step *st, const void *dst, size_t n)
+{
+	uintptr_t d = (uintptr_t)dst, lo = st->host->base, hi = lo + st->host->cap;
+	uintptr_t tok = (uintptr_t)st->token;
+
+	if (n == 0 || d >= hi || (n <= UINTPTR_MAX - d && d + n <= lo))
+		return true; /* nothing of the arena */
+	return st->token && d >= tok && n <= st->token_len && d - tok <= st->token_len - n;
+}
+
 static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, const void *src,
 			  size_t n, enum chipd_cl_copy kind, int dep)
 {
@@ -186,8 +200,8 @@ static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, c
 
 	/* a NULL end would only be refused when the step is queued, failing the step's
 	 * lane as the device would (dev_copy): refused here, the build fails alone */
-	if (!copy_kind_ok(kind) || (n && (!dst || !src)) || dep >= (int)st->n ||
-	    !lane_ok(st, lane, dep))
+	if (!copy_kind_ok(kind) || (n && (!dst || !src)) || !copy_dst_ok(st, dst, n) ||
+	    dep >= (int)st->n || !lane_ok(st, lane, dep))
 		return -EINVAL;
 	return wl_add_copy(st, lane, dst, src, n, (enum dev_copy_kind)kind, dep);
 }

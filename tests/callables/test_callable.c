@@ -37,7 +37,9 @@
  * per-request limit, and near enough to the top that chipd's own additions overflow.
  * With seed 990 its build first probes launch with no arguments and copy_task with a
  * NULL source and a NULL destination, and adds 1000 to each token per probe refused
- * -EINVAL that left the step as it was.
+ * -EINVAL that left the step as it was. With seed 989 its step copies 8 bytes into
+ * its 4-byte token (its device memory holds 4 ints: the last 3 are 0x7eadbeef); with
+ * seed 988 its build writes its token on the host and adds no task.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -218,6 +220,16 @@ static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 
 	if (err)
 		snprintf(msg, cap, "tiny: no device memory");
+	if (!err && r->cfg[P_SEED] == 989) { /* what its token's copy carries past the token */
+		static const int32_t tail[4] = {0, 0x7eadbeef, 0x7eadbeef, 0x7eadbeef};
+
+		r->host->dev_free(r, t->tok);
+		err = r->host->dev_alloc(r, sizeof(tail), (void **)&t->tok);
+		if (!err)
+			err = r->host->copy(r, t->tok, tail, sizeof(tail), CHIPD_CL_H2D);
+		if (err)
+			snprintf(msg, cap, "tiny: no device memory");
+	}
 	return err;
 }
 
@@ -322,11 +334,17 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 		return r->host->launch(st, lane + 1, spin, &a, sizeof(a), -1) < 0 ? -EINVAL : 0;
 	if (r->cfg[P_SEED] == 990)
 		a.token += 1000 * null_probes(r, st, lane, token);
+	if (r->cfg[P_SEED] == 988) { /* the token written on the host, no task */
+		*(int32_t *)token = a.token;
+		return 0;
+	}
 	task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
 
+	/* seed 989: 8 bytes into a token of 4 (the next 4 are not its own) */
 	if (task >= 0)
-		task = r->host->copy_task(st, lane, token, t->tok, sizeof(int32_t), CHIPD_CL_D2H,
-					  task);
+		task = r->host->copy_task(st, lane, token, t->tok,
+					  (r->cfg[P_SEED] == 989 ? 2 : 1) * sizeof(int32_t),
+					  CHIPD_CL_D2H, task);
 	return task < 0 ? task : 0;
 }
 

@@ -276,6 +276,53 @@ START_TEST(null_task_memory_refused_at_the_call)
 }
 END_TEST
 
+/* A copy task into the step's host arena must stay inside the token (and payload) of
+ * the request being built: tiny, seed 989, copies 8 bytes into its 4-byte token, whose
+ * next 4 bytes are the token of the request built after it in the same step (tiny, seed
+ * 988, which writes its token on the host in its build). That copy is refused -EINVAL,
+ * failing seed 989's build alone, and the other request's token stays its own. */
+START_TEST(copy_past_the_token_refused)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_req *over, *other;
+	struct wl_exec *x;
+	struct wl_arena host, dev;
+	struct wl_step st;
+	struct wl_out out_over, out_other;
+	uint64_t tok;
+	int rc_over;
+	void *hmem = malloc(1 << 16), *dmem;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
+	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
+	over = tiny_req(&env, "seed=989,tokens=1");
+	other = tiny_req(&env, "seed=988,tokens=1");
+	wl_arena_init(&host, hmem, 1 << 16);
+	wl_arena_init(&dev, dmem, 1 << 16);
+	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
+	rc_over = wl_req_build(over, &st, 0, &out_over);
+	ck_assert_int_eq(wl_req_build(other, &st, rc_over ? 0 : 1, &out_other), 0);
+	ck_assert_int_eq(wl_exec_run(x, &st), 0);
+	ck_assert_int_eq(wl_req_token(other, &out_other, &tok), 0);
+	ck_assert_uint_eq(tok, 988 * 7);
+	ck_assert_int_eq(rc_over, -EINVAL);
+	ck_assert_uint_eq(st.n, 0); /* the refused build left nothing; the other adds none */
+	wl_req_destroy(over);
+	wl_req_destroy(other);
+	wl_exec_destroy(x);
+	dev_free(env.dev, dmem);
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	free(hmem);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 /* Each broken variant is refused with its reason, naming its file. */
 START_TEST(broken_refused)
 {
@@ -461,6 +508,7 @@ int main(void)
 	    {"kv_give_returns_only_what_the_request_holds",
 	     kv_give_returns_only_what_the_request_holds},
 	    {"null_task_memory_refused_at_the_call", null_task_memory_refused_at_the_call},
+	    {"copy_past_the_token_refused", copy_past_the_token_refused},
 	    {"broken_refused", broken_refused},
 	    {"duplicate_refused", duplicate_refused},
 	    {"paths_refused", paths_refused},
