@@ -155,7 +155,8 @@ struct chipd_cl_host {
 	/* Gives back the @n blocks of kv_take (in release). An id the request does not
 	 * hold (never taken, given back already, another request's) is left as it is. */
 	void (*kv_give)(struct chipd_cl_req *r, uint32_t n, const int32_t *ids);
-	/* The pool the request's blocks come from (after kv_take; zeroes before). */
+	/* The pool the request's blocks come from (after kv_take; zeroes while the
+	 * request has no pool: a private one not made yet, or gone). */
 	void (*kv_pool)(const struct chipd_cl_req *r, struct chipd_cl_kv *out);
 
 	/* Building a step. A task runs after the task @dep of the same step (its index
