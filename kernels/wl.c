@@ -138,6 +138,8 @@ int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev
 	st->host = host;
 	st->dev = dev;
 	st->building = 0;
+	st->token = NULL;
+	st->token_len = 0;
 	return st->tasks ? 0 : -ENOBUFS;
 }
 
@@ -217,6 +219,9 @@ struct wl_kvpool {
 	struct dev *dev;
 	float *base;
 	uint32_t nblocks, block_floats, nfree;
+	/* per block, the tag of the request holding it (wl_kvpool_reserve), 0 while it
+	 * is free: a release gives back only what its request holds */
+	uint64_t *holder;
 	int32_t free[]; /* a stack; its order is scattered at creation */
 };
 
@@ -231,8 +236,14 @@ int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks, ui
 	kp = calloc(1, sizeof(*kp) + (size_t)nblocks * sizeof(kp->free[0]));
 	if (!kp)
 		return -ENOMEM;
+	kp->holder = calloc(nblocks, sizeof(kp->holder[0]));
+	if (!kp->holder) {
+		free(kp);
+		return -ENOMEM;
+	}
 	err = dev_alloc(d, (size_t)nblocks * block_floats * sizeof(float), (void **)&kp->base);
 	if (err) {
+		free(kp->holder);
 		free(kp);
 		return err;
 	}
@@ -258,6 +269,7 @@ void wl_kvpool_destroy(struct wl_kvpool *kp)
 	if (!kp)
 		return;
 	dev_free(kp->dev, kp->base);
+	free(kp->holder);
 	free(kp);
 }
 
@@ -266,19 +278,39 @@ uint32_t wl_kvpool_free_blocks(const struct wl_kvpool *kp)
 	return kp->nfree;
 }
 
-int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids)
+int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids, uint64_t holder)
 {
 	if (n > kp->nfree)
 		return -ENOSPC;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		ids[i] = kp->free[--kp->nfree];
+		kp->holder[ids[i]] = holder;
+	}
 	return 0;
 }
 
-void wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids)
+uint32_t wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids,
+			   uint64_t holder)
 {
-	for (uint32_t i = n; i-- > 0;)
-		kp->free[kp->nfree++] = ids[i];
+	uint32_t given = 0;
+
+	/* the ids come from a callable: one outside the pool, free already (given twice)
+	 * or another request's would overrun the free stack or hand a block out twice */
+	for (uint32_t i = n; i-- > 0;) {
+		int32_t id = ids[i];
+
+		if (id < 0 || (uint32_t)id >= kp->nblocks || kp->holder[id] != holder)
+			continue;
+		kp->holder[id] = 0;
+		kp->free[kp->nfree++] = id;
+		given++;
+	}
+	return given;
+}
+
+bool wl_kvpool_idle(const struct wl_kvpool *kp)
+{
+	return kp->nfree == kp->nblocks;
 }
 
 float *wl_kvpool_base(const struct wl_kvpool *kp)
@@ -405,6 +437,7 @@ static void cost_of(const struct wl_callable *wc, const int64_t *cfg, uint32_t i
 		    struct wl_cost *out)
 {
 	struct chipd_cl_cost c = {0};
+	uint64_t own = sizeof(struct wl_req) + (uint64_t)input_len; /* its record, its input */
 
 	wc->cl->cost(cfg, &c);
 	*out = (struct wl_cost){.host_bytes = c.host_bytes,
@@ -412,7 +445,8 @@ static void cost_of(const struct wl_callable *wc, const int64_t *cfg, uint32_t i
 				.kv_blocks = c.kv_blocks,
 				.kv_block_floats = c.kv_block_floats,
 				.steps = wc->cl->steps(cfg)};
-	out->host_bytes += sizeof(struct wl_req) + input_len; /* its record, its input's copy */
+	/* saturated: a declaration near 2^64 wrapped round would pass every limit */
+	out->host_bytes = c.host_bytes > UINT64_MAX - own ? UINT64_MAX : c.host_bytes + own;
 }
 
 int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out, char *msg,
@@ -427,6 +461,9 @@ int wl_cost(const char *workload, const struct wl_params *p, struct wl_cost *out
 	cost_of(wc, cfg, p->input_len, out);
 	return 0;
 }
+
+/* The requests' tags in the KV pools (wl_req.kv_tag): a count, unique per process. */
+static _Atomic uint64_t kv_tags;
 
 int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *workload,
 		   const struct wl_params *p, char *msg, size_t cap)
@@ -453,6 +490,7 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 	r->wc = wc;
 	r->dev = env->dev;
 	r->kv = env->kv;
+	r->kv_tag = atomic_fetch_add_explicit(&kv_tags, 1, memory_order_relaxed) + 1;
 	memcpy(r->cfg, cfg, sizeof(cfg));
 	r->pub = (struct chipd_cl_req){
 	    .host = &wl_host, .cfg = r->cfg, .steps = wc->cl->steps(cfg), .chipd = r};
@@ -519,6 +557,10 @@ void wl_req_destroy(struct wl_req *r)
 	if (!r)
 		return;
 	r->wc->cl->release(&r->pub);
+	/* a private pool is the request's alone: what its release did not give back goes
+	 * with it (the shared pool's blocks stay taken: callables.md, release) */
+	if (r->own_kv)
+		wl_kvpool_destroy(r->kv);
 	atomic_fetch_sub_explicit(&((struct wl_callable *)r->wc)->users, 1, memory_order_acq_rel);
 	free(r->input);
 	free(r);
@@ -565,9 +607,12 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 	if (tok)
 		memset(tok, 0, tok_size);
 	st->building = lane + 1;
+	st->token = tok;
+	st->token_len = tok_size;
 	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
 		  : -ENOBUFS;
 	st->building = 0;
+	st->token = NULL;
 	if (err) {
 		st->n = n;
 		st->host->used = host_used;

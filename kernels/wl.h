@@ -139,6 +139,10 @@ struct wl_step {
 	/* the lane + 1 of the request whose build appends now (wl_req_build), whose
 	 * tasks the host calls keep to that lane; 0: none */
 	uint32_t building;
+	/* that request's token and payload in @host: the one place of the host arena a
+	 * copy task of its build may write */
+	const void *token;
+	size_t token_len;
 };
 
 /* Starts an empty step with room for @max_tasks tasks taken from @host. @dev is the

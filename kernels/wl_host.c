@@ -80,11 +80,20 @@ static int host_copy(struct chipd_cl_req *cr, void *dst, const void *src, size_t
 	return dev_copy(req_of(cr)->dev, NULL, dst, src, n, (enum dev_copy_kind)kind);
 }
 
+/* Destroys the request's private pool (every block of it back, or none taken). */
+static void drop_own_pool(struct wl_req *r)
+{
+	wl_kvpool_destroy(r->kv);
+	r->kv = NULL;
+	r->own_kv = false;
+}
+
 static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, int32_t *ids,
 		   char *msg, size_t cap)
 {
 	struct wl_req *r = req_of(cr);
 	const char *name = r->wc->cl->name;
+	bool made = false;
 	int err;
 
 	if (!r->kv) {
@@ -93,7 +102,7 @@ static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, i
 			snprintf(msg, cap, "%s: cannot allocate %u KV blocks", name, n);
 			return err;
 		}
-		r->own_kv = true;
+		r->own_kv = made = true;
 	}
 	/* -EINVAL: never (larger blocks, or more than the whole pool: the worker's is the
 	 * chip's KV cache, --kv-blocks); -ENOSPC: not now, the retryable no_capacity */
@@ -112,32 +121,37 @@ static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, i
 			 wl_kvpool_free_blocks(r->kv));
 		err = -ENOSPC;
 	} else {
-		return wl_kvpool_reserve(r->kv, n, ids); /* cannot fail: checked above */
+		/* cannot fail: checked above */
+		return wl_kvpool_reserve(r->kv, n, ids, r->kv_tag);
 	}
-	if (r->own_kv) {
-		wl_kvpool_destroy(r->kv);
-		r->kv = NULL;
-		r->own_kv = false;
-	}
+	if (made) /* not a pool an earlier take of the request (out of contract) holds */
+		drop_own_pool(r);
 	return err;
 }
 
+/* Gives back those of the @n @ids the request holds: the ids come from the callable,
+ * and one it never took, gave back already or that another request holds is left as
+ * it is (it would otherwise overrun the pool's free stack or hand a block to two
+ * requests). A private pool goes once all its blocks are back. */
 static void kv_give(struct chipd_cl_req *cr, uint32_t n, const int32_t *ids)
 {
 	struct wl_req *r = req_of(cr);
 
-	wl_kvpool_release(r->kv, n, ids);
-	if (r->own_kv) {
-		wl_kvpool_destroy(r->kv);
-		r->kv = NULL;
-		r->own_kv = false;
-	}
+	if (!r->kv || !ids)
+		return;
+	(void)wl_kvpool_release(r->kv, n, ids, r->kv_tag);
+	if (r->own_kv && wl_kvpool_idle(r->kv))
+		drop_own_pool(r);
 }
 
 static void kv_pool(const struct chipd_cl_req *cr, struct chipd_cl_kv *out)
 {
 	const struct wl_req *r = req_of(cr);
 
+	if (!r->kv) { /* a private pool not made yet, or gone with its blocks */
+		*out = (struct chipd_cl_kv){0};
+		return;
+	}
 	*out = (struct chipd_cl_kv){wl_kvpool_base(r->kv), wl_kvpool_blocks(r->kv),
 				    wl_kvpool_block_floats(r->kv)};
 }
@@ -157,11 +171,26 @@ static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, con
 {
 	struct wl_step *st = step_of(cst);
 
-	if (kernel < 0 || kernel >= DEV_K_COUNT ||
+	/* no arguments: copying them into the task would crash O, the worker's builder */
+	if (!args || kernel < 0 || kernel >= DEV_K_COUNT ||
 	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n ||
 	    !lane_ok(st, lane, dep))
 		return -EINVAL;
 	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
+}
+
+/* Whether a copy of @n bytes to @dst keeps out of the step's host arena but for the
+ * token and payload of the request being built: the arena holds the step's tasks and
+ * the other requests' tokens and arguments, and a copy past its token would change
+ * another request's token (or task) while the step runs. */
+static bool copy_dst_ok(const struct wl_step *st, const void *dst, size_t n)
+{
+	uintptr_t d = (uintptr_t)dst, lo = st->host->base, hi = lo + st->host->cap;
+	uintptr_t tok = (uintptr_t)st->token;
+
+	if (n == 0 || d >= hi || (n <= UINTPTR_MAX - d && d + n <= lo))
+		return true; /* nothing of the arena */
+	return st->token && d >= tok && n <= st->token_len && d - tok <= st->token_len - n;
 }
 
 static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, const void *src,
@@ -169,7 +198,10 @@ static int host_copy_task(struct chipd_cl_step *cst, uint32_t lane, void *dst, c
 {
 	struct wl_step *st = step_of(cst);
 
-	if (!copy_kind_ok(kind) || dep >= (int)st->n || !lane_ok(st, lane, dep))
+	/* a NULL end would only be refused when the step is queued, failing the step's
+	 * lane as the device would (dev_copy): refused here, the build fails alone */
+	if (!copy_kind_ok(kind) || (n && (!dst || !src)) || !copy_dst_ok(st, dst, n) ||
+	    dep >= (int)st->n || !lane_ok(st, lane, dep))
 		return -EINVAL;
 	return wl_add_copy(st, lane, dst, src, n, (enum dev_copy_kind)kind, dep);
 }

@@ -56,7 +56,8 @@ struct wl_req {
 	const struct wl_callable *wc;
 	struct dev *dev;
 	struct wl_kvpool *kv;
-	bool own_kv; /* a private pool, destroyed with its blocks (wl_host.c) */
+	bool own_kv; /* a private pool: gone once its blocks are back, or with the request */
+	uint64_t kv_tag; /* its blocks' holder in the pool: unique, nonzero */
 	int64_t cfg[WL_PARAMS_MAX];
 	void *input; /* the private copy of the request's input (pub.input), or NULL */
 	uint32_t out_cap; /* its output's bound: min(output_max, output_cap); 0: none */
@@ -87,10 +88,14 @@ int wl_add_launch_args(struct wl_step *st, uint32_t lane, enum dev_kernel kernel
 int wl_add_func(struct wl_step *st, uint32_t lane, const struct dev_func *fn,
 		const struct dev_dims *dims, const void *args, uint32_t size, int dep);
 
-/* Takes @n blocks from @kp into @ids (-ENOSPC, nothing taken, if fewer are free) and
- * gives them back. */
-int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids);
-void wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids);
+/* Takes @n blocks from @kp into @ids for the request tagged @holder (nonzero; -ENOSPC,
+ * nothing taken, if fewer are free), and gives back those of @n @ids that @holder
+ * holds (any other id is left as it is: a callable's mistake); how many it gave. */
+int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids, uint64_t holder);
+uint32_t wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids,
+			   uint64_t holder);
+/* Whether every block of @kp is free. */
+bool wl_kvpool_idle(const struct wl_kvpool *kp);
 float *wl_kvpool_base(const struct wl_kvpool *kp);
 uint32_t wl_kvpool_blocks(const struct wl_kvpool *kp);
 uint32_t wl_kvpool_block_floats(const struct wl_kvpool *kp);

@@ -152,9 +152,11 @@ struct chipd_cl_host {
 	 * Nothing is held after an error. Once per request. */
 	int (*kv_take)(struct chipd_cl_req *r, uint32_t n, uint32_t block_floats, int32_t *ids,
 		       char *msg, size_t cap);
-	/* Gives back the @n blocks of kv_take (in release). */
+	/* Gives back the @n blocks of kv_take (in release). An id the request does not
+	 * hold (never taken, given back already, another request's) is left as it is. */
 	void (*kv_give)(struct chipd_cl_req *r, uint32_t n, const int32_t *ids);
-	/* The pool the request's blocks come from (after kv_take). */
+	/* The pool the request's blocks come from (after kv_take; zeroes while the
+	 * request has no pool: a private one not made yet, or gone). */
 	void (*kv_pool)(const struct chipd_cl_req *r, struct chipd_cl_kv *out);
 
 	/* Building a step. A task runs after the task @dep of the same step (its index

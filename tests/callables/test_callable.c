@@ -30,6 +30,16 @@
  * declares more device bytes than a fill the mailbox thread would do itself); with
  * seed 995 likewise, its cost as small as any other's. With seed 994 its build puts
  * its task on the next lane, another request's (the host refuses it: the build fails).
+ * With seed 992 its reserve takes 2 KV blocks of 1 float, which its release gives back;
+ * with seed 993 likewise, and then its release gives back every block of the pool
+ * (its own a second time, and other requests'), -1 and the pool's size: KV ids it does
+ * not hold. With seed 991 its cost declares UINT64_MAX - 64 host bytes: more than any
+ * per-request limit, and near enough to the top that chipd's own additions overflow.
+ * With seed 990 its build first probes launch with no arguments and copy_task with a
+ * NULL source and a NULL destination, and adds 1000 to each token per probe refused
+ * -EINVAL that left the step as it was. With seed 989 its step copies 8 bytes into
+ * its 4-byte token (its device memory holds 4 ints: the last 3 are 0x7eadbeef); with
+ * seed 988 its build writes its token on the host and adds no task.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -105,7 +115,15 @@ static int spin = -1; /* the spin kernel's handle, found at init */
 
 struct tiny {
 	int32_t *tok; /* device */
+	int32_t kv[2]; /* its KV blocks (seeds 992, 993) */
+	uint32_t kv_pool_blocks; /* the blocks of the pool they came from */
 };
+
+/* Whether the request takes KV blocks (seed 992: and gives them back as it should). */
+static int takes_kv(const int64_t *cfg)
+{
+	return cfg[P_SEED] == 992 || cfg[P_SEED] == 993;
+}
 
 static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 {
@@ -147,6 +165,12 @@ static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 	out->host_bytes = sizeof(struct tiny);
 	/* an upper bound for seed 996: its slow fill is the loader's, not M's */
 	out->dev_bytes = cfg[P_SEED] == 996 ? 64 * 1024 : TOK_INTS * sizeof(int32_t);
+	if (cfg[P_SEED] == 991) /* a cost computed in 64 bits that came out huge */
+		out->host_bytes = UINT64_MAX - 64;
+	if (takes_kv(cfg)) {
+		out->kv_blocks = 2;
+		out->kv_block_floats = 1;
+	}
 }
 
 /* This worker's requests of the callable between reserve and release (reserve runs
@@ -159,11 +183,24 @@ static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 		snprintf(msg, cap, "tiny: seed 998 is refused on an idle chip");
 		return -ENOSPC;
 	}
-	r->state = r->host->host_alloc(r, sizeof(struct tiny));
-	if (!r->state) {
+	struct tiny *t = r->host->host_alloc(r, sizeof(struct tiny));
+
+	if (!t) {
 		snprintf(msg, cap, "tiny: no host memory");
 		return -ENOMEM;
 	}
+	if (takes_kv(r->cfg)) {
+		struct chipd_cl_kv pool;
+		int err = r->host->kv_take(r, 2, 1, t->kv, msg, cap);
+
+		if (err) {
+			r->host->host_free(r, t, sizeof(*t));
+			return err;
+		}
+		r->host->kv_pool(r, &pool);
+		t->kv_pool_blocks = pool.blocks;
+	}
+	r->state = t;
 	atomic_fetch_add_explicit(&live_requests, 1, memory_order_relaxed);
 	return 0;
 }
@@ -183,13 +220,45 @@ static int tiny_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 
 	if (err)
 		snprintf(msg, cap, "tiny: no device memory");
+	if (!err && r->cfg[P_SEED] == 989) { /* what its token's copy carries past the token */
+		static const int32_t tail[4] = {0, 0x7eadbeef, 0x7eadbeef, 0x7eadbeef};
+
+		r->host->dev_free(r, t->tok);
+		err = r->host->dev_alloc(r, sizeof(tail), (void **)&t->tok);
+		if (!err)
+			err = r->host->copy(r, t->tok, tail, sizeof(tail), CHIPD_CL_H2D);
+		if (err)
+			snprintf(msg, cap, "tiny: no device memory");
+	}
 	return err;
+}
+
+/* Seed 993's release, after its own blocks went back: every id of its pool (its own
+ * again, other requests'), then -1 and the pool's size, none of them its own now. */
+static void give_what_it_does_not_hold(struct chipd_cl_req *r, const struct tiny *t)
+{
+	uint32_t n = t->kv_pool_blocks + 2;
+	int32_t *ids = malloc(n * sizeof(*ids));
+
+	if (!ids)
+		return;
+	for (uint32_t i = 0; i < t->kv_pool_blocks; i++)
+		ids[i] = (int32_t)i;
+	ids[n - 2] = -1;
+	ids[n - 1] = (int32_t)t->kv_pool_blocks;
+	r->host->kv_give(r, n, ids);
+	free(ids);
 }
 
 static void tiny_release(struct chipd_cl_req *r)
 {
 	struct tiny *t = r->state;
 
+	if (takes_kv(r->cfg)) {
+		r->host->kv_give(r, 2, t->kv);
+		if (r->cfg[P_SEED] == 993)
+			give_what_it_does_not_hold(r, t);
+	}
 	r->host->dev_free(r, t->tok);
 	r->host->host_free(r, t, sizeof(*t));
 	atomic_fetch_sub_explicit(&live_requests, 1, memory_order_relaxed);
@@ -233,6 +302,22 @@ static int own_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t 
 	return task < 0 ? task : 0;
 }
 
+/* Seed 990: launch and copy_task given NULL where memory belongs, counted (each must be
+ * -EINVAL, adding no task). */
+static int null_probes(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
+		       void *token)
+{
+	const struct tiny *t = r->state;
+	uint32_t room = r->host->room(st);
+	int n = r->host->launch(st, lane, spin, NULL, sizeof(struct dev_k_spin), -1) == -EINVAL;
+
+	n += r->host->copy_task(st, lane, token, NULL, sizeof(int32_t), CHIPD_CL_D2H, -1) ==
+	     -EINVAL;
+	n += r->host->copy_task(st, lane, NULL, t->tok, sizeof(int32_t), CHIPD_CL_D2H, -1) ==
+	     -EINVAL;
+	return r->host->room(st) == room ? n : 0;
+}
+
 static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t lane,
 		      uint32_t step, void *token)
 {
@@ -247,11 +332,19 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 		return own_build(r, st, lane, step, token);
 	if (r->cfg[P_SEED] == 994) /* another request's lane: refused, this one fails */
 		return r->host->launch(st, lane + 1, spin, &a, sizeof(a), -1) < 0 ? -EINVAL : 0;
+	if (r->cfg[P_SEED] == 990)
+		a.token += 1000 * null_probes(r, st, lane, token);
+	if (r->cfg[P_SEED] == 988) { /* the token written on the host, no task */
+		*(int32_t *)token = a.token;
+		return 0;
+	}
 	task = r->host->launch(st, lane, spin, &a, sizeof(a), -1);
 
+	/* seed 989: 8 bytes into a token of 4 (the next 4 are not its own) */
 	if (task >= 0)
-		task = r->host->copy_task(st, lane, token, t->tok, sizeof(int32_t), CHIPD_CL_D2H,
-					  task);
+		task = r->host->copy_task(st, lane, token, t->tok,
+					  (r->cfg[P_SEED] == 989 ? 2 : 1) * sizeof(int32_t),
+					  CHIPD_CL_D2H, task);
 	return task < 0 ? task : 0;
 }
 

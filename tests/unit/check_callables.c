@@ -170,6 +170,159 @@ START_TEST(own_callable_runs)
 }
 END_TEST
 
+/* A request of tiny with @params on @env, created (reserved and filled). */
+static struct wl_req *tiny_req(const struct wl_env *env, const char *params)
+{
+	char msg[MSG_CAP];
+	struct wl_params p;
+	struct wl_req *r;
+
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_params_parse(&p, params, msg, sizeof(msg)), 0);
+	ck_assert_msg(wl_req_create(&r, env, "tiny", &p, msg, sizeof(msg)) == 0, "%s", msg);
+	return r;
+}
+
+/* kv_give with ids the request does not hold (tiny, seed 993: its own blocks a second
+ * time, every other block of the pool, -1 and the pool's size) gives back its own
+ * blocks only: the shared pool keeps the other request's blocks taken and its free
+ * count whole; a private pool is freed once, and the second give finds no pool. */
+START_TEST(kv_give_returns_only_what_the_request_holds)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_kvpool *kv;
+	struct wl_req *good, *bad, *again;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_kvpool_create(&kv, env.dev, 4, 1), 0);
+	env.kv = kv;
+
+	good = tiny_req(&env, "seed=992");
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 2);
+	bad = tiny_req(&env, "seed=993");
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 0);
+	wl_req_destroy(bad);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 2); /* good's 2 stay taken */
+	/* the 2 free ones are handed out once each: a third taker is refused */
+	again = tiny_req(&env, "seed=992");
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 0);
+	{
+		struct wl_params p;
+		struct wl_req *none;
+
+		wl_params_init(&p);
+		ck_assert_int_eq(wl_params_parse(&p, "seed=992", msg, sizeof(msg)), 0);
+		ck_assert_int_eq(wl_req_create(&none, &env, "tiny", &p, msg, sizeof(msg)),
+				 -ENOSPC);
+	}
+	wl_req_destroy(again);
+	wl_req_destroy(good);
+	ck_assert_uint_eq(wl_kvpool_free_blocks(kv), 4);
+	wl_kvpool_destroy(kv);
+
+	/* a private pool (no shared one): made by kv_take, gone with the request */
+	env.kv = NULL;
+	wl_req_destroy(tiny_req(&env, "seed=993"));
+	wl_req_destroy(tiny_req(&env, "seed=992"));
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
+	tmpdir_remove(dir);
+}
+END_TEST
+
+/* launch without arguments and copy_task with a NULL source or destination are
+ * refused -EINVAL at the call, adding nothing to the step (tiny, seed 990, adds 1000 to
+ * its token per such refusal): not taken into the step, where copying the missing
+ * arguments would crash the building thread, the worker's orchestrator. */
+START_TEST(null_task_memory_refused_at_the_call)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_req *r;
+	struct wl_exec *x;
+	struct wl_arena host, dev;
+	struct wl_step st;
+	struct wl_out out;
+	uint64_t tok;
+	void *hmem = malloc(1 << 16), *dmem;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
+	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
+	r = tiny_req(&env, "seed=990,tokens=1");
+	wl_arena_init(&host, hmem, 1 << 16);
+	wl_arena_init(&dev, dmem, 1 << 16);
+	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
+	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), 0);
+	ck_assert_uint_eq(st.n, 2); /* its launch and its token's copy */
+	ck_assert_int_eq(wl_exec_run(x, &st), 0);
+	ck_assert_int_eq(wl_req_token(r, &out, &tok), 0);
+	ck_assert_uint_eq(tok, 990 * 7 + 3 * 1000);
+	wl_req_destroy(r);
+	wl_exec_destroy(x);
+	dev_free(env.dev, dmem);
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	free(hmem);
+	tmpdir_remove(dir);
+}
+END_TEST
+
+/* A copy task into the step's host arena must stay inside the token (and payload) of
+ * the request being built: tiny, seed 989, copies 8 bytes into its 4-byte token, whose
+ * next 4 bytes are the token of the request built after it in the same step (tiny, seed
+ * 988, which writes its token on the host in its build). That copy is refused -EINVAL,
+ * failing seed 989's build alone, and the other request's token stays its own. */
+START_TEST(copy_past_the_token_refused)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_req *over, *other;
+	struct wl_exec *x;
+	struct wl_arena host, dev;
+	struct wl_step st;
+	struct wl_out out_over, out_other;
+	uint64_t tok;
+	int rc_over;
+	void *hmem = malloc(1 << 16), *dmem;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
+	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
+	over = tiny_req(&env, "seed=989,tokens=1");
+	other = tiny_req(&env, "seed=988,tokens=1");
+	wl_arena_init(&host, hmem, 1 << 16);
+	wl_arena_init(&dev, dmem, 1 << 16);
+	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
+	rc_over = wl_req_build(over, &st, 0, &out_over);
+	ck_assert_int_eq(wl_req_build(other, &st, rc_over ? 0 : 1, &out_other), 0);
+	ck_assert_int_eq(wl_exec_run(x, &st), 0);
+	ck_assert_int_eq(wl_req_token(other, &out_other, &tok), 0);
+	ck_assert_uint_eq(tok, 988 * 7);
+	ck_assert_int_eq(rc_over, -EINVAL);
+	ck_assert_uint_eq(st.n, 0); /* the refused build left nothing; the other adds none */
+	wl_req_destroy(over);
+	wl_req_destroy(other);
+	wl_exec_destroy(x);
+	dev_free(env.dev, dmem);
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	free(hmem);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 /* Each broken variant is refused with its reason, naming its file. */
 START_TEST(broken_refused)
 {
@@ -352,6 +505,10 @@ int main(void)
 	    {"load_and_unload_one", load_and_unload_one},
 	    {"builtins_load", builtins_load},
 	    {"own_callable_runs", own_callable_runs},
+	    {"kv_give_returns_only_what_the_request_holds",
+	     kv_give_returns_only_what_the_request_holds},
+	    {"null_task_memory_refused_at_the_call", null_task_memory_refused_at_the_call},
+	    {"copy_past_the_token_refused", copy_past_the_token_refused},
 	    {"broken_refused", broken_refused},
 	    {"duplicate_refused", duplicate_refused},
 	    {"paths_refused", paths_refused},

@@ -55,6 +55,35 @@ START_TEST(request_of_no_step_refused)
 }
 END_TEST
 
+/* A declared cost near 2^64 (the tests' "tiny", seed 991: UINT64_MAX - 64 host bytes)
+ * is over every per-request limit: chipd's own additions (its record of the request,
+ * the input's copy) must not wrap it round to a few hundred bytes that pass. */
+START_TEST(huge_declared_cost_refused)
+{
+	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+	int code;
+
+	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
+	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
+		      "%s", wmsg);
+	wf_config(&cfg);
+	wf_start(&f, &cfg, 64);
+	code = wf_assign(&f, 1, 0, "tiny", "seed=991,tokens=1", 0, msg);
+	ck_assert_msg(code == CHIPD_E_BAD_REQUEST, "code %d, message: %s", code, msg);
+	ck_assert_msg(strstr(msg, "tiny: 18446744073709551615 host bytes exceed the per-request "
+				  "limit max-request-host-bytes="),
+		      "message: %s", msg);
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 0);
+	/* the callable's other requests run */
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "tiny", "seed=3,tokens=2", 0, msg), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	wf_stop(&f);
+}
+END_TEST
+
 /* callables.md: a callable's fill runs on the loader thread, off the mailbox thread.
  * A run-time callable (the tests' "tiny", seed 995: a fill of 10 x step_us, here 1 s,
  * with a cost as small as a one-token request's) may do slow work there; M must still
@@ -275,6 +304,7 @@ void wrk_add_limit_tcases(Suite *s)
 	    {"failed_load_ends_stream_no_capacity", failed_load_ends_stream_no_capacity},
 	    {"shutdown_waits_for_a_held_load", shutdown_waits_for_a_held_load},
 	    {"request_of_no_step_refused", request_of_no_step_refused},
+	    {"huge_declared_cost_refused", huge_declared_cost_refused},
 	    {"slow_fill_of_a_small_request_is_off_m", slow_fill_of_a_small_request_is_off_m},
 	    {"heartbeat_reports_the_fill", heartbeat_reports_the_fill},
 	};
