@@ -369,6 +369,29 @@ int wl_describe(const char *workload, char *buf, size_t cap)
 	return 0;
 }
 
+/* Runs before a callable's hook that may explain a failure in @msg: the buffer is
+ * handed to it empty, so a hook that writes nothing leaves nothing stale. */
+static void hook_msg_clear(char *msg, size_t cap)
+{
+	if (cap)
+		msg[0] = '\0';
+}
+
+/* After that hook returned @err: its message ended within @cap (a hook may fill the
+ * buffer to its last byte), and one naming the hook where it failed and said nothing.
+ * Returns @err. */
+static int hook_msg_end(const struct chipd_callable *ops, const char *hook, int err, char *msg,
+			size_t cap)
+{
+	if (!cap)
+		return err;
+	msg[cap - 1] = '\0';
+	if (err && !msg[0])
+		snprintf(msg, cap, "%s: its %s hook failed (%d) and said no more", ops->name, hook,
+			 err);
+	return err;
+}
+
 /* Fills @cfg from @p and @wc's defaults; checks keys, ranges, then consistency. */
 static int configure(const struct wl_callable *wc, const struct wl_params *p, int64_t *cfg,
 		     char *msg, size_t cap)
@@ -410,7 +433,10 @@ static int configure(const struct wl_callable *wc, const struct wl_params *p, in
 			 ops->output_max, ops->output ? "" : ", no output hook");
 		return -EINVAL;
 	}
-	return ops->check ? ops->check(cfg, msg, cap) : 0;
+	if (!ops->check)
+		return 0;
+	hook_msg_clear(msg, cap);
+	return hook_msg_end(ops, "check", ops->check(cfg, msg, cap), msg, cap);
 }
 
 static int find_and_configure(const char *workload, const struct wl_params *p,
@@ -507,7 +533,8 @@ int wl_req_reserve(struct wl_req **out, const struct wl_env *env, const char *wo
 		r->pub.input_len = p->input_len;
 	}
 	r->out_cap = p->output_cap < wc->cl->output_max ? p->output_cap : wc->cl->output_max;
-	err = wc->cl->reserve(&r->pub, msg, cap);
+	hook_msg_clear(msg, cap);
+	err = hook_msg_end(wc->cl, "reserve", wc->cl->reserve(&r->pub, msg, cap), msg, cap);
 	if (err) {
 		free(r->input);
 		free(r);
@@ -525,7 +552,8 @@ int wl_req_fill(struct wl_req *r, char *msg, size_t cap)
 
 	if (r->filled)
 		return 0;
-	err = r->wc->cl->fill(&r->pub, msg, cap);
+	hook_msg_clear(msg, cap);
+	err = hook_msg_end(r->wc->cl, "fill", r->wc->cl->fill(&r->pub, msg, cap), msg, cap);
 	r->filled = err == 0;
 	return err;
 }

@@ -39,7 +39,9 @@
  * NULL source and a NULL destination, and adds 1000 to each token per probe refused
  * -EINVAL that left the step as it was. With seed 989 its step copies 8 bytes into
  * its 4-byte token (its device memory holds 4 ints: the last 3 are 0x7eadbeef); with
- * seed 988 its build writes its token on the host and adds no task.
+ * seed 988 its build writes its token on the host and adds no task. With seed 987 its
+ * reserve fails -EINVAL and writes no message; with seed 986 it fails -EINVAL after
+ * filling the message buffer to its last byte, with no terminating NUL.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -179,6 +181,12 @@ static _Atomic int live_requests;
 
 static int tiny_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
 {
+	if (r->cfg[P_SEED] == 987)
+		return -EINVAL; /* and says nothing */
+	if (r->cfg[P_SEED] == 986) {
+		memset(msg, 'y', cap); /* no room left for the NUL */
+		return -EINVAL;
+	}
 	if (r->cfg[P_SEED] == 998 && atomic_load_explicit(&live_requests, memory_order_relaxed) == 0) {
 		snprintf(msg, cap, "tiny: seed 998 is refused on an idle chip");
 		return -ENOSPC;

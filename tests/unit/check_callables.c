@@ -183,6 +183,45 @@ static struct wl_req *tiny_req(const struct wl_env *env, const char *params)
 	return r;
 }
 
+/* A reserve hook that fails and writes no message (tiny, seed 987), into a buffer that
+ * holds an earlier call's words, and one that fills the buffer to its last byte with
+ * no NUL (seed 986): the first is refused with a message naming the hook, nothing of
+ * what the buffer held before; the second with its own message, ended within the
+ * buffer. Before, the first refusal carried the stale words (in the worker, the stack
+ * of the mailbox thread) and the second one was read past its end. */
+START_TEST(hook_failing_silently_is_named)
+{
+	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_params p;
+	struct wl_req *r = NULL;
+
+	tmpdir_make(dir, sizeof(dir));
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_params_parse(&p, "seed=987", msg, sizeof(msg)), 0);
+	snprintf(msg, sizeof(msg), "stale words of an earlier call");
+	ck_assert_int_eq(wl_req_create(&r, &env, "tiny", &p, msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(msg, "tiny: its reserve hook failed (-22)") == msg, "'%s'", msg);
+
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_params_parse(&p, "seed=986", msg, sizeof(msg)), 0);
+	ck_assert_int_eq(wl_req_create(&r, &env, "tiny", &p, msg, sizeof(msg)), -EINVAL);
+	ck_assert_ptr_null(r);
+	ck_assert_uint_eq(strnlen(msg, sizeof(msg)), sizeof(msg) - 1);
+	ck_assert_int_eq(msg[0], 'y');
+
+	ck_assert_uint_eq(dev_live(env.dev), 0);
+	dev_close(env.dev);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 /* kv_give with ids the request does not hold (tiny, seed 993: its own blocks a second
  * time, every other block of the pool, -1 and the pool's size) gives back its own
  * blocks only: the shared pool keeps the other request's blocks taken and its free
@@ -508,6 +547,7 @@ int main(void)
 	    {"kv_give_returns_only_what_the_request_holds",
 	     kv_give_returns_only_what_the_request_holds},
 	    {"null_task_memory_refused_at_the_call", null_task_memory_refused_at_the_call},
+	    {"hook_failing_silently_is_named", hook_failing_silently_is_named},
 	    {"copy_past_the_token_refused", copy_past_the_token_refused},
 	    {"broken_refused", broken_refused},
 	    {"duplicate_refused", duplicate_refused},
