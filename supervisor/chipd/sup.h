@@ -75,6 +75,10 @@ struct sup_worker {
 	int32_t gpu; /* device ordinal, -1 for sim */
 	struct shm_region ctl;
 	struct mbox mb; /* the supervisor is a client of the worker's control mailbox */
+	/* CLOCK_MONOTONIC when a call to it (sup_call_run) last found no answer within
+	 * SUP_FORWARD_MS while it lived, 0 once one was answered; either thread, relaxed
+	 * (sup_worker_silent) */
+	_Atomic uint64_t call_silent_ns;
 	/* written by the event loop; read by the router under sup.lock */
 	pid_t pid; /* 0 while none runs */
 	uint64_t pid_start;
@@ -588,6 +592,11 @@ void sup_call_free(struct sup_call *c);
  * -ETIMEDOUT: it is stuck). */
 enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_call *c,
 			     struct proto_error *err);
+/* Whether @w's worker is silent: a call to it found no answer within SUP_FORWARD_MS
+ * (it lives: stopped, or stuck) and no heartbeat was answered since. What the router
+ * retries on its own (sup_register_tick) skips such a chip until it answers again,
+ * instead of waiting SUP_FORWARD_MS for it every round. */
+bool sup_worker_silent(struct sup *s, struct sup_worker *w);
 /* Passes a cancel of request @id on to worker @w and waits for its answer
  * (sup_call_run; sup_router.c). Returns the code, with @err filled; CHIPD_OK also when
  * the worker died with the cancel in flight (-EPIPE): its death path ends a stream

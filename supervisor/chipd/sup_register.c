@@ -211,9 +211,11 @@ static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto
 /* Unloads entry @i from the chips of @chips; the ones that still have it stay in
  * *@left (NULL: not wanted): those that refused, and those that did not answer
  * within the forward bound while their worker lives (stopped or stuck: it may
- * answer the next time, or the heartbeat kills it). A chip whose worker died counts
- * as done: a restarted one reads the entry afresh. */
-static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *left)
+ * answer the next time, or the heartbeat kills it), and with @skip_silent those not
+ * asked for they are silent (sup_worker_silent). A chip whose worker died counts as
+ * done: a restarted one reads the entry afresh. */
+static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, bool skip_silent,
+			 uint64_t *left)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	struct proto_error err;
@@ -226,6 +228,11 @@ static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, uint64_t *le
 
 		if (!(chips & (1ull << c)))
 			continue;
+		if (skip_silent && sup_worker_silent(s, &s->workers[c])) {
+			if (left)
+				*left |= 1ull << c;
+			continue;
+		}
 		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &died);
 		if (died)
 			atomic_fetch_and_explicit(&e->loaded, ~(1ull << c), memory_order_relaxed);
@@ -297,7 +304,7 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 		SUP_WARN(err->chip, 0,
 			 "callable %s refused (%s): rolled back on the chips that took it", e->name,
 			 err->message);
-		unload_chips(s, i, took, NULL);
+		unload_chips(s, i, took, false, NULL);
 	}
 	return code;
 }
@@ -357,9 +364,12 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 
 /* Ends entry @i once its requests ended: the draining step of unregister and of
  * the quarantine. Cancels what is left when @cancel. Returns the requests still in
- * flight (or 1 while a chip still holds one), 0 once the entry is gone. Under
- * reg_lock. */
-static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
+ * flight (or 1 while a chip still holds one), 0 once the entry is gone. @retry: a
+ * step the router takes on its own, every round (sup_register_tick), which leaves a
+ * silent chip's cancels and unload to a round after it answers again: a stopped
+ * worker costs it one forward bound, not one per round until the heartbeat kills it.
+ * Under reg_lock. */
+static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	uint64_t ids[CANCEL_BATCH], left;
@@ -373,6 +383,8 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 		for (uint32_t k = 0; k < n && k < CANCEL_BATCH; k++) {
 			struct proto_error err;
 
+			if (retry && sup_worker_silent(s, &s->workers[chips[k]]))
+				continue;
 			/* one that ended meanwhile: not_found */
 			(void)sup_cancel_on(s, &s->workers[chips[k]], ids[k], &err);
 		}
@@ -388,7 +400,7 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel)
 		if (s->workers[c].stopping)
 			left &= ~(1ull << c);
 	pthread_mutex_unlock(&s->lock);
-	unload_chips(s, i, left, &left);
+	unload_chips(s, i, left, retry, &left);
 	if (left)
 		return 1; /* a chip still frees a request of it: ask again */
 	entry_free(s, i);
@@ -452,7 +464,8 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 	case PROTO_UNREG_DRAIN:
 	case PROTO_UNREG_CANCEL:
 		drainer_take(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
-		ans->active = drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL);
+		ans->active =
+		    drain_step(s, (uint32_t)i, req->mode == PROTO_UNREG_CANCEL, false);
 		break;
 	default:
 		pthread_mutex_lock(&s->lock);
@@ -471,7 +484,7 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 		 * still has it (busy, or silent) is asked again by the caller or, once its
 		 * connection ended, by the router, as for a drain */
 		drainer_take(s, (uint32_t)i, false);
-		ans->active = drain_step(s, (uint32_t)i, false);
+		ans->active = drain_step(s, (uint32_t)i, false, false);
 		break;
 	}
 	if (code == CHIPD_OK && ans->active == 0 && req->mode != PROTO_UNREG_RESUME)
@@ -535,7 +548,7 @@ void sup_register_tick(struct sup *s)
 		    drains && s->reg.books[i].drainer && !sup_conn_id_live(s, s->reg.books[i].drainer);
 		pthread_mutex_unlock(&s->lock);
 		if ((!q && !orphan) || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE ||
-		    drain_step(s, i, q || cancel) != 0)
+		    drain_step(s, i, q || cancel, true) != 0)
 			continue;
 		if (q)
 			SUP_INFO(-1, 0, "callable %s quarantined: unregistered on every chip",

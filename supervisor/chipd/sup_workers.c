@@ -99,6 +99,9 @@ enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_cal
 				  shm_deadline_in(SUP_FORWARD_MS * SHM_NS_PER_MS));
 	if (c->rc == 0 && proto_decode_answer(c->req.op, c->buf, alen, &c->ans, err))
 		c->rc = -EPROTO;
+	if (c->rc == 0 || c->rc == -ETIMEDOUT)
+		atomic_store_explicit(&w->call_silent_ns, c->rc ? shm_now_ns() : 0,
+				      memory_order_relaxed);
 	if (c->rc) {
 		proto_fail(err, CHIPD_E_WORKER_LOST, "chip %u did not answer (%s)", w->chip,
 			   strerror(-c->rc));
@@ -109,6 +112,14 @@ enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_cal
 	}
 	err->chip = w->chip;
 	return (enum chipd_code)err->code;
+}
+
+bool sup_worker_silent(struct sup *s, struct sup_worker *w)
+{
+	uint64_t since = atomic_load_explicit(&w->call_silent_ns, memory_order_relaxed);
+
+	return since && atomic_load_explicit(&s->node.dir[w->chip].heartbeat_ns,
+					     memory_order_relaxed) < since;
 }
 
 /* ---- the child ---- */
