@@ -248,27 +248,43 @@ void sup_detached_ready(struct sup *s)
 	}
 }
 
+/* Descriptors chipd holds beside its clients': the pid file, the log, the event loop's
+ * (signalfd, timerfd, eventfd, io_uring), the spawner's socket and pidfd, the handshake
+ * socket and its spare, and room for those open for a while (a trace's files, a
+ * registered library); and one pidfd per worker. */
+#define SUP_FD_RESERVE 64u
+
 /* Each client connection costs three descriptors (the socket, the client's pidfd and
  * its client region's memfd, held from start): the soft limit is raised towards the
  * hard one to hold --max-clients of them, and the bound is lowered (with a warning)
- * where the hard limit cannot. Before the regions are made. */
-static void fit_fd_limit(struct sup *s)
+ * where the hard limit cannot. A limit that holds not one client stops the start (1).
+ * Before the regions are made. */
+static int fit_fd_limit(struct sup *s)
 {
 	struct rlimit rl;
-	rlim_t need = 3 * (rlim_t)s->cfg.max_clients + 256; /* the rest of chipd */
+	rlim_t rest = SUP_FD_RESERVE + s->cfg.chips;
+	rlim_t need = 3 * (rlim_t)s->cfg.max_clients + rest;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
-		return;
+		return 0;
 	rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
-		uint32_t fit = rl.rlim_cur > 448 ? (uint32_t)((rl.rlim_cur - 256) / 3) : 64u;
-
-		SUP_WARN(-1, 0, "descriptor limit %llu holds %u clients, not max-clients=%u",
-			 (unsigned long long)rl.rlim_cur, fit, s->cfg.max_clients);
-		if (fit < s->cfg.max_clients)
-			s->cfg.max_clients = fit;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_cur < rest + 3) {
+		SUP_ERR(-1, 0,
+			"descriptor limit %llu holds no client: %u chips and one client need %llu "
+			"(raise it: ulimit -n, LimitNOFILE=)",
+			(unsigned long long)rl.rlim_cur, s->cfg.chips,
+			(unsigned long long)(rest + 3));
+		return 1;
 	}
+	uint32_t fit = (uint32_t)((rl.rlim_cur - rest) / 3);
+
+	SUP_WARN(-1, 0, "descriptor limit %llu holds %u clients, not max-clients=%u",
+		 (unsigned long long)rl.rlim_cur, fit, s->cfg.max_clients);
+	s->cfg.max_clients = fit;
+	return 0;
 }
 
 static void cleanup(struct sup *s)
@@ -367,6 +383,7 @@ int main(int argc, char **argv, char **envp)
 	s->spawn_fd = -1;
 	s->spawner_pidfd = -1;
 	s->listen_fd = -1;
+	s->spare_fd = -1;
 	/* the pid file, the detached log and the trace parts have predictable names:
 	 * only a directory nobody else can write is safe for them */
 	rc = sup_rundir_check_group(s->cfg.runtime_dir,
@@ -397,7 +414,13 @@ int main(int argc, char **argv, char **envp)
 		detach(s);
 	if (pidfile_write(s->pidfh) != 0)
 		SUP_WARN(-1, 0, "pid file %s: %s", s->cfg.pidfile, strerror(errno));
-	fit_fd_limit(s);
+	/* a low descriptor, taken before the regions' many: the spare is of use only
+	 * while every lower one is taken (sup_conn_accept) */
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fit_fd_limit(s)) {
+		pidfile_remove(s->pidfh);
+		return 1;
+	}
 	rc = create_region(s);
 	if (rc) {
 		pidfile_remove(s->pidfh);

@@ -106,6 +106,8 @@ static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 		close(s->daemon_fd);
 	if (s->notify_fd > STDERR_FILENO)
 		close(s->notify_fd);
+	if (s->spare_fd >= 0) /* the supervisor's reserve, for its handshake socket */
+		close(s->spare_fd);
 	setproctitle("spawner (instance %s)", s->cfg.instance);
 	for (;;) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
