@@ -20,13 +20,15 @@
  * - starts chipd under a descriptor limit too low for --max-clients (the bound is
  *   lowered to what fits, the next connection refused naming it), and takes chipd's
  *   descriptors away while it runs (each connection refused at once, queue_full, until
- *   they come back).
+ *   they come back); a client with no descriptor for its hello answer's region is
+ *   told so.
  */
 #include "fault.h"
 #include "hello_fixture.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -731,6 +733,43 @@ START_TEST(out_of_descriptors_refuses_connections_at_once)
 }
 END_TEST
 
+/* A client with one descriptor free: its socket takes it, and the kernel has nowhere
+ * to put the hello answer's memfd. */
+static int client_out_of_fds(void *arg)
+{
+	struct cd *d = arg;
+	struct chipd_error err;
+	struct rlimit rl;
+	chipd_conn *c;
+	int free_fd = open("/dev/null", O_RDONLY), rc;
+
+	if (free_fd < 0 || close(free_fd) != 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 2;
+	rl.rlim_cur = (rlim_t)free_fd + 1;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 2;
+	rc = chipd_connect(d->instance, &c, &err);
+	if (rc != -EMFILE || !strstr(err.message, "out of file descriptors")) {
+		fprintf(stderr, "client_out_of_fds: %d: %s\n", rc, err.message);
+		return 3;
+	}
+	return 0;
+}
+
+START_TEST(client_out_of_descriptors_says_so)
+{
+	static const char *const args[] = {"--chips", "1", NULL};
+	struct cd d;
+
+	ft_start(&d, args);
+	ck_assert_int_eq(tu_wait(tu_fork(client_out_of_fds, &d), 10000), 0);
+	/* chipd answered it and let it go: only the fixture's connection is left */
+	ck_assert_uint_eq(cd_stat_reaches(&d, "supervisor", "clients", 1, 5000), 1);
+	ck_assert_int_eq(chipd_ping(d.conn, 5000, NULL, NULL), 0);
+	ft_stop_clean(&d, NULL, 0);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
@@ -745,6 +784,7 @@ int main(void)
 	    {"descriptor_limit_lowers_max_clients", descriptor_limit_lowers_max_clients},
 	    {"out_of_descriptors_refuses_connections_at_once",
 	     out_of_descriptors_refuses_connections_at_once},
+	    {"client_out_of_descriptors_says_so", client_out_of_descriptors_says_so},
 	};
 	Suite *s = suite_create("identity");
 	int rc;
