@@ -631,7 +631,8 @@ int sup_spawner_start(struct sup *s);
  * spawner opened before it could reap the worker (so it names that process, never a
  * later one with its pid), or -errno: -ETIMEDOUT when no reply came within 5 s (the
  * start stays unanswered: see sup_spawner_idle), -EINPROGRESS while an earlier one
- * is. Event loop thread. */
+ * is, -EMFILE when the supervisor had no descriptor for the pidfd (the worker is
+ * killed, a later start may follow). Event loop thread. */
 pid_t sup_spawner_fork(struct sup *s, uint32_t chip, int *pidfd);
 /* Whether the spawner can take a start: 0, or -EINPROGRESS while the reply to a start
  * given up on has not come (a spawner that does not run), or -EPIPE. A late reply's
