@@ -353,6 +353,37 @@ static void log_callables(void)
 	}
 }
 
+/* --trace FILE is written at the stop, under a fresh name beside FILE and renamed
+ * (sup_trace.c): a FILE that is a directory, or a directory that takes no new file,
+ * would lose the whole run's trace at its end, so either stops the start (1), before
+ * the instance is taken. */
+static int check_trace_file(const char *path)
+{
+	char tmp[sizeof(((struct sup_config *)0)->trace) + 8];
+	struct stat st;
+	size_t len;
+	int fd;
+
+	if (!path[0])
+		return 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "chipd: trace file %s: is a directory\n", path);
+		return 1;
+	}
+	len = strnlen(path, sizeof(tmp) - sizeof(".XXXXXX")); /* the config's: shorter */
+	memcpy(tmp, path, len);
+	memcpy(tmp + len, ".XXXXXX", sizeof(".XXXXXX"));
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "chipd: trace file %s: cannot write beside it: %s\n", path,
+			strerror(errno));
+		return 1;
+	}
+	close(fd);
+	unlink(tmp);
+	return 0;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	struct sup *s = &g_sup;
@@ -393,6 +424,8 @@ int main(int argc, char **argv, char **envp)
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}
+	if (check_trace_file(s->cfg.trace))
+		return 1;
 	/* not dumpable (inherited by the spawner and the workers): /proc keeps every
 	 * client region's memfd, and the mappings, from the other processes of the uid,
 	 * so a client reaches no region but the one its hello brought (docs/protocol.md

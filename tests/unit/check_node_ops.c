@@ -8,7 +8,8 @@
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
  * detaching chipd too; a stop ends also while the spawner does not run; a worker
  * started while chipd has no descriptor for its pidfd is killed, not left running
- * unwatched, and the chip starts again once descriptors are free. */
+ * unwatched, and the chip starts again once descriptors are free; a --trace FILE
+ * that could not be written at the stop stops the start. */
 #include "chipd_fixture.h"
 #include "proto.h"
 #include "testutil.h"
@@ -487,6 +488,32 @@ START_TEST(restart_without_a_descriptor_for_the_pidfd)
 }
 END_TEST
 
+/* --trace FILE is written at the stop: a FILE chipd could not write then stops the
+ * start instead (exit 1, before the instance is taken), rather than losing the whole
+ * run's trace at its end with a warning in the log. */
+START_TEST(trace_file_that_cannot_be_written_stops_the_start)
+{
+	static const char *const no_dir[] = {"--chips", "1", "--trace",
+					     "/nonexistent-chipd-dir/run.json", NULL};
+	static const char *const a_dir[] = {"--chips", "1", "--trace", "/tmp", NULL};
+	const char *const *bad[] = {no_dir, a_dir};
+
+	for (int i = 0; i < 2; i++) {
+		struct cd d;
+		struct stat st;
+		pid_t pid = cd_spawn(&d, bad[i], NULL, NULL);
+		int rc = tu_wait(pid, BOUND_MS);
+
+		d.pid = 0;
+		ck_assert_msg(rc == 1, "--trace %s: chipd ended with %d (-1: it started)", bad[i][3],
+			      rc);
+		ck_assert(!cd_region_exists(&d));
+		ck_assert_msg(stat(d.pidfile, &st) != 0, "the pid file %s is left behind",
+			      d.pidfile);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("node_ops");
@@ -503,6 +530,8 @@ int main(void)
 	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},
 	    {"restart_without_a_descriptor_for_the_pidfd",
 	     restart_without_a_descriptor_for_the_pidfd},
+	    {"trace_file_that_cannot_be_written_stops_the_start",
+	     trace_file_that_cannot_be_written_stops_the_start},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
