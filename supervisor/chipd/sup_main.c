@@ -390,6 +390,7 @@ int main(int argc, char **argv, char **envp)
 	char msg[256];
 	int rc;
 
+	sup_std_fds_hold();
 	setproctitle_init(argc, argv, envp);
 	rc = sup_config_load(&s->cfg, &s->src, argc, argv, msg, sizeof(msg));
 	if (rc == 1)

@@ -9,7 +9,8 @@
  * detaching chipd too; a stop ends also while the spawner does not run; a worker
  * started while chipd has no descriptor for its pidfd is killed, not left running
  * unwatched, and the chip starts again once descriptors are free; a --trace FILE
- * that could not be written at the stop stops the start. */
+ * that could not be written at the stop stops the start; a chipd started with its
+ * standard descriptors closed serves, its log going to none of its files. */
 #include "chipd_fixture.h"
 #include "proto.h"
 #include "testutil.h"
@@ -514,6 +515,45 @@ START_TEST(trace_file_that_cannot_be_written_stops_the_start)
 }
 END_TEST
 
+/* A launcher that starts chipd with standard input, output and error closed: the
+ * descriptors chipd opens then must not take those numbers (its pid file would be its
+ * input, a client region's memfd its standard error, and every log line would land in
+ * that client's mailbox). chipd serves, its 0-2 are /dev/null, and it stops cleanly. */
+START_TEST(closed_standard_descriptors_are_not_reused)
+{
+	static const char *const one_chip[] = {"--chips", "1", NULL};
+	struct chipd_error err;
+	chipd_conn *c;
+	char path[64], to[64];
+	struct stat st;
+	struct cd d;
+
+	/* the test's own: cd_spawn's readiness pipe takes 0 and 1, which the child
+	 * closes (moving the write end to 3) before it runs chipd */
+	close(STDIN_FILENO);
+	close(STDOUT_FILENO);
+	close(STDERR_FILENO);
+	cd_start(&d, one_chip, NULL);
+	for (int fd = 0; fd <= 2; fd++) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)d.pid, fd);
+		n = readlink(path, to, sizeof(to) - 1);
+		ck_assert_int_gt(n, 0);
+		to[n] = '\0';
+		ck_assert_msg(strcmp(to, "/dev/null") == 0, "chipd's descriptor %d is %s", fd, to);
+	}
+	/* a second client too, after more log lines */
+	ck_assert_int_eq(chipd_connect(d.instance, &c, &err), 0);
+	ck_assert_int_eq(chipd_ping(c, CD_CALL_MS, NULL, NULL), 0);
+	chipd_close(c);
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, NULL), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	ck_assert(!cd_region_exists(&d));
+	ck_assert_msg(stat(d.pidfile, &st) != 0, "the pid file %s is left behind", d.pidfile);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("node_ops");
@@ -532,6 +572,8 @@ int main(void)
 	     restart_without_a_descriptor_for_the_pidfd},
 	    {"trace_file_that_cannot_be_written_stops_the_start",
 	     trace_file_that_cannot_be_written_stops_the_start},
+	    {"closed_standard_descriptors_are_not_reused",
+	     closed_standard_descriptors_are_not_reused},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
