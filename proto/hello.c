@@ -203,6 +203,13 @@ int proto_hello(struct proto_node *n, uint32_t timeout_ms, struct proto_hello *o
 		if (got < 0 && errno != EAGAIN && errno != EINTR)
 			break;
 	}
+	if (got < 0 && errno == EMFILE) { /* fdpass_recv: the memfd could not be installed */
+		rc = say(why, cap, -EMFILE,
+			 "%s: out of file descriptors (ulimit -n): the hello answer's "
+			 "region could not be received",
+			 path);
+		goto err_close;
+	}
 	if (got < 0 && errno == EBADMSG) { /* fdpass_recv: closed what came, read the rest */
 		rc = say(why, cap, -EBADMSG,
 			 "%s: the hello answer carried descriptors other than the exchange "

@@ -75,6 +75,10 @@ ssize_t fdpass_recv(int sock, void *buf, size_t cap, int *fd, int flags)
 	if (n < 0)
 		return -errno;
 	c = CMSG_FIRSTHDR(&mh);
+	/* descriptors came that the kernel could not install here (it truncates the
+	 * control data to none and says MSG_CTRUNC): this process is out of them */
+	if (!c && (mh.msg_flags & MSG_CTRUNC))
+		return -EMFILE;
 	if (!c)
 		return n;
 	if ((mh.msg_flags & MSG_CTRUNC) || c->cmsg_level != SOL_SOCKET ||

@@ -15,8 +15,9 @@ ssize_t fdpass_send(int sock, const void *buf, size_t len, int fd, int flags);
 /* Receives one datagram of at most @cap bytes from @sock (recvmsg with @flags and
  * MSG_CMSG_CLOEXEC). *@fd is the descriptor that came with it (close-on-exec), or -1
  * when none did. A datagram with anything but exactly one descriptor, or truncated
- * control data, closes whatever came and answers -EBADMSG. Returns the bytes received
- * (0: the peer closed) or -errno. */
+ * control data, closes whatever came and answers -EBADMSG; one whose descriptors this
+ * process had no room for (none installed: out of descriptors) answers -EMFILE, its
+ * bytes read. Returns the bytes received (0: the peer closed) or -errno. */
 ssize_t fdpass_recv(int sock, void *buf, size_t cap, int *fd, int flags);
 
 #endif

@@ -316,6 +316,14 @@ struct sup {
 	struct proto_msg *fwd_msg; /* router thread only: scratch for an assign or answer */
 	/* the handshake socket (sup_conn.c): listening fd, its path, the connections */
 	int listen_fd;
+	/* a descriptor (/dev/null) held back for the moment chipd runs out of them: closed
+	 * to accept one connection and refuse it, then taken again (sup_conn_accept); -1
+	 * none */
+	int spare_fd;
+	/* event loop only: accept is failing for want of descriptors (logged once when
+	 * it starts and once when it ends), and the connections refused meanwhile */
+	bool accept_starved;
+	uint64_t starved_refused;
 	char sock_path[PROTO_NODE_SOCK_MAX];
 	struct sup_conn *conns; /* cfg.max_clients entries */
 	uint64_t next_client;
@@ -445,9 +453,12 @@ int sup_conn_listen(struct sup *s);
 /* Closes every connection and the socket, and unlinks it. */
 void sup_conn_close_all(struct sup *s);
 /* Accepts every pending connection (non-blocking): the peer's credentials and a pidfd
- * are taken at once; one over --max-clients is answered queue_full and closed. Event
- * loop. */
-void sup_conn_accept(struct sup *s);
+ * are taken at once; one over --max-clients is answered queue_full and closed, and so
+ * is one chipd has no descriptor for (taken with the spare one). Event loop. Returns
+ * true to poll the listening socket again at once, false when accepting failed for
+ * want of descriptors and nothing could be refused either: the loop polls it again on
+ * its next tick, as a poll that fires while nothing can be accepted would spin. */
+bool sup_conn_accept(struct sup *s);
 /* Connection @i's fd polled with @revents: the hello (answered, or refused and
  * closed), or the hang-up of a live connection (EOF, POLLHUP, POLLRDHUP, an error, or
  * anything sent after the hello). Event loop. */
@@ -656,7 +667,9 @@ int sup_spawner_ask(struct sup *s, uint32_t chip, bool trace);
  * later one with its pid); -EINPROGRESS when it has not come and its 5 s are not over
  * (only when not @wait: @wait waits for it up to then); -ETIMEDOUT when they are over
  * (the start is given up on and stays unanswered: see sup_spawner_idle); another
- * -errno when the spawner failed it or the socket failed. Every return but
+ * -errno when the spawner failed it or the socket failed (-EMFILE: the supervisor
+ * had no descriptor for the pidfd; the worker is killed, a later start may follow).
+ * Every return but
  * -EINPROGRESS ends the start. Event loop thread (or main). */
 pid_t sup_spawner_reply(struct sup *s, int *pidfd, bool wait);
 /* Whether the spawner can take a start: 0, or -EINPROGRESS while the reply to a start

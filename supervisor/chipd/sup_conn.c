@@ -25,6 +25,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,9 @@ void sup_conn_close_all(struct sup *s)
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	s->listen_fd = -1;
+	if (s->spare_fd >= 0)
+		close(s->spare_fd);
+	s->spare_fd = -1;
 	if (s->sock_path[0])
 		unlink(s->sock_path);
 	s->sock_path[0] = '\0';
@@ -199,7 +203,62 @@ static void count_clients(struct sup *s)
 	sup_gauge(s, PROTO_SUP_clients, n);
 }
 
-void sup_conn_accept(struct sup *s)
+static bool out_of_fds(int err)
+{
+	return err == EMFILE || err == ENFILE;
+}
+
+/* Refuses connection @fd, which chipd has no descriptor to serve (@err), with
+ * queue_full, and closes it. */
+static void refuse_no_fds(struct sup *s, int fd, int err)
+{
+	char drop[PROTO_REQ_MAX];
+
+	sup_count(s, PROTO_SUP_clients_refused, 1);
+	refuse(fd, CHIPD_E_QUEUE_FULL,
+	       "chipd is out of file descriptors (%s): retry later, or raise its limit "
+	       "(ulimit -n, LimitNOFILE=)",
+	       strerror(err));
+	while (recv(fd, drop, sizeof(drop), MSG_DONTWAIT) > 0) /* as for max-clients */
+		;
+	close(fd);
+}
+
+enum starved { STARVED_REFUSED, STARVED_EMPTY, STARVED_STUCK };
+
+/* accept failed with @err, out of descriptors: the first connection waiting is taken
+ * with the spare descriptor and refused (STARVED_REFUSED), so that its client learns
+ * why at once rather than when its hello times out; STARVED_EMPTY when none was
+ * waiting (accept fails for want of a descriptor before it looks), STARVED_STUCK when
+ * even the spare could not take one. The first failure is logged, not each. */
+static enum starved accept_starved(struct sup *s, int err)
+{
+	int fd, again;
+
+	if (!s->accept_starved)
+		SUP_WARN(-1, 0,
+			 "handshake socket: accept: %s: connections are refused until descriptors "
+			 "are free",
+			 strerror(err));
+	s->accept_starved = true;
+	if (s->spare_fd < 0)
+		s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (s->spare_fd < 0)
+		return STARVED_STUCK;
+	close(s->spare_fd);
+	fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	again = fd < 0 ? errno : 0;
+	if (fd >= 0) {
+		refuse_no_fds(s, fd, err);
+		s->starved_refused++;
+	}
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return STARVED_REFUSED;
+	return again == EAGAIN ? STARVED_EMPTY : STARVED_STUCK;
+}
+
+bool sup_conn_accept(struct sup *s)
 {
 	for (;;) {
 		struct ucred cr;
@@ -208,11 +267,28 @@ void sup_conn_accept(struct sup *s)
 		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), pidfd;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				SUP_WARN(-1, 0, "handshake socket: accept: %s", strerror(errno));
-			if (errno == EINTR || errno == ECONNABORTED)
+			int err = errno;
+
+			if (err == EINTR || err == ECONNABORTED)
 				continue;
-			return;
+			if (out_of_fds(err)) {
+				enum starved st = accept_starved(s, err);
+
+				if (st == STARVED_REFUSED)
+					continue;
+				return st == STARVED_EMPTY;
+			}
+			if (err != EAGAIN)
+				SUP_WARN(-1, 0, "handshake socket: accept: %s", strerror(err));
+			return true;
+		}
+		if (s->accept_starved) {
+			SUP_INFO(-1, 0,
+				 "handshake socket: descriptors free again; %llu connections were "
+				 "refused meanwhile",
+				 (unsigned long long)s->starved_refused);
+			s->accept_starved = false;
+			s->starved_refused = 0;
 		}
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 || cr.pid <= 0) {
 			close(fd);
@@ -243,6 +319,10 @@ void sup_conn_accept(struct sup *s)
 		 * connection is open, and a peer that died before would have hung it up
 		 * (the hang-up is seen first, the pidfd only frees the entry sooner) */
 		pidfd = sup_pidfd_open(cr.pid);
+		if (pidfd < 0 && out_of_fds(-pidfd)) {
+			refuse_no_fds(s, fd, -pidfd);
+			continue;
+		}
 		if (pidfd < 0) {
 			close(fd); /* it is gone already */
 			continue;

@@ -200,3 +200,18 @@ int sup_pidfd_signal(int pidfd, int sig)
 		return -EBADF;
 	return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) != 0 ? -errno : 0;
 }
+
+void sup_std_fds_hold(void)
+{
+	for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++) {
+		int null;
+
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		null = open("/dev/null", O_RDWR); /* the lowest free number: fd, as a rule */
+		if (null >= 0 && null != fd) {
+			(void)dup2(null, fd);
+			close(null);
+		}
+	}
+}

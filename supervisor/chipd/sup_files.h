@@ -57,6 +57,11 @@ int sup_file_create(const char *path, int flags);
  * others; -ELOOP: a link). */
 int sup_file_append(const char *path);
 
+/* Opens /dev/null onto each of descriptors 0, 1 and 2 that is closed, so that none
+ * of chipd's own (the pid file, a client region's memfd) takes one of those numbers and
+ * gets the log lines, or the caller's input, written into it. First thing in main. */
+void sup_std_fds_hold(void);
+
 /* A pidfd for @pid (pidfd_open). Returns it (close-on-exec) or -errno. */
 int sup_pidfd_open(pid_t pid);
 

@@ -72,6 +72,9 @@ struct loop {
 	 * at the latest, even one a request began first with a longer grace (drain_over) */
 	uint64_t signal_deadline_ns;
 	int exit_code;
+	/* the listening socket is not polled: accepting failed for want of descriptors
+	 * (sup_conn_accept), it is polled again on the next tick */
+	bool listen_paused;
 	/* SHUTDOWN: each chip's shutdown call, and whether it went out (posted, or the
 	 * worker was gone or killed); one not out yet is posted again on the next tick */
 	struct sup_post shut[CHIPD_MAX_CHIPS];
@@ -571,6 +574,8 @@ int sup_loop_run(struct sup *s)
 		} else if (tag == TAG_TIMER) {
 			on_tick(&l);
 			arm(&l, l.timerfd, TAG_TIMER);
+			if (l.listen_paused) /* out of descriptors: tried again once a tick */
+				l.listen_paused = arm(&l, s->listen_fd, TAG_LISTEN) != 0;
 		} else if (tag == TAG_WAKE) {
 			uint64_t n;
 
@@ -582,8 +587,9 @@ int sup_loop_run(struct sup *s)
 			l.exit_code = sup_spawner_lost(s);
 			on_tick(&l); /* the stop starts now */
 		} else if (tag == TAG_LISTEN) {
-			sup_conn_accept(s);
-			arm(&l, s->listen_fd, TAG_LISTEN);
+			l.listen_paused = !sup_conn_accept(s);
+			if (!l.listen_paused)
+				arm(&l, s->listen_fd, TAG_LISTEN);
 		} else if (tag == TAG_SPAWN_REPLY) {
 			l.spawn_armed = false; /* re-armed below while the reply is awaited */
 			sup_workers_spawn_reply(s, shm_now_ns());

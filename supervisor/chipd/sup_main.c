@@ -248,27 +248,43 @@ void sup_detached_ready(struct sup *s)
 	}
 }
 
+/* Descriptors chipd holds beside its clients': the pid file, the log, the event loop's
+ * (signalfd, timerfd, eventfd, io_uring), the spawner's socket and pidfd, the handshake
+ * socket and its spare, and room for those open for a while (a trace's files, a
+ * registered library); and one pidfd per worker. */
+#define SUP_FD_RESERVE 64u
+
 /* Each client connection costs three descriptors (the socket, the client's pidfd and
  * its client region's memfd, held from start): the soft limit is raised towards the
  * hard one to hold --max-clients of them, and the bound is lowered (with a warning)
- * where the hard limit cannot. Before the regions are made. */
-static void fit_fd_limit(struct sup *s)
+ * where the hard limit cannot. A limit that holds not one client stops the start (1).
+ * Before the regions are made. */
+static int fit_fd_limit(struct sup *s)
 {
 	struct rlimit rl;
-	rlim_t need = 3 * (rlim_t)s->cfg.max_clients + 256; /* the rest of chipd */
+	rlim_t rest = SUP_FD_RESERVE + s->cfg.chips;
+	rlim_t need = 3 * (rlim_t)s->cfg.max_clients + rest;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
-		return;
+		return 0;
 	rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
-		uint32_t fit = rl.rlim_cur > 448 ? (uint32_t)((rl.rlim_cur - 256) / 3) : 64u;
-
-		SUP_WARN(-1, 0, "descriptor limit %llu holds %u clients, not max-clients=%u",
-			 (unsigned long long)rl.rlim_cur, fit, s->cfg.max_clients);
-		if (fit < s->cfg.max_clients)
-			s->cfg.max_clients = fit;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_cur < rest + 3) {
+		SUP_ERR(-1, 0,
+			"descriptor limit %llu holds no client: %u chips and one client need %llu "
+			"(raise it: ulimit -n, LimitNOFILE=)",
+			(unsigned long long)rl.rlim_cur, s->cfg.chips,
+			(unsigned long long)(rest + 3));
+		return 1;
 	}
+	uint32_t fit = (uint32_t)((rl.rlim_cur - rest) / 3);
+
+	SUP_WARN(-1, 0, "descriptor limit %llu holds %u clients, not max-clients=%u",
+		 (unsigned long long)rl.rlim_cur, fit, s->cfg.max_clients);
+	s->cfg.max_clients = fit;
+	return 0;
 }
 
 static void cleanup(struct sup *s)
@@ -337,12 +353,44 @@ static void log_callables(void)
 	}
 }
 
+/* --trace FILE is written at the stop, under a fresh name beside FILE and renamed
+ * (sup_trace.c): a FILE that is a directory, or a directory that takes no new file,
+ * would lose the whole run's trace at its end, so either stops the start (1), before
+ * the instance is taken. */
+static int check_trace_file(const char *path)
+{
+	char tmp[sizeof(((struct sup_config *)0)->trace) + 8];
+	struct stat st;
+	size_t len;
+	int fd;
+
+	if (!path[0])
+		return 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "chipd: trace file %s: is a directory\n", path);
+		return 1;
+	}
+	len = strnlen(path, sizeof(tmp) - sizeof(".XXXXXX")); /* the config's: shorter */
+	memcpy(tmp, path, len);
+	memcpy(tmp + len, ".XXXXXX", sizeof(".XXXXXX"));
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "chipd: trace file %s: cannot write beside it: %s\n", path,
+			strerror(errno));
+		return 1;
+	}
+	close(fd);
+	unlink(tmp);
+	return 0;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	struct sup *s = &g_sup;
 	char msg[256];
 	int rc;
 
+	sup_std_fds_hold();
 	setproctitle_init(argc, argv, envp);
 	rc = sup_config_load(&s->cfg, &s->src, argc, argv, msg, sizeof(msg));
 	if (rc == 1)
@@ -367,6 +415,7 @@ int main(int argc, char **argv, char **envp)
 	s->spawn_fd = -1;
 	s->spawner_pidfd = -1;
 	s->listen_fd = -1;
+	s->spare_fd = -1;
 	/* the pid file, the detached log and the trace parts have predictable names:
 	 * only a directory nobody else can write is safe for them */
 	rc = sup_rundir_check_group(s->cfg.runtime_dir,
@@ -376,6 +425,8 @@ int main(int argc, char **argv, char **envp)
 		fprintf(stderr, "chipd: %s\n", msg);
 		return 1;
 	}
+	if (check_trace_file(s->cfg.trace))
+		return 1;
 	/* not dumpable (inherited by the spawner and the workers): /proc keeps every
 	 * client region's memfd, and the mappings, from the other processes of the uid,
 	 * so a client reaches no region but the one its hello brought (docs/protocol.md
@@ -397,7 +448,13 @@ int main(int argc, char **argv, char **envp)
 		detach(s);
 	if (pidfile_write(s->pidfh) != 0)
 		SUP_WARN(-1, 0, "pid file %s: %s", s->cfg.pidfile, strerror(errno));
-	fit_fd_limit(s);
+	/* a low descriptor, taken before the regions' many: the spare is of use only
+	 * while every lower one is taken (sup_conn_accept) */
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fit_fd_limit(s)) {
+		pidfile_remove(s->pidfh);
+		return 1;
+	}
 	rc = create_region(s);
 	if (rc) {
 		pidfile_remove(s->pidfh);

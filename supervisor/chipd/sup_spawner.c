@@ -109,6 +109,8 @@ static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 		close(s->daemon_fd);
 	if (s->notify_fd > STDERR_FILENO)
 		close(s->notify_fd);
+	if (s->spare_fd >= 0) /* the supervisor's reserve, for its handshake socket */
+		close(s->spare_fd);
 	setproctitle("spawner (instance %s)", s->cfg.instance);
 	for (;;) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -184,7 +186,8 @@ int sup_spawner_start(struct sup *s)
 
 /* Reads one reply of the spawner, waiting up to @ms. Returns 1 with *@m and *@fd (the
  * worker's pidfd, or -1), 0 when none came, -EPIPE when the socket failed or the reply
- * is malformed (its worker, if any, killed: it cannot be accounted for). */
+ * is malformed (its worker, if any, killed: it cannot be accounted for), -EMFILE when
+ * the reply *@m came but its pidfd found no descriptor free (its worker killed). */
 static int read_reply(struct sup *s, struct spawn_msg *m, int *fd, int ms)
 {
 	struct pollfd pfd = {.fd = s->spawn_fd, .events = POLLIN};
@@ -198,7 +201,17 @@ static int read_reply(struct sup *s, struct spawn_msg *m, int *fd, int ms)
 		return 0;
 	if (n < 0)
 		return -EPIPE;
+	memset(m, 0, sizeof(*m));
 	n = fdpass_recv(s->spawn_fd, m, sizeof(*m), fd, 0);
+	if (n == -EMFILE) {
+		/* the reply was read and its pidfd dropped: the supervisor is out of
+		 * descriptors. Its worker, that nobody can watch, must not run: killed
+		 * through its process group (the spawner made it one, and reaps it); the
+		 * start is answered, and failed */
+		if (m->pid > 0)
+			(void)kill(-(pid_t)m->pid, SIGKILL);
+		return -EMFILE;
+	}
 	if (n != (ssize_t)sizeof(*m) || (m->pid > 0) != (*fd >= 0)) {
 		if (*fd >= 0) { /* a worker we could not account for: it must not run */
 			(void)sup_pidfd_signal(*fd, SIGKILL);
@@ -232,6 +245,11 @@ int sup_spawner_idle(struct sup *s)
 		struct spawn_msg m;
 		int fd, rc = read_reply(s, &m, &fd, 0);
 
+		if (rc == -EMFILE) { /* a late reply, its worker killed all the same */
+			if (m.seq == s->spawn_seq)
+				s->spawn_unanswered = false;
+			continue;
+		}
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
@@ -284,6 +302,10 @@ pid_t sup_spawner_reply(struct sup *s, int *pidfd, bool wait)
 		rc = read_reply(s, &m, &fd, wait ? left_ms : 0);
 		if (rc == 0 && left_ms > 0 && !wait)
 			return -EINPROGRESS;
+		if (rc == -EMFILE && m.seq != s->spawn_seq)
+			continue; /* cannot be, as below */
+		if (rc == -EMFILE) /* answered, its worker killed: a later start may follow */
+			s->spawn_unanswered = false;
 		if (rc <= 0) {
 			s->spawn_awaited = false;
 			return rc < 0 ? rc : -ETIMEDOUT; /* still unanswered: see above */

@@ -7,7 +7,11 @@
  * requests in flight get, also when a drain came first, and what it leaves running
  * ends cancelled, also on a stopped worker and during a re-queue;
  * a SIGTERM early in the start leaves no pid file and no region behind, and stops a
- * detaching chipd too; a stop ends also while the spawner does not run. */
+ * detaching chipd too; a stop ends also while the spawner does not run; a worker
+ * started while chipd has no descriptor for its pidfd is killed, not left running
+ * unwatched, and the chip starts again once descriptors are free; a --trace FILE
+ * that could not be written at the stop stops the start; a chipd started with its
+ * standard descriptors closed serves, its log going to none of its files. */
 #include "chipd_fixture.h"
 #include "proto.h"
 #include "testutil.h"
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -503,6 +508,168 @@ START_TEST(sigterm_to_a_detaching_chipd_stops_it)
 }
 END_TEST
 
+/* Whether @path holds @text, waiting up to @ms for it. */
+static bool file_gets(const char *path, const char *text, unsigned ms)
+{
+	uint64_t until = now_ms() + ms;
+	static char buf[1 << 16];
+
+	do {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		if (strstr(buf, text))
+			return true;
+		usleep(10000);
+	} while (now_ms() < until);
+	return false;
+}
+
+/* The children of @pid (its main thread's), read into @out (at most @cap). */
+static int children_of(pid_t pid, pid_t *out, int cap)
+{
+	char path[64];
+	int n = 0, c;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (n < cap && fscanf(f, "%d", &c) == 1)
+		out[n++] = c;
+	fclose(f);
+	return n;
+}
+
+/* The lowest descriptor number @pid has free. */
+static int lowest_free_fd(pid_t pid)
+{
+	bool used[4096] = {false};
+	char path[64];
+	struct dirent *e;
+	int low = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dir = opendir(path);
+	ck_assert_ptr_nonnull(dir);
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) < 4096)
+			used[atoi(e->d_name)] = true;
+	closedir(dir);
+	while (low < 4096 && used[low])
+		low++;
+	return low;
+}
+
+START_TEST(restart_without_a_descriptor_for_the_pidfd)
+{
+	static const char *const args[] = {"--chips", "2", "--backoff-min-ms", "1000", NULL};
+	char log[] = "/tmp/chipd-node-ops-XXXXXX";
+	int logfd = mkstemp(log), n;
+	struct rlimit rl, was;
+	pid_t w0, w1, spawner, kids[8];
+	struct cd d;
+
+	ck_assert_int_ge(logfd, 0);
+	ck_assert_int_eq(dup2(logfd, STDERR_FILENO), STDERR_FILENO); /* chipd's log */
+	cd_start(&d, args, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	w1 = cd_worker_pid(&d, 1);
+	spawner = tu_parent_pid(w0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	ck_assert(file_gets(log, "restart in 1000 ms", BOUND_MS)); /* its pidfd closed */
+	/* no descriptor free below the limit: the restart's pidfd cannot come in */
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, NULL, &was), 0);
+	rl = was;
+	rl.rlim_cur = (rlim_t)lowest_free_fd(d.pid);
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+	ck_assert_msg(file_gets(log, "cannot start the worker: Too many open files", BOUND_MS),
+		      "no failed start for want of descriptors");
+	/* the worker that was forked for it does not run unwatched */
+	for (uint64_t until = now_ms() + BOUND_MS;
+	     (n = children_of(spawner, kids, 8)) != 1 && now_ms() < until;)
+		usleep(10000);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(kids[0], w1);
+	/* descriptors again: the chip's next start succeeds */
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &was, NULL), 0);
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, BOUND_MS));
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	ck_assert(!cd_region_exists(&d));
+	close(logfd);
+	unlink(log);
+}
+END_TEST
+
+/* --trace FILE is written at the stop: a FILE chipd could not write then stops the
+ * start instead (exit 1, before the instance is taken), rather than losing the whole
+ * run's trace at its end with a warning in the log. */
+START_TEST(trace_file_that_cannot_be_written_stops_the_start)
+{
+	static const char *const no_dir[] = {"--chips", "1", "--trace",
+					     "/nonexistent-chipd-dir/run.json", NULL};
+	static const char *const a_dir[] = {"--chips", "1", "--trace", "/tmp", NULL};
+	const char *const *bad[] = {no_dir, a_dir};
+
+	for (int i = 0; i < 2; i++) {
+		struct cd d;
+		struct stat st;
+		pid_t pid = cd_spawn(&d, bad[i], NULL, NULL);
+		int rc = tu_wait(pid, BOUND_MS);
+
+		d.pid = 0;
+		ck_assert_msg(rc == 1, "--trace %s: chipd ended with %d (-1: it started)", bad[i][3],
+			      rc);
+		ck_assert(!cd_region_exists(&d));
+		ck_assert_msg(stat(d.pidfile, &st) != 0, "the pid file %s is left behind",
+			      d.pidfile);
+	}
+}
+END_TEST
+
+/* A launcher that starts chipd with standard input, output and error closed: the
+ * descriptors chipd opens then must not take those numbers (its pid file would be its
+ * input, a client region's memfd its standard error, and every log line would land in
+ * that client's mailbox). chipd serves, its 0-2 are /dev/null, and it stops cleanly. */
+START_TEST(closed_standard_descriptors_are_not_reused)
+{
+	static const char *const one_chip[] = {"--chips", "1", NULL};
+	struct chipd_error err;
+	chipd_conn *c;
+	char path[64], to[64];
+	struct stat st;
+	struct cd d;
+
+	/* the test's own: cd_spawn's readiness pipe takes 0 and 1, which the child
+	 * closes (moving the write end to 3) before it runs chipd */
+	close(STDIN_FILENO);
+	close(STDOUT_FILENO);
+	close(STDERR_FILENO);
+	cd_start(&d, one_chip, NULL);
+	for (int fd = 0; fd <= 2; fd++) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)d.pid, fd);
+		n = readlink(path, to, sizeof(to) - 1);
+		ck_assert_int_gt(n, 0);
+		to[n] = '\0';
+		ck_assert_msg(strcmp(to, "/dev/null") == 0, "chipd's descriptor %d is %s", fd, to);
+	}
+	/* a second client too, after more log lines */
+	ck_assert_int_eq(chipd_connect(d.instance, &c, &err), 0);
+	ck_assert_int_eq(chipd_ping(c, CD_CALL_MS, NULL, NULL), 0);
+	chipd_close(c);
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, NULL), 0);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	ck_assert(!cd_region_exists(&d));
+	ck_assert_msg(stat(d.pidfile, &st) != 0, "the pid file %s is left behind", d.pidfile);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("node_ops");
@@ -519,6 +686,12 @@ int main(void)
 	    {"sigterm_early_in_the_start_leaves_nothing",
 	     sigterm_early_in_the_start_leaves_nothing},
 	    {"sigterm_to_a_detaching_chipd_stops_it", sigterm_to_a_detaching_chipd_stops_it},
+	    {"restart_without_a_descriptor_for_the_pidfd",
+	     restart_without_a_descriptor_for_the_pidfd},
+	    {"trace_file_that_cannot_be_written_stops_the_start",
+	     trace_file_that_cannot_be_written_stops_the_start},
+	    {"closed_standard_descriptors_are_not_reused",
+	     closed_standard_descriptors_are_not_reused},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), 60);
