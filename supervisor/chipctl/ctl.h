@@ -24,6 +24,7 @@ enum ctl_exit {
 	CTL_EXIT_NOT_RUNNING = 3,  /* the instance exists but is stopped, dead or starting */
 	CTL_EXIT_USAGE = 64,	   /* EX_USAGE */
 	CTL_EXIT_NO_INSTANCE = 69, /* EX_UNAVAILABLE */
+	CTL_EXIT_IOERR = 74,	   /* EX_IOERR: standard output could not be written */
 	CTL_EXIT_TIMEOUT = 75,	   /* EX_TEMPFAIL */
 	CTL_EXIT_PERM = 77,	   /* EX_NOPERM: the region belongs to another user */
 };

@@ -6,8 +6,11 @@
  * getopt_long table and --help (ctl_args). */
 #include "ctl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef CHIPD_VERSION
 #define CHIPD_VERSION "unknown"
@@ -59,13 +62,28 @@ static void usage(FILE *f)
 	      "   3  the instance is not running (stopped, died, or still starting)\n"
 	      "  64  usage error\n"
 	      "  69  no such instance\n"
+	      "  74  standard output could not be written (closed, a full disk, /dev/full)\n"
 	      "  75  timed out\n"
 	      "  77  permission denied (the instance belongs to another user)\n"
 	      "See chipctl(1).\n",
 	      f);
 }
 
-int main(int argc, char **argv)
+/* The command's status, unless what it printed was lost: a write to standard output
+ * failed (a full disk, /dev/full, an I/O error), which only the stream's error flag
+ * or its last flush tells. Then CTL_EXIT_IOERR where the command succeeded. */
+static int output_written(int rc)
+{
+	int err = fflush(stdout) != 0 ? errno : ferror(stdout) ? EIO : 0;
+
+	if (!err)
+		return rc;
+	fprintf(stderr, "chipctl: standard output: %s: what the command printed was lost\n",
+		strerror(err));
+	return rc == CTL_EXIT_OK ? CTL_EXIT_IOERR : rc;
+}
+
+static int run_cli(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"instance", required_argument, NULL, 'i'},
@@ -108,4 +126,16 @@ int main(int argc, char **argv)
 			return cmds[i].run(&g, argc - optind, argv + optind);
 		}
 	return ctl_usage(&g, "unknown command '%s'", argv[optind]);
+}
+
+int main(int argc, char **argv)
+{
+	/* closed, its number would go to the first descriptor chipctl opens (the node
+	 * region, its exchange region), and what it prints with it */
+	if (fcntl(STDOUT_FILENO, F_GETFD) < 0 && errno == EBADF) {
+		fprintf(stderr, "chipctl: standard output is closed (to discard what a "
+				"command prints, send it to /dev/null)\n");
+		return CTL_EXIT_IOERR;
+	}
+	return output_written(run_cli(argc, argv));
 }

@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,6 +454,57 @@ START_TEST(chipd_trace_sends_act_and_path)
 }
 END_TEST
 
+/* chipctl @args with its standard output /dev/full (@closed: closed), its standard
+ * error into a file read into @err; returns its exit status. */
+static int run_ctl_output_lost(const char *const *args, bool closed, char *err, size_t cap)
+{
+	char path[64], *argv[8] = {(char *)CHIPCTL_BIN};
+	int fd, status, n = 1;
+	ssize_t got;
+	pid_t pid;
+
+	for (; *args && n < 7; args++)
+		argv[n++] = (char *)*args;
+	snprintf(path, sizeof(path), "/tmp/check_ctl.%d.lost", (int)getpid());
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fe = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fo = closed ? -1 : open("/dev/full", O_WRONLY);
+
+		if (fe < 0 || dup2(fe, 2) < 0 || (closed ? close(1) : dup2(fo, 1)) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	status = tu_wait(pid, 10000);
+	fd = open(path, O_RDONLY);
+	got = fd >= 0 ? read(fd, err, cap - 1) : 0;
+	err[got > 0 ? got : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	return status;
+}
+
+/* What chipctl prints, lost: standard output /dev/full (a full disk) or closed. The
+ * command exits 74 and says so on standard error, not 0 as if it had been read (found
+ * by the operations chaos round: `chipctl status > /dev/full` exited 0). */
+START_TEST(cli_lost_output_exits_74)
+{
+	static const char *const cmds[][3] = {{"--version", NULL}, {"--help", NULL},
+					      {"ping", "--help", NULL}};
+	char err[1024];
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		ck_assert_int_eq(run_ctl_output_lost(cmds[i], false, err, sizeof(err)), 74);
+		ck_assert_msg(strstr(err, "standard output: No space left on device"), "%s", err);
+		ck_assert_int_eq(run_ctl_output_lost(cmds[i], true, err, sizeof(err)), 74);
+		ck_assert_msg(strstr(err, "standard output is closed"), "%s", err);
+	}
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	const struct tu_case cases[] = {
@@ -470,6 +522,7 @@ static Suite *ctl_suite(void)
 	    {"trace_summary_refuses_malformed", trace_summary_refuses_malformed},
 	    {"chipd_trace_sends_act_and_path", chipd_trace_sends_act_and_path},
 	    {"request_ids_read_and_type_back", request_ids_read_and_type_back},
+	    {"cli_lost_output_exits_74", cli_lost_output_exits_74},
 	};
 	Suite *s = suite_create("ctl");
 
