@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,18 +83,43 @@ static int share_dir(int fd, const struct stat *st, const char *dir, gid_t gid, 
 	return 0;
 }
 
-/* Opens @dir, not following a link at its last component; -ENOTDIR for a link or
- * a non-directory. Returns the descriptor or -errno, with @msg filled. */
+/* @dir into @name (PATH_MAX bytes) without the trailing "/" and "/." that make the
+ * kernel follow a link O_NOFOLLOW would refuse ("link/" and "link/." name what the
+ * link points to). Returns whether what is left may be opened so: not when its last
+ * component is "..", which names a directory's parent (through a link, its target's). */
+static bool dir_name(const char *dir, char *name)
+{
+	size_t n = strnlen(dir, PATH_MAX - 1);
+
+	memcpy(name, dir, n);
+	name[n] = '\0';
+	for (;;) {
+		if (n > 1 && name[n - 1] == '/')
+			name[--n] = '\0';
+		else if (n > 2 && name[n - 1] == '.' && name[n - 2] == '/')
+			name[n -= 2] = '\0';
+		else
+			break;
+	}
+	return !(n >= 2 && strcmp(name + n - 2, "..") == 0 && (n == 2 || name[n - 3] == '/'));
+}
+
+/* Opens @dir, not following a link at its last component; -ENOTDIR for a link, a
+ * non-directory or a name ending in "..". Returns the descriptor or -errno, with @msg filled. */
 static int open_dir(const char *dir, char *msg, size_t cap)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	char name[PATH_MAX];
+	int fd = -1;
 
+	errno = ENOTDIR;
+	if (dir_name(dir, name))
+		fd = open(name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
 	if (errno == ELOOP || errno == ENOTDIR) {
 		snprintf(msg, cap,
-			 "runtime directory %s is not a directory (or is a symbolic link): "
-			 "refusing it",
+			 "runtime directory %s is not a directory (or is a symbolic link, or "
+			 "ends in ..): refusing it",
 			 dir);
 		return -ENOTDIR;
 	}
