@@ -248,6 +248,7 @@ static int loop_open(struct loop *l, struct sup *s)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGCHLD);
 	l->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -277,9 +278,9 @@ static void loop_close(struct loop *l)
 		close(l->timerfd);
 }
 
-/* A SIGTERM or SIGINT stops chipd within its own grace (--grace-ms), also when a drain
- * or stop request with a longer grace came first: scancel and systemctl stop SIGKILL
- * after their own limits (Slurm's KillWait, 30 s; TimeoutStopSec). */
+/* A SIGTERM, SIGINT or SIGQUIT stops chipd within its own grace (--grace-ms), also
+ * when a drain or stop request with a longer grace came first: scancel and systemctl
+ * stop SIGKILL after their own limits (Slurm's KillWait, 30 s; TimeoutStopSec). */
 static void signal_grace(struct loop *l)
 {
 	uint64_t end = shm_now_ns() + (uint64_t)l->s->cfg.grace_ms * SHM_NS_PER_MS;
@@ -309,6 +310,7 @@ static void on_signals(struct loop *l)
 		switch (si.ssi_signo) {
 		case SIGTERM:
 		case SIGINT:
+		case SIGQUIT: /* a stop as any other (Ctrl-\ in a terminal), not a core dump */
 			SUP_INFO(-1, 0, "signal %u from pid %u: stopping", si.ssi_signo,
 				 si.ssi_pid);
 			sup_ask_stop(l->s, l->s->cfg.grace_ms);

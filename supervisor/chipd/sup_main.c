@@ -129,7 +129,7 @@ static void log_refused(const char *path, int rc)
 		fprintf(stderr, "chipd: log file %s: %s\n", path, strerror(-rc));
 }
 
-/* SIGTERM, SIGINT, SIGHUP and SIGCHLD are the event loop's (a signalfd): blocked from
+/* SIGTERM, SIGINT, SIGQUIT, SIGHUP and SIGCHLD are the event loop's (a signalfd): blocked from
  * before the pid file is taken, so a SIGTERM at any moment of the start stops chipd
  * through the loop (pid file and region removed, exit 0) instead of killing it; the
  * spawner and the workers inherit the mask. */
@@ -140,6 +140,7 @@ static void block_signals(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, NULL);
@@ -147,7 +148,7 @@ static void block_signals(void)
 }
 
 /* The detaching parent: waits for the child's ready byte on @fd (true) or the end of
- * the pipe (false). A SIGTERM or SIGINT meanwhile (one pending since before the fork
+ * the pipe (false). A SIGTERM, SIGINT or SIGQUIT meanwhile (one pending since before the fork
  * included: they stay blocked here) is the child's: it is passed on, and the child
  * stops through its loop, so a caller's timeout or Ctrl-C (the child has a session of
  * its own) stops chipd and does not leave it running detached. */
@@ -160,6 +161,7 @@ static bool wait_ready(pid_t pid, int fd)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	for (;;) {
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};

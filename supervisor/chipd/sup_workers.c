@@ -138,11 +138,12 @@ _Noreturn void sup_worker_child(struct sup *s, struct sup_worker *w, pid_t paren
 	/* The supervisor ends a worker through its mailbox (shutdown: every stream ends
 	 * exactly once) and then SIGKILL. Slurm sends SIGTERM to every process of the
 	 * step at once; a worker killed by it would cut its streams short while the
-	 * supervisor drains, so the worker keeps TERM, INT and HUP blocked. */
+	 * supervisor drains, so the worker keeps TERM, INT, QUIT and HUP blocked. */
 	sigemptyset(&none);
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGQUIT);
 	sigaddset(&stop, SIGHUP);
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGPIPE, SIG_IGN);

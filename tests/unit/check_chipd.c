@@ -52,6 +52,32 @@ START_TEST(start_and_stop)
 }
 END_TEST
 
+/* SIGHUP is logged and ignored; SIGQUIT (Ctrl-\ in a terminal, or sent by hand) to a
+ * worker changes nothing (the supervisor ends workers), and to chipd it is a stop as
+ * SIGTERM's: exit 0, region and pid file removed (docs/chipd.8). Before, SIGQUIT's
+ * default action killed chipd and its workers on the spot, leaving the region and the
+ * pid file behind (found by the operations chaos round). */
+START_TEST(sighup_ignored_sigquit_stops)
+{
+	struct chipd_error err;
+	uint32_t pid = 0;
+	pid_t w0;
+	struct cd d;
+
+	cd_start(&d, two_chips, NULL);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+	ck_assert_int_eq(kill(w0, SIGQUIT), 0);
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, &pid, &err), 0);
+	ck_assert_int_eq((pid_t)pid, d.pid);
+	cd_expect_stream(cd_submit(&d, 2, 0), 2, CHIPD_OK, CD_CALL_MS);
+	ck_assert_int_eq(cd_worker_pid(&d, 0), w0);
+	ck_assert_int_eq(cd_stop(&d, SIGQUIT, 10000), 0);
+	ck_assert_msg(!cd_region_exists(&d), "region left in /dev/shm");
+	ck_assert_int_ne(access(d.pidfile, F_OK), 0);
+}
+END_TEST
+
 START_TEST(submit_and_stream)
 {
 	struct cd d;
@@ -625,6 +651,7 @@ int main(void)
 	Suite *s = suite_create("chipd");
 	const struct tu_case cases[] = {
 	    {"start_and_stop", start_and_stop},
+	    {"sighup_ignored_sigquit_stops", sighup_ignored_sigquit_stops},
 	    {"submit_and_stream", submit_and_stream},
 	    {"sixteen_concurrent_clients", sixteen_concurrent_clients},
 	    {"killed_worker", killed_worker_gives_worker_lost_and_comes_back},
