@@ -14,7 +14,9 @@
 
 #define ANSI_CLEAR "\033[H\033[2J"
 
-/* A counter's growth between two frames; a restarted worker starts again from 0. */
+/* A counter's growth between two frames. Counters survive worker restarts (their
+ * blocks are the supervisor's); one that went down is a restarted chipd's, counting
+ * from 0 again. */
 static uint64_t delta(const struct chipd_stat *prev, uint32_t nprev, const struct chipd_stat *cur,
 		      uint32_t n, const char *block, const char *name)
 {
