@@ -183,6 +183,29 @@ static struct wl_req *tiny_req(const struct wl_env *env, const char *params)
 	return r;
 }
 
+/* The tests' tiny loaded from a fresh directory @dir (WL_PATH_MAX bytes), and a sim
+ * device opened into @env->dev. */
+static void tiny_loaded(char *dir, struct wl_env *env)
+{
+	char path[WL_PATH_MAX], msg[MSG_CAP];
+
+	tmpdir_make(dir, WL_PATH_MAX);
+	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
+	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(dev_open(&env->dev, DEV_SIM, 0, NULL, 0), 0);
+}
+
+/* Undoes tiny_loaded once its requests are gone: nothing of the device is left. */
+static void tiny_unloaded(const char *dir, struct wl_env *env)
+{
+	char msg[MSG_CAP];
+
+	ck_assert_uint_eq(dev_live(env->dev), 0);
+	dev_close(env->dev);
+	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
+	tmpdir_remove(dir);
+}
+
 /* A reserve hook that fails and writes no message (tiny, seed 987), into a buffer that
  * holds an earlier call's words, and one that fills the buffer to its last byte with
  * no NUL (seed 986): the first is refused with a message naming the hook, nothing of
@@ -191,15 +214,12 @@ static struct wl_req *tiny_req(const struct wl_env *env, const char *params)
  * of the mailbox thread) and the second one was read past its end. */
 START_TEST(hook_failing_silently_is_named)
 {
-	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	char dir[WL_PATH_MAX], msg[MSG_CAP];
 	struct wl_env env = {0};
 	struct wl_params p;
 	struct wl_req *r = NULL;
 
-	tmpdir_make(dir, sizeof(dir));
-	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
-	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
-	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	tiny_loaded(dir, &env);
 
 	wl_params_init(&p);
 	ck_assert_int_eq(wl_params_parse(&p, "seed=987", msg, sizeof(msg)), 0);
@@ -215,10 +235,7 @@ START_TEST(hook_failing_silently_is_named)
 	ck_assert_uint_eq(strnlen(msg, sizeof(msg)), sizeof(msg) - 1);
 	ck_assert_int_eq(msg[0], 'y');
 
-	ck_assert_uint_eq(dev_live(env.dev), 0);
-	dev_close(env.dev);
-	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
-	tmpdir_remove(dir);
+	tiny_unloaded(dir, &env);
 }
 END_TEST
 
@@ -228,15 +245,12 @@ END_TEST
  * count whole; a private pool is freed once, and the second give finds no pool. */
 START_TEST(kv_give_returns_only_what_the_request_holds)
 {
-	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	char dir[WL_PATH_MAX], msg[MSG_CAP];
 	struct wl_env env = {0};
 	struct wl_kvpool *kv;
 	struct wl_req *good, *bad, *again;
 
-	tmpdir_make(dir, sizeof(dir));
-	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
-	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
-	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	tiny_loaded(dir, &env);
 	ck_assert_int_eq(wl_kvpool_create(&kv, env.dev, 4, 1), 0);
 	env.kv = kv;
 
@@ -267,10 +281,7 @@ START_TEST(kv_give_returns_only_what_the_request_holds)
 	env.kv = NULL;
 	wl_req_destroy(tiny_req(&env, "seed=993"));
 	wl_req_destroy(tiny_req(&env, "seed=992"));
-	ck_assert_uint_eq(dev_live(env.dev), 0);
-	dev_close(env.dev);
-	ck_assert_int_eq(wl_unload("tiny", msg, sizeof(msg)), 0);
-	tmpdir_remove(dir);
+	tiny_unloaded(dir, &env);
 }
 END_TEST
 
@@ -280,7 +291,7 @@ END_TEST
  * arguments would crash the building thread, the worker's orchestrator. */
 START_TEST(null_task_memory_refused_at_the_call)
 {
-	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	char dir[WL_PATH_MAX];
 	struct wl_env env = {0};
 	struct wl_req *r;
 	struct wl_exec *x;
@@ -290,10 +301,7 @@ START_TEST(null_task_memory_refused_at_the_call)
 	uint64_t tok;
 	void *hmem = malloc(1 << 16), *dmem;
 
-	tmpdir_make(dir, sizeof(dir));
-	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
-	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
-	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	tiny_loaded(dir, &env);
 	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
 	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
 	r = tiny_req(&env, "seed=990,tokens=1");
@@ -308,10 +316,8 @@ START_TEST(null_task_memory_refused_at_the_call)
 	wl_req_destroy(r);
 	wl_exec_destroy(x);
 	dev_free(env.dev, dmem);
-	ck_assert_uint_eq(dev_live(env.dev), 0);
-	dev_close(env.dev);
 	free(hmem);
-	tmpdir_remove(dir);
+	tiny_unloaded(dir, &env);
 }
 END_TEST
 
@@ -322,7 +328,7 @@ END_TEST
  * failing seed 989's build alone, and the other request's token stays its own. */
 START_TEST(copy_past_the_token_refused)
 {
-	char dir[WL_PATH_MAX], path[WL_PATH_MAX], msg[MSG_CAP];
+	char dir[WL_PATH_MAX];
 	struct wl_env env = {0};
 	struct wl_req *over, *other;
 	struct wl_exec *x;
@@ -333,10 +339,7 @@ START_TEST(copy_past_the_token_refused)
 	int rc_over;
 	void *hmem = malloc(1 << 16), *dmem;
 
-	tmpdir_make(dir, sizeof(dir));
-	put_test(dir, "tc_good", "tiny.so", path, sizeof(path));
-	ck_assert_msg(wl_load_file(path, NULL, msg, sizeof(msg)) == 0, "%s", msg);
-	ck_assert_int_eq(dev_open(&env.dev, DEV_SIM, 0, NULL, 0), 0);
+	tiny_loaded(dir, &env);
 	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
 	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
 	over = tiny_req(&env, "seed=989,tokens=1");
@@ -355,10 +358,8 @@ START_TEST(copy_past_the_token_refused)
 	wl_req_destroy(other);
 	wl_exec_destroy(x);
 	dev_free(env.dev, dmem);
-	ck_assert_uint_eq(dev_live(env.dev), 0);
-	dev_close(env.dev);
 	free(hmem);
-	tmpdir_remove(dir);
+	tiny_unloaded(dir, &env);
 }
 END_TEST
 

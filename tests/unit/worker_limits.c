@@ -19,24 +19,33 @@
 #error "CL_TEST_DIR: where the tests' callables are built"
 #endif
 
+/* A worker of the default configuration into @f, the tests' "tiny" loaded after the
+ * built-ins, as a worker has them. */
+static void start_with_tiny(struct wf *f)
+{
+	char wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	struct wrk_config cfg;
+
+	ck_assert_ptr_nonnull(wl_names()[0]);
+	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
+		      "%s", wmsg);
+	wf_config(&cfg);
+	wf_start(f, &cfg, 64);
+}
+
 /* A callable's steps hook may answer 0 for some parameters (the tests' "tiny" does for
  * seed 997). Such a request has no step to build and so no token to end its stream
  * with FINAL: admitted, it would stay live forever, its id, KV blocks and ring held and
  * its client waiting. It is refused at admission, naming why. */
 START_TEST(request_of_no_step_refused)
 {
-	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
-	struct wrk_config cfg;
+	char msg[CHIPD_MSG_MAX];
 	struct ring_rec rec[8];
 	struct wf f;
 	uint32_t n;
 	int code;
 
-	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
-	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
-		      "%s", wmsg);
-	wf_config(&cfg);
-	wf_start(&f, &cfg, 64);
+	start_with_tiny(&f);
 	code = wf_assign(&f, 1, 0, "tiny", "seed=997", 0, msg);
 	if (code == CHIPD_OK) {
 		n = wf_read(&f, 0, rec, 8, 1000);
@@ -60,17 +69,12 @@ END_TEST
  * the input's copy) must not wrap it round to a few hundred bytes that pass. */
 START_TEST(huge_declared_cost_refused)
 {
-	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
-	struct wrk_config cfg;
+	char msg[CHIPD_MSG_MAX];
 	struct ring_rec rec[8];
 	struct wf f;
 	int code;
 
-	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
-	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
-		      "%s", wmsg);
-	wf_config(&cfg);
-	wf_start(&f, &cfg, 64);
+	start_with_tiny(&f);
 	code = wf_assign(&f, 1, 0, "tiny", "seed=991,tokens=1", 0, msg);
 	ck_assert_msg(code == CHIPD_E_BAD_REQUEST, "code %d, message: %s", code, msg);
 	ck_assert_msg(strstr(msg, "tiny: 18446744073709551615 host bytes exceed the per-request "
@@ -90,17 +94,12 @@ END_TEST
  * answer the assign, and heartbeats, at once. */
 START_TEST(slow_fill_of_a_small_request_is_off_m)
 {
-	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
-	struct wrk_config cfg;
+	char msg[CHIPD_MSG_MAX];
 	struct ring_rec rec[8];
 	struct wf f;
 	uint64_t t0, took;
 
-	ck_assert_ptr_nonnull(wl_names()[0]); /* the built-ins first, as a worker has them */
-	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
-		      "%s", wmsg);
-	wf_config(&cfg);
-	wf_start(&f, &cfg, 64);
+	start_with_tiny(&f);
 	/* answered once the worker's set-up is done (wf_start returns as its mailbox is
 	 * attached, before it): the time below is the assign's alone */
 	ck_assert_int_eq(wf_heartbeat(&f, 1, NULL, NULL), CHIPD_OK);
@@ -123,19 +122,14 @@ END_TEST
  * tiny, seed 995: 1 s), growing, and gone once the fill returned. */
 START_TEST(heartbeat_reports_the_fill)
 {
-	char msg[CHIPD_MSG_MAX], wmsg[WL_MSG_MAX + WL_PATH_MAX];
+	char msg[CHIPD_MSG_MAX];
 	struct proto_msg *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
-	struct wrk_config cfg;
 	struct ring_rec rec[8];
 	struct wf f;
 
 	ck_assert_ptr_nonnull(a);
 	ck_assert_ptr_nonnull(b);
-	ck_assert_ptr_nonnull(wl_names()[0]);
-	ck_assert_msg(wl_load_file(CL_TEST_DIR "/tc_good.so", "tiny", wmsg, sizeof(wmsg)) == 0,
-		      "%s", wmsg);
-	wf_config(&cfg);
-	wf_start(&f, &cfg, 64);
+	start_with_tiny(&f);
 	wf_heartbeat_ans(&f, 1, a);
 	ck_assert_int_eq(a->fill_ms, 0);
 	ck_assert_int_eq(a->fill_id, 0);
