@@ -18,6 +18,7 @@
  * (--trace's start and collect still wait, each call bounded by SUP_FORWARD_MS.)
  */
 #include "sup.h"
+#include "sup_spawner.h"
 #include "sup_files.h"
 #include "sup_log.h"
 #include "sup_notify.h"

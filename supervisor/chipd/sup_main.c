@@ -8,6 +8,7 @@
  * (SUP_EXIT_SPAWNER_LOST); 73 the instance is already served (pid file or live
  * region). */
 #include "sup.h"
+#include "sup_spawner.h"
 #include "sup_clstat.h"
 #include "sup_files.h"
 #include "sup_log.h"

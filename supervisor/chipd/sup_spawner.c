@@ -30,6 +30,7 @@
  * one late worker rather than one per retry, and no start reads an earlier one's reply
  * as its own. The late worker is killed before the next start of its chip. */
 #include "sup.h"
+#include "sup_spawner.h"
 
 #include "fdpass.h"
 #include "sup_files.h"

@@ -5,6 +5,7 @@
  * on main before any thread starts); the router only reads worker state under
  * sup.lock and calls workers through sup_call_run. */
 #include "sup.h"
+#include "sup_spawner.h"
 #include "sup_files.h"
 #include "sup_log.h"
 #include "sup_register.h"
