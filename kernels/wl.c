@@ -289,11 +289,8 @@ int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids, uint64_t h
 	return 0;
 }
 
-uint32_t wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids,
-			   uint64_t holder)
+void wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids, uint64_t holder)
 {
-	uint32_t given = 0;
-
 	/* the ids come from a callable: one outside the pool, free already (given twice)
 	 * or another request's would overrun the free stack or hand a block out twice */
 	for (uint32_t i = n; i-- > 0;) {
@@ -303,9 +300,7 @@ uint32_t wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids,
 			continue;
 		kp->holder[id] = 0;
 		kp->free[kp->nfree++] = id;
-		given++;
 	}
-	return given;
 }
 
 bool wl_kvpool_idle(const struct wl_kvpool *kp)

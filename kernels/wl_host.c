@@ -139,7 +139,7 @@ static void kv_give(struct chipd_cl_req *cr, uint32_t n, const int32_t *ids)
 
 	if (!r->kv || !ids)
 		return;
-	(void)wl_kvpool_release(r->kv, n, ids, r->kv_tag);
+	wl_kvpool_release(r->kv, n, ids, r->kv_tag);
 	if (r->own_kv && wl_kvpool_idle(r->kv))
 		drop_own_pool(r);
 }

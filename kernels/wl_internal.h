@@ -90,10 +90,9 @@ int wl_add_func(struct wl_step *st, uint32_t lane, const struct dev_func *fn,
 
 /* Takes @n blocks from @kp into @ids for the request tagged @holder (nonzero; -ENOSPC,
  * nothing taken, if fewer are free), and gives back those of @n @ids that @holder
- * holds (any other id is left as it is: a callable's mistake); how many it gave. */
+ * holds (any other id is left as it is: a callable's mistake). */
 int wl_kvpool_reserve(struct wl_kvpool *kp, uint32_t n, int32_t *ids, uint64_t holder);
-uint32_t wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids,
-			   uint64_t holder);
+void wl_kvpool_release(struct wl_kvpool *kp, uint32_t n, const int32_t *ids, uint64_t holder);
 /* Whether every block of @kp is free. */
 bool wl_kvpool_idle(const struct wl_kvpool *kp);
 float *wl_kvpool_base(const struct wl_kvpool *kp);
