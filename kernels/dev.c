@@ -326,8 +326,12 @@ int dev_stream_wait(struct dev_stream *s, struct dev_event *e)
 
 int dev_event_query(struct dev_event *e)
 {
-	int err = e->dev->be->event_query(e);
+	/* a lost device answers the loss even for work still running on it, as a GPU
+	 * runtime's query answers its sticky error: never "not ready" for good */
+	int err;
 
+	RETURN_IF_LOST(e->dev, "dev_event_query");
+	err = e->dev->be->event_query(e);
 	if (err != -EBUSY)
 		RETURN_IF_LOST(e->dev, "dev_event_query");
 	return err;

@@ -140,7 +140,8 @@ int dev_event_record(struct dev_event *e, struct dev_stream *s);
 /* Makes work queued on @s after this call wait until @e's latest record completed.
  * A never-recorded event is complete. */
 int dev_stream_wait(struct dev_stream *s, struct dev_event *e);
-/* 0 if @e's latest record completed, -EBUSY if not yet; a stream error otherwise. */
+/* 0 if @e's latest record completed, -EBUSY if not yet; a stream error otherwise, and
+ * DEV_ERR_LOST on a lost device even while the recorded work is still running. */
 int dev_event_query(struct dev_event *e);
 /* Waits for @e's latest record; returns the recording stream's error, if any. */
 int dev_event_sync(struct dev_event *e);

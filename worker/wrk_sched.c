@@ -250,7 +250,10 @@ static void launch(struct sched *sc, struct wrk_bank *b)
 }
 
 /* Whether @e can finish now: its request's earlier steps have, and its lane's work
- * completed (*@res: 0 or the stream's error). */
+ * completed (*@res: 0 or the stream's error). A lost device answers every query with
+ * the loss at once, its work done or not (as a GPU runtime does; the sim's kernel may
+ * still run): such a lane is left to the give-up's drain, which waits for it before
+ * its bank or its request's memory can be used again. */
 static bool entry_ready(struct wrk_entry *e, int *res)
 {
 	int q;
@@ -262,7 +265,7 @@ static bool entry_ready(struct wrk_entry *e, int *res)
 		return true;
 	}
 	q = dev_event_query(e->done);
-	if (q == -EBUSY)
+	if (q == -EBUSY || q == DEV_ERR_LOST)
 		return false;
 	*res = q;
 	return true;
@@ -377,13 +380,14 @@ struct lane_wait_arg {
 	struct sched *sc;
 };
 
-/* A new epoch, or a lane that can finish. */
+/* A new epoch, a lane that can finish, or a lost device (poll_lanes gives it up). */
 static bool lanes_ready(void *arg)
 {
 	struct sched *sc = ((struct lane_wait_arg *)arg)->sc;
 	int res;
 
-	if (atomic_load_explicit(&sc->w->sync.published, memory_order_seq_cst) >= sc->e)
+	if (atomic_load_explicit(&sc->w->sync.published, memory_order_seq_cst) >= sc->e ||
+	    dev_lost(sc->w->dev))
 		return true;
 	for (uint32_t h = 0; h < sc->nheld; h++)
 		for (uint32_t i = 0; i < sc->held[h]->nents; i++)
@@ -419,10 +423,10 @@ static void fail_held_back(struct sched *sc)
 }
 
 /* S gives up while lanes are in flight: their work must complete before O ends their
- * requests and frees what the work uses. Then each request whose lane the device
- * failed fails (device_error; on a lost device every lane waited for: a GPU runtime
- * fails every query of a lost device at once, where the sim lets a running kernel
- * finish first), the others end worker_lost. Only s_fail is written: s_done stays (a
+ * requests and frees what the work uses (a lost device answers every query with the
+ * loss at once, while the sim's running kernel still writes). Then each request whose
+ * lane the device failed fails (device_error; on a lost device every lane waited
+ * for), the others end worker_lost. Only s_fail is written: s_done stays (a
  * request's lanes finish in order, and O ends none of these before S gave up). */
 static void drain(struct sched *sc)
 {

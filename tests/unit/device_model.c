@@ -182,9 +182,9 @@ END_TEST
 START_TEST(sticky_fault_loses_the_device)
 {
 	struct dev *d = open_index(0), *other = open_index(1);
-	struct dev_stream *a, *b, *c = NULL, *o;
-	struct dev_event *e = NULL;
-	int32_t out = 0, host = 3;
+	struct dev_stream *a, *b, *c = NULL, *o, *slow;
+	struct dev_event *e = NULL, *long_done;
+	int32_t out = 0, long_out = 0, host = 3;
 	void *p = NULL;
 	char msg[DEV_ERRMSG_MAX];
 
@@ -199,10 +199,19 @@ START_TEST(sticky_fault_loses_the_device)
 	ck_assert_int_eq(out, 2);
 	ck_assert(!dev_lost(d));
 
+	/* a long kernel on a third stream, its event still pending when the device is lost: a query
+	 * answers the loss at once, as a GPU runtime's does, not "not ready yet" */
+	ck_assert_int_eq(dev_event_create(d, &long_done), 0);
+	ck_assert_int_eq(dev_stream_create(d, &slow), 0);
+	ck_assert_int_eq(dc_spin(slow, &long_out, 1500000000u, 9), 0);
+	ck_assert_int_eq(dev_event_record(long_done, slow), 0);
+	tu_sleep_ms(100); /* it is running (a query before the loss says so) */
+	ck_assert_int_eq(dev_event_query(long_done), -EBUSY);
 	ck_assert_int_eq(dev_sim_inject_fault(d, DEV_SIM_FAULT_STICKY), 0);
 	ck_assert_int_eq(dc_spin(b, &out, 0, 3), 0);
 	ck_assert_int_eq(dev_stream_sync(b), DEV_ERR_LOST);
 	ck_assert(dev_lost(d));
+	ck_assert_int_eq(dev_event_query(long_done), DEV_ERR_LOST);
 	ck_assert_int_eq(out, 2); /* the faulting kernel wrote nothing */
 	ck_assert_int_eq(dev_last_error(d, msg, sizeof(msg)), DEV_ERR_LOST);
 	ck_assert_msg(strstr(msg, "illegal address"), "message: %s", msg);
@@ -231,6 +240,8 @@ START_TEST(sticky_fault_loses_the_device)
 	ck_assert_int_eq(out, 5);
 	dev_stream_destroy(o);
 
+	dev_event_destroy(long_done);
+	dev_stream_destroy(slow);
 	dev_stream_destroy(a);
 	dev_stream_destroy(b);
 	ck_assert_uint_eq(dev_live(d), 0);
