@@ -92,6 +92,10 @@ const char *ctl_id_str(uint64_t id, char buf[CTL_ID_CHARS]);
 /* Parses an id as ctl_id_str writes it, or in decimal: "@N" with N in 1..2^62-1, or
  * 1..2^63-1. Returns 0 or -EINVAL. */
 int ctl_parse_id(const char *s, uint64_t *out);
+/* Copies the supervisor's message @msg into @out (@cap bytes, cut to fit) with each
+ * request id it names written as ctl_id_str does: "no live request @5", as typed,
+ * not the full id. A number is an id only as a whole word of digits; returns @out. */
+const char *ctl_ids_in_text(const char *msg, char *out, size_t cap);
 
 /* Sets g->timeout_ms from --timeout-ms @arg (1..86400000). Returns 0, or
  * CTL_EXIT_USAGE after saying why. */

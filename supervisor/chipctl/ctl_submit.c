@@ -157,10 +157,10 @@ static int parse_params(struct ctl *g, struct submit *sb, int argc, char **argv)
 /* The one-line report of @f's failure on stderr. */
 static void report_end(const struct flow *f, const struct chipd_error *err)
 {
-	char id[CTL_ID_CHARS];
+	char id[CTL_ID_CHARS], text[2 * CHIPD_MSG_MAX];
 
 	fprintf(stderr, "chipctl submit: request %s: %s [%s%s]\n", ctl_id_str(f->id, id),
-		err->message, err->code != CHIPD_OK ? chipd_code_name(err->code) : "local",
+		ctl_ids_in_text(err->message, text, sizeof(text)), err->code != CHIPD_OK ? chipd_code_name(err->code) : "local",
 		err->retryable ? ", retryable" : "");
 }
 

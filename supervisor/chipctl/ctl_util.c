@@ -2,6 +2,7 @@
  * mapping of failures to exit statuses, error reports, connecting, JSON strings. */
 #include "ctl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -66,6 +67,48 @@ int ctl_parse_id(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v;
 	return 0;
+}
+
+const char *ctl_ids_in_text(const char *msg, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; msg[i] && o + 1 < cap;) {
+		char word[CTL_ID_CHARS], id[CTL_ID_CHARS];
+		const char *text = NULL;
+		uint64_t v = 0;
+		size_t n = 0;
+
+		while (msg[i + n] >= '0' && msg[i + n] <= '9')
+			n++;
+		if (n == 0 || (i > 0 && isalnum((unsigned char)msg[i - 1])) ||
+		    isalnum((unsigned char)msg[i + n])) {
+			/* a letter, or a number inside a word: as it is */
+			for (n = n ? n : 1; n-- && o + 1 < cap;)
+				out[o++] = msg[i++];
+			continue;
+		}
+		if (n < sizeof(word) && msg[i] != '0') {
+			memcpy(word, msg + i, n);
+			word[n] = '\0';
+			if (ctl_parse_id(word, &v) == 0 && v > CTL_ID_TOP)
+				text = ctl_id_str(v, id); /* "@N"; any other number stays as it is */
+		}
+		if (text) {
+			size_t len = strlen(text);
+
+			if (o + len >= cap)
+				break; /* cut before a half id */
+			memcpy(out + o, text, len);
+			o += len;
+			i += n;
+		} else {
+			while (n-- && o + 1 < cap)
+				out[o++] = msg[i++];
+		}
+	}
+	out[o] = '\0';
+	return out;
 }
 
 int ctl_parse_seconds(const char *s, double *out)
@@ -237,7 +280,10 @@ int ctl_report_more(const struct ctl *g, const char *what, int rc, const struct 
 	int status = ctl_exit_for(rc, connecting);
 	const char *code = err && err->code != CHIPD_OK ? chipd_code_name(err->code) : NULL;
 
-	fprintf(stderr, "chipctl %s: %s", what, err_message(rc, err));
+	char text[2 * CHIPD_MSG_MAX];
+
+	fprintf(stderr, "chipctl %s: %s", what,
+		ctl_ids_in_text(err_message(rc, err), text, sizeof(text)));
 	if (code)
 		fprintf(stderr, " [%s%s]", code, err->retryable ? ", retryable" : "");
 	fputc('\n', stderr);

@@ -416,6 +416,35 @@ START_TEST(request_ids_read_and_type_back)
 }
 END_TEST
 
+/* The supervisor's messages name ids in full; chipctl shows them as they are typed. */
+START_TEST(ids_in_messages_read_as_typed)
+{
+	static const struct {
+		const char *msg, *text;
+	} cases[] = {
+	    {"no live request 4611686018427387909", "no live request @5"},
+	    {"request 4611686018427387911 on chip 0: cancelled",
+	     "request @7 on chip 0: cancelled"},
+	    {"4611686018427387905, 4611686018427387906.", "@1, @2."},
+	    {"request 424242 is live", "request 424242 is live"},
+	    {"4611686018427387904 and 9223372036854775808 stay", /* 2^62, 2^63: no ids */
+	     "4611686018427387904 and 9223372036854775808 stay"},
+	    {"x4611686018427387905 4611686018427387905y 04611686018427387905",
+	     "x4611686018427387905 4611686018427387905y 04611686018427387905"},
+	    {"0x7eadbeef at 12 ms", "0x7eadbeef at 12 ms"},
+	    {"", ""},
+	};
+	char out[2 * CHIPD_MSG_MAX], small[10]; /* "request @1" needs 11 */
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_str_eq(ctl_ids_in_text(cases[i].msg, out, sizeof(out)), cases[i].text);
+	/* cut to fit, never half an id */
+	ck_assert_str_eq(ctl_ids_in_text("request 4611686018427387905", small, sizeof(small)),
+			 "request ");
+	ck_assert_str_eq(ctl_ids_in_text("abcdefghijklmnop", small, sizeof(small)), "abcdefghi");
+}
+END_TEST
+
 START_TEST(chipd_trace_sends_act_and_path)
 {
 	struct tsrv t;
@@ -522,6 +551,7 @@ static Suite *ctl_suite(void)
 	    {"trace_summary_refuses_malformed", trace_summary_refuses_malformed},
 	    {"chipd_trace_sends_act_and_path", chipd_trace_sends_act_and_path},
 	    {"request_ids_read_and_type_back", request_ids_read_and_type_back},
+	    {"ids_in_messages_read_as_typed", ids_in_messages_read_as_typed},
 	    {"cli_lost_output_exits_74", cli_lost_output_exits_74},
 	};
 	Suite *s = suite_create("ctl");

@@ -334,7 +334,7 @@ START_TEST(cli_calls_against_server)
 	ck_assert_msg(strstr(r->err, "not_found"), "%s", r->err);
 	RUN(r, "--instance", x.instance, "cancel", "@5");
 	EXPECT(r, 1);
-	ck_assert_msg(strstr(r->err, "not_found"), "%s", r->err);
+	ck_assert_msg(strstr(r->err, "no live request @5 [not_found]"), "%s", r->err);
 	RUN(r, "--instance", x.instance, "stats", "--prom");
 	EXPECT(r, 0);
 	ck_assert_msg(strstr(r->out, "chipd_worker_tokens_total{chip=\"1\"} 0\n"), "%s", r->out);
