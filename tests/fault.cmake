@@ -26,7 +26,7 @@ chipd_fault_check(check_inflight 300)
 # Identity from the handshake socket (forged, unconnected, killed clients, impostors,
 # the old layout) and the per-client bounds; each tcase sets its own timeout.
 chipd_fault_check(check_identity 300)
-target_sources(check_identity PRIVATE unit/hello_fixture.c)
+target_sources(check_identity PRIVATE unit/hello_fixture.c fault/identity_fds.c)
 # What a client may write, enforced by the kernel (node layout 3): the node region
 # read-only (its client part runs as nobody), the exchange memfd sealed, old layouts
 # refused. Root only (77 otherwise).
