@@ -226,6 +226,18 @@ static void refuse_no_fds(struct sup *s, int fd, int err)
 
 enum starved { STARVED_REFUSED, STARVED_EMPTY, STARVED_STUCK };
 
+/* Connections are refused for want of descriptors (@what failed with @err): the first
+ * refusal is logged, not each; the next connection taken whole logs how many were. */
+static void starved_note(struct sup *s, const char *what, int err)
+{
+	if (!s->accept_starved)
+		SUP_WARN(-1, 0,
+			 "handshake socket: %s: %s: connections are refused until descriptors "
+			 "are free",
+			 what, strerror(err));
+	s->accept_starved = true;
+}
+
 /* accept failed with @err, out of descriptors: the first connection waiting is taken
  * with the spare descriptor and refused (STARVED_REFUSED), so that its client learns
  * why at once rather than when its hello times out; STARVED_EMPTY when none was
@@ -235,12 +247,7 @@ static enum starved accept_starved(struct sup *s, int err)
 {
 	int fd, again;
 
-	if (!s->accept_starved)
-		SUP_WARN(-1, 0,
-			 "handshake socket: accept: %s: connections are refused until descriptors "
-			 "are free",
-			 strerror(err));
-	s->accept_starved = true;
+	starved_note(s, "accept", err);
 	if (s->spare_fd < 0)
 		s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (s->spare_fd < 0)
@@ -282,14 +289,6 @@ bool sup_conn_accept(struct sup *s)
 				SUP_WARN(-1, 0, "handshake socket: accept: %s", strerror(err));
 			return true;
 		}
-		if (s->accept_starved) {
-			SUP_INFO(-1, 0,
-				 "handshake socket: descriptors free again; %llu connections were "
-				 "refused meanwhile",
-				 (unsigned long long)s->starved_refused);
-			s->accept_starved = false;
-			s->starved_refused = 0;
-		}
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 || cr.pid <= 0) {
 			close(fd);
 			continue;
@@ -320,7 +319,9 @@ bool sup_conn_accept(struct sup *s)
 		 * (the hang-up is seen first, the pidfd only frees the entry sooner) */
 		pidfd = sup_pidfd_open(cr.pid);
 		if (pidfd < 0 && out_of_fds(-pidfd)) {
+			starved_note(s, "pidfd_open", -pidfd);
 			refuse_no_fds(s, fd, -pidfd);
+			s->starved_refused++;
 			continue;
 		}
 		if (pidfd < 0) {
@@ -339,6 +340,14 @@ bool sup_conn_accept(struct sup *s)
 		c->region = SUP_REGION_NONE;
 		c->want_fd = c->want_pid = true;
 		pthread_mutex_unlock(&s->lock);
+		if (s->accept_starved) {
+			SUP_INFO(-1, 0,
+				 "handshake socket: descriptors free again; connections refused "
+				 "meanwhile: %llu",
+				 (unsigned long long)s->starved_refused);
+			s->accept_starved = false;
+			s->starved_refused = 0;
+		}
 	}
 }
 

@@ -129,6 +129,47 @@ START_TEST(out_of_descriptors_refuses_connections_at_once)
 }
 END_TEST
 
+/* One descriptor free in chipd: accept takes it and pidfd_open has none. The client
+ * is refused at once, and chipd's log says why when it starts refusing and how many
+ * it refused when a connection is taken whole again (the pidfd refusal was counted
+ * but never logged). */
+START_TEST(pidfd_refusal_is_logged)
+{
+	static const char *const args[] = {"--chips", "1", NULL};
+	struct tu_capture cap;
+	struct rlimit rl, was;
+	struct chipd_error err;
+	chipd_conn *late;
+	struct cd d;
+	int lowest;
+	char *log;
+
+	tu_stderr_begin(&cap); /* chipd inherits it: its log */
+	ft_start(&d, args);
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, NULL, &was), 0);
+	(void)highest_fd(d.pid, &lowest);
+	rl = was;
+	rl.rlim_cur = (rlim_t)lowest + 1;
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+	ck_assert_int_eq(chipd_connect(d.instance, &late, &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_QUEUE_FULL);
+	ck_assert_msg(strstr(err.message, "out of file descriptors"), "%s", err.message);
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &was, NULL), 0);
+	ck_assert_int_eq(chipd_connect(d.instance, &late, &err), 0);
+	ck_assert_int_eq(chipd_ping(late, 5000, NULL, NULL), 0);
+	chipd_close(late);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "clients_refused"), 1);
+	ft_stop_clean(&d, NULL, 0);
+	log = tu_stderr_end(&cap);
+	ck_assert_msg(strstr(log, "handshake socket: pidfd_open: Too many open files: connections "
+				  "are refused until descriptors are free"),
+		      "%s", log);
+	ck_assert_msg(strstr(log, "descriptors free again; connections refused meanwhile: 1"),
+		      "%s", log);
+	free(log);
+}
+END_TEST
+
 /* A client with one descriptor free: its socket takes it, and the kernel has nowhere
  * to put the hello answer's memfd. */
 static int client_out_of_fds(void *arg)
@@ -175,6 +216,7 @@ void identity_add_fd_tcases(Suite *s, double timeout_s)
 	    {"descriptor_limit_lowers_max_clients", descriptor_limit_lowers_max_clients},
 	    {"out_of_descriptors_refuses_connections_at_once",
 	     out_of_descriptors_refuses_connections_at_once},
+	    {"pidfd_refusal_is_logged", pidfd_refusal_is_logged},
 	    {"client_out_of_descriptors_says_so", client_out_of_descriptors_says_so},
 	};
 
