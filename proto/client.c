@@ -49,6 +49,16 @@ uint64_t client_deadline_ms(uint32_t timeout_ms)
 	return shm_deadline_in((uint64_t)timeout_ms * SHM_NS_PER_MS);
 }
 
+uint32_t client_ms_left(uint64_t deadline)
+{
+	uint64_t now = shm_now_ns(), ms;
+
+	if (now >= deadline)
+		return 0;
+	ms = (deadline - now + SHM_NS_PER_MS - 1) / SHM_NS_PER_MS;
+	return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+}
+
 /* A protocol error (the server's envelope, or our own encoder's) as a chipd_error. */
 static int from_proto(struct chipd_error *err, int errnum, const struct proto_error *pe)
 {
@@ -565,17 +575,6 @@ static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out,
 	return 0;
 }
 
-/* What is left of @deadline in whole milliseconds (rounded up), 0 once it passed. */
-static uint32_t ms_left(uint64_t deadline)
-{
-	uint64_t now = shm_now_ns(), ms;
-
-	if (now >= deadline)
-		return 0;
-	ms = (deadline - now + SHM_NS_PER_MS - 1) / SHM_NS_PER_MS;
-	return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
-}
-
 /* The list comes in pages (CHIPD_MAX_WORKLOADS each): "from" asks for the next one,
  * "more" says how many follow. A list that changes between two pages may repeat or
  * skip one; a bound on the pages keeps a list that keeps growing from looping, and
@@ -591,7 +590,7 @@ int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *o
 	if (!k)
 		return -ENOMEM;
 	for (uint32_t page = 0; rc == 0 && page < 4096; page++) {
-		uint32_t left = page ? ms_left(deadline) : timeout_ms;
+		uint32_t left = page ? client_ms_left(deadline) : timeout_ms;
 
 		if (page && left == 0) {
 			rc = client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,

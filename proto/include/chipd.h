@@ -422,7 +422,12 @@ enum chipd_unregister_mode {
  * library's own wait: the message says how many are left), also in any mode when a
  * chip whose worker lives did not unload it in time (the name then takes no new
  * requests, and goes once unloaded: call again, or close the connection, and chipd
- * finishes it), or the call's failures. */
+ * finishes it), or the call's failures. Every ask shares the one @timeout_ms; giving a
+ * drain up (the name takes requests again) may take up to 2 s more (the supervisor's
+ * forward bound, a router held by a chip that does not answer): the call returns within
+ * @timeout_ms + 2 s whatever the supervisor does. When even that got no answer (a
+ * stopped supervisor), the message says so: the name may still refuse new requests
+ * until a later call gives the drain up or completes it. */
 int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
 		     struct chipd_error *err);
 

@@ -126,6 +126,36 @@ START_TEST(silent_chip_does_not_stall_a_gone_clients_unload)
 }
 END_TEST
 
+/* An unregister --drain given 500 ms while the supervisor is SIGSTOPped fails
+ * -ETIMEDOUT (code timeout) within its timeout and the 2 s the resume of the drain may
+ * take past it (chipd.h), generously bounded; the supervisor, continued, never took
+ * the drain: the name takes requests as before. Before, the resume waited
+ * CHIPD_TIMEOUT_MS (5 s) of its own: the call took 5.5 s. */
+START_TEST(drain_to_a_stopped_supervisor_keeps_its_timeout)
+{
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t t0, ms;
+	int rc;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	t0 = rf_now_ns();
+	rc = chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, 500, &err);
+	ms = (rf_now_ns() - t0) / 1000000u;
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	ck_assert_int_eq(rc, -ETIMEDOUT);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert_msg(ms < 500 + 2000 + 1500, "unregister given 500 ms returned after %llu ms",
+		      (unsigned long long)ms);
+	ck_assert_msg((s = rf_submit(&d, "tiny", -1, 2, 1, 0, &err)) != NULL, "%s", err.message);
+	cd_expect_stream(s, 2, CHIPD_OK, BOUND_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* A registration whose load a live chip does not answer within the forward bound (its
  * callable's init there takes 3.5 s) fails, worker_lost naming the chip, and is
  * rolled back on every chip, that one included: a submit of the name pinned to either
@@ -184,6 +214,8 @@ int main(void)
 	     silent_chip_does_not_stall_a_gone_clients_unload},
 	    {"failed_registration_leaves_no_chip_with_it",
 	     failed_registration_leaves_no_chip_with_it},
+	    {"drain_to_a_stopped_supervisor_keeps_its_timeout",
+	     drain_to_a_stopped_supervisor_keeps_its_timeout},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */
