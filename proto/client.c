@@ -448,6 +448,7 @@ static bool nobody_holds(int rc, const struct chipd_error *err)
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err)
 {
+	uint64_t deadline = client_deadline_ms(timeout_ms);
 	struct call *k = call_new(PROTO_OP_SUBMIT, err);
 	struct client_range in = {0, 0}, out = {0, 0};
 	struct chipd_error local;
@@ -475,10 +476,12 @@ int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeou
 		admitted = true;
 		rc = client_stream_open(c, &k->ans, s, err);
 		/* admitted, but the ring named is unusable or not this stream's: nobody
-		 * here reads it, so it is cancelled rather than left to run; its output
-		 * range stays held (a worker may write it) until chipd_close */
+		 * here reads it, so it is cancelled rather than left to run, within what
+		 * is left of the call's timeout; its output range stays held (a worker may
+		 * write it) until chipd_close */
 		if (rc)
-			(void)chipd_cancel(c, (uint64_t)k->ans.id, timeout_ms, NULL);
+			(void)chipd_cancel(c, (uint64_t)k->ans.id, client_ms_left(deadline),
+					   NULL);
 	}
 	if (rc == 0) {
 		*id = (uint64_t)k->ans.id;

@@ -193,7 +193,8 @@ struct chipd_request {
  * now (this process's other requests hold it; the message says how much each part
  * holds), -EPROTO (internal) the answer named a ring that is not this stream's, or
  * another -errno a ring this process cannot attach: the request was admitted, and is
- * cancelled (best effort, within @timeout_ms). All memory the call needs is taken
+ * cancelled (best effort, within what is left of @timeout_ms: the call returns within
+ * it, whatever the supervisor does). All memory the call needs is taken
  * before the submit is sent. The data area's ranges of a submit whose fate is unknown
  * (-ETIMEDOUT, -EPIPE, -ECONNRESET, a forward given up) stay held until chipd_close,
  * as do the output range of a submit admitted but not opened and that of a stream
