@@ -343,13 +343,17 @@ int ring_take_over(struct ring *r)
 void ring_close_reader(struct ring *r)
 {
 	struct ring_hdr *h = r->hdr;
-	uint32_t gen = atomic_load_explicit(&h->generation, memory_order_acquire);
+	/* A reader bound to its stream (ring_set_reader_gen) closes that stream's
+	 * generation, never the one it finds: after a reset it would be the next
+	 * stream's. Unbound (the owner closing for a consumer), the current one. */
+	uint32_t gen = r->reader_gen ? r->reader_gen
+				     : atomic_load_explicit(&h->generation, memory_order_acquire);
 
 	/* release, paired with ring_reader_closed's acquire: whoever sees the close
 	 * also sees every tail the reader stored before it, so an owner that resets the
 	 * ring after the close cannot have its tail = 0 overwritten by a late one. The
-	 * generation, not a flag: a reset between the load above and this store bumps
-	 * the generation, so the stale value closes nothing. */
+	 * generation, not a flag: a reset before this store bumps the generation, so
+	 * the stale value closes nothing. */
 	atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
 }
 
