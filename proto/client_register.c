@@ -111,7 +111,10 @@ int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout
 				     err);
 		if (rc == 0 && m[1].active == 0)
 			break;
-		if (rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline)
+		/* the deadline near, or passed during a later ask (given only what was
+		 * left of it): the last answer (m[1]) says what is left to do */
+		if ((rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline) ||
+		    (rc == -ETIMEDOUT && asked))
 			rc = mode == CHIPD_UNREGISTER_REFUSE
 				 ? client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
 					       "unregister %s: a chip has not unloaded it after "
