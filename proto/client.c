@@ -49,6 +49,16 @@ uint64_t client_deadline_ms(uint32_t timeout_ms)
 	return shm_deadline_in((uint64_t)timeout_ms * SHM_NS_PER_MS);
 }
 
+uint32_t client_ms_left(uint64_t deadline)
+{
+	uint64_t now = shm_now_ns(), ms;
+
+	if (now >= deadline)
+		return 0;
+	ms = (deadline - now + SHM_NS_PER_MS - 1) / SHM_NS_PER_MS;
+	return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+}
+
 /* A protocol error (the server's envelope, or our own encoder's) as a chipd_error. */
 static int from_proto(struct chipd_error *err, int errnum, const struct proto_error *pe)
 {
@@ -438,6 +448,7 @@ static bool nobody_holds(int rc, const struct chipd_error *err)
 int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeout_ms, uint64_t *id,
 		 chipd_stream **stream, struct chipd_error *err)
 {
+	uint64_t deadline = client_deadline_ms(timeout_ms);
 	struct call *k = call_new(PROTO_OP_SUBMIT, err);
 	struct client_range in = {0, 0}, out = {0, 0};
 	struct chipd_error local;
@@ -465,10 +476,12 @@ int chipd_submit(chipd_conn *c, const struct chipd_request *req, uint32_t timeou
 		admitted = true;
 		rc = client_stream_open(c, &k->ans, s, err);
 		/* admitted, but the ring named is unusable or not this stream's: nobody
-		 * here reads it, so it is cancelled rather than left to run; its output
-		 * range stays held (a worker may write it) until chipd_close */
+		 * here reads it, so it is cancelled rather than left to run, within what
+		 * is left of the call's timeout; its output range stays held (a worker may
+		 * write it) until chipd_close */
 		if (rc)
-			(void)chipd_cancel(c, (uint64_t)k->ans.id, timeout_ms, NULL);
+			(void)chipd_cancel(c, (uint64_t)k->ans.id, client_ms_left(deadline),
+					   NULL);
 	}
 	if (rc == 0) {
 		*id = (uint64_t)k->ans.id;
@@ -565,17 +578,6 @@ static int workloads_fill(const struct proto_msg *a, struct chipd_workload *out,
 	return 0;
 }
 
-/* What is left of @deadline in whole milliseconds (rounded up), 0 once it passed. */
-static uint32_t ms_left(uint64_t deadline)
-{
-	uint64_t now = shm_now_ns(), ms;
-
-	if (now >= deadline)
-		return 0;
-	ms = (deadline - now + SHM_NS_PER_MS - 1) / SHM_NS_PER_MS;
-	return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
-}
-
 /* The list comes in pages (CHIPD_MAX_WORKLOADS each): "from" asks for the next one,
  * "more" says how many follow. A list that changes between two pages may repeat or
  * skip one; a bound on the pages keeps a list that keeps growing from looping, and
@@ -591,7 +593,7 @@ int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *o
 	if (!k)
 		return -ENOMEM;
 	for (uint32_t page = 0; rc == 0 && page < 4096; page++) {
-		uint32_t left = page ? ms_left(deadline) : timeout_ms;
+		uint32_t left = page ? client_ms_left(deadline) : timeout_ms;
 
 		if (page && left == 0) {
 			rc = client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,

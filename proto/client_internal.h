@@ -65,6 +65,8 @@ int client_fail(struct chipd_error *err, int errnum, enum chipd_code code, const
 
 /* The absolute deadline @timeout_ms from now. */
 uint64_t client_deadline_ms(uint32_t timeout_ms);
+/* What is left of @deadline in whole milliseconds (rounded up), 0 once it passed. */
+uint32_t client_ms_left(uint64_t deadline);
 
 /* One round trip of the request @req (its op set, fields filled) with its answer in
  * @ans (client.c): 0, -EREMOTEIO with the server's error, or a local failure. */

@@ -2,19 +2,25 @@
  * chipd_unregister (docs/callables.md, "Registration"; docs/protocol.md §8.4). An
  * unregister that drains or cancels asks again until the name's requests ended or the
  * caller's timeout passed, and then gives the drain up (mode "resume"), so the name is
- * either gone or takes requests as before. */
+ * either gone or takes requests as before. The asks share the caller's one deadline;
+ * the resume alone may go past it, by UNREGISTER_RESUME_MS at most. */
 #include "client_internal.h"
 #include "proto.h"
 #include "wait.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 /* How often a drain asks whether the name's requests ended. */
 #define UNREGISTER_POLL_MS 20u
+/* How long the resume of a drain given up may wait for its answer once the caller's
+ * deadline passed: the forward bound (docs/callables.md, "Registration"), so that a
+ * router held by one chip that does not answer still takes it. */
+#define UNREGISTER_RESUME_MS 2000u
 
 /* A callable's name as chipd checks it (kernels/wl_load.c): the same rule and limit. */
 static bool ident_ok(const char *s)
@@ -64,6 +70,20 @@ static void sleep_ms(uint32_t ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Gives the drain of @name up (mode resume): the name takes requests again. Waits
+ * what is left of @deadline, or UNREGISTER_RESUME_MS when less is left. Returns the
+ * call's result. */
+static int resume(chipd_conn *c, struct proto_msg *m, const char *name, uint64_t deadline)
+{
+	uint32_t left = client_ms_left(deadline);
+
+	proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
+	memcpy(m[0].wl, name, strlen(name) + 1);
+	m[0].mode = PROTO_UNREG_RESUME;
+	return client_call_msg(c, &m[0], &m[1],
+			       left > UNREGISTER_RESUME_MS ? left : UNREGISTER_RESUME_MS, NULL);
+}
+
 int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
 		     struct chipd_error *err)
 {
@@ -81,16 +101,20 @@ int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout
 	m = malloc(2 * sizeof(*m));
 	if (!m)
 		return client_fail(err, -ENOMEM, CHIPD_E_INTERNAL, "out of memory");
-	/* each call gets the caller's timeout (an answer may take the chips' bound); the
-	 * drain is given up once the deadline passed between two calls */
+	/* each ask gets what is left of the caller's timeout (the first all of it); the
+	 * drain is given up once the deadline passed */
 	for (bool asked = false;; asked = true) {
 		proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
 		memcpy(m[0].wl, name, strlen(name) + 1);
 		m[0].mode = mode;
-		rc = client_call_msg(c, &m[0], &m[1], timeout_ms, err);
+		rc = client_call_msg(c, &m[0], &m[1], asked ? client_ms_left(deadline) : timeout_ms,
+				     err);
 		if (rc == 0 && m[1].active == 0)
 			break;
-		if (rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline)
+		/* the deadline near, or passed during a later ask (given only what was
+		 * left of it): the last answer (m[1]) says what is left to do */
+		if ((rc == 0 && shm_now_ns() + UNREGISTER_POLL_MS * SHM_NS_PER_MS >= deadline) ||
+		    (rc == -ETIMEDOUT && asked))
 			rc = mode == CHIPD_UNREGISTER_REFUSE
 				 ? client_fail(err, -ETIMEDOUT, CHIPD_E_TIMEOUT,
 					       "unregister %s: a chip has not unloaded it after "
@@ -103,12 +127,13 @@ int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout
 					       name, (uint32_t)m[1].active, timeout_ms);
 		if (rc) {
 			/* a drain under way is given up: the name takes requests again */
-			if (mode != CHIPD_UNREGISTER_REFUSE && (asked || rc == -ETIMEDOUT)) {
-				proto_msg_init(&m[0], PROTO_OP_UNREGISTER);
-				memcpy(m[0].wl, name, strlen(name) + 1);
-				m[0].mode = PROTO_UNREG_RESUME;
-				(void)client_call_msg(c, &m[0], &m[1], CHIPD_TIMEOUT_MS, NULL);
-			}
+			if (mode != CHIPD_UNREGISTER_REFUSE && (asked || rc == -ETIMEDOUT) &&
+			    resume(c, m, name, deadline) != 0 && err)
+				snprintf(err->message + strlen(err->message),
+					 CHIPD_MSG_MAX - strlen(err->message),
+					 "; giving the drain up got no answer: %s may still "
+					 "refuse new requests",
+					 name);
 			break;
 		}
 		sleep_ms(UNREGISTER_POLL_MS);

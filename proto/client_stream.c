@@ -316,8 +316,9 @@ void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
 	/* The ring's closed word first: it reaches the worker whatever the cancel call
 	 * below makes of @timeout_ms (0 included, or a mailbox with no free slot), and
 	 * the worker ends the stream at its next round. Only while the ring is still
-	 * this stream's: the generation check keeps a close off a ring that was given
-	 * to another stream (ring_close_reader itself ignores a reset that races it).
+	 * this stream's: the generation check keeps the cancel off a ring that was
+	 * given to another stream, and ring_close_reader stores this stream's
+	 * generation, so a reset that races it closes nothing.
 	 * From here on nothing reads the ring: the supervisor gives a closed ring to
 	 * another stream as soon as the stream ended, read or not. */
 	if (!s->ended &&

@@ -122,17 +122,24 @@ uint32_t ring_reset_started(struct ring *r, uint64_t request_id, pid_t producer,
 			    uint64_t producer_start, pid_t consumer)
 {
 	struct ring_hdr *h = r->hdr;
+	/* The generation first, and the indices after it with release: a reader of the
+	 * old stream (bound to its generation) that sees any index of the reset sees the
+	 * new generation with it (ring_try_pop's acquire loads and fence) and answers
+	 * -ESTALE. Bumped last, a look between the stores read the old tail against the
+	 * new head as broken indices. The new stream's parties learn its generation from
+	 * its submit answer and its assign, sent after the whole reset. */
+	uint32_t gen = atomic_fetch_add_explicit(&h->generation, 1, memory_order_seq_cst) + 1;
 
-	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
-	atomic_store_explicit(&r->cons->tail, 0, memory_order_relaxed);
-	atomic_store_explicit(&h->terminal, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->head, 0, memory_order_release);
+	atomic_store_explicit(&r->cons->tail, 0, memory_order_release);
+	atomic_store_explicit(&h->terminal, 0, memory_order_release);
 	atomic_store_explicit(&h->request_id, request_id, memory_order_relaxed);
 	atomic_store_explicit(&h->producer_start, producer_start, memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)producer, memory_order_relaxed);
 	atomic_store_explicit(&h->consumer_pid, (uint32_t)consumer, memory_order_relaxed);
 	atomic_store_explicit(&r->cons->closed, 0, memory_order_relaxed);
 	r->cached_tail = 0;
-	return atomic_fetch_add_explicit(&h->generation, 1, memory_order_seq_cst) + 1;
+	return gen;
 }
 
 void ring_set_spin(struct ring *r, uint64_t spin_ns)
@@ -343,13 +350,17 @@ int ring_take_over(struct ring *r)
 void ring_close_reader(struct ring *r)
 {
 	struct ring_hdr *h = r->hdr;
-	uint32_t gen = atomic_load_explicit(&h->generation, memory_order_acquire);
+	/* A reader bound to its stream (ring_set_reader_gen) closes that stream's
+	 * generation, never the one it finds: after a reset it would be the next
+	 * stream's. Unbound (the owner closing for a consumer), the current one. */
+	uint32_t gen = r->reader_gen ? r->reader_gen
+				     : atomic_load_explicit(&h->generation, memory_order_acquire);
 
 	/* release, paired with ring_reader_closed's acquire: whoever sees the close
 	 * also sees every tail the reader stored before it, so an owner that resets the
 	 * ring after the close cannot have its tail = 0 overwritten by a late one. The
-	 * generation, not a flag: a reset between the load above and this store bumps
-	 * the generation, so the stale value closes nothing. */
+	 * generation, not a flag: a reset before this store bumps the generation, so
+	 * the stale value closes nothing. */
 	atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
 }
 

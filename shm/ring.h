@@ -205,8 +205,9 @@ bool ring_drained(const struct ring *r);
 /* Says that nobody will read the ring's current stream any more: the producer stops
  * the stream (ends it cancelled) at its next look (ring_reader_closed). Called by the
  * stream's consumer while the ring is still assigned to its stream, or by the ring's
- * owner standing in for a dead consumer. Records the current generation, so a close
- * that races with a reset never closes the next stream. Idempotent; never blocks. */
+ * owner standing in for a dead consumer. Records the generation of the reader's stream
+ * (ring_set_reader_gen; unbound: the current one), so a close that races with a reset
+ * never closes the next stream. Idempotent; never blocks. */
 void ring_close_reader(struct ring *r);
 
 /* Whether the reader of the ring's current stream closed it (ring_close_reader). Once

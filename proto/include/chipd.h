@@ -193,7 +193,8 @@ struct chipd_request {
  * now (this process's other requests hold it; the message says how much each part
  * holds), -EPROTO (internal) the answer named a ring that is not this stream's, or
  * another -errno a ring this process cannot attach: the request was admitted, and is
- * cancelled (best effort, within @timeout_ms). All memory the call needs is taken
+ * cancelled (best effort, within what is left of @timeout_ms: the call returns within
+ * it, whatever the supervisor does). All memory the call needs is taken
  * before the submit is sent. The data area's ranges of a submit whose fate is unknown
  * (-ETIMEDOUT, -EPIPE, -ECONNRESET, a forward given up) stay held until chipd_close,
  * as do the output range of a submit admitted but not opened and that of a stream
@@ -422,7 +423,12 @@ enum chipd_unregister_mode {
  * library's own wait: the message says how many are left), also in any mode when a
  * chip whose worker lives did not unload it in time (the name then takes no new
  * requests, and goes once unloaded: call again, or close the connection, and chipd
- * finishes it), or the call's failures. */
+ * finishes it), or the call's failures. Every ask shares the one @timeout_ms; giving a
+ * drain up (the name takes requests again) may take up to 2 s more (the supervisor's
+ * forward bound, a router held by a chip that does not answer): the call returns within
+ * @timeout_ms + 2 s whatever the supervisor does. When even that got no answer (a
+ * stopped supervisor), the message says so: the name may still refuse new requests
+ * until a later call gives the drain up or completes it. */
 int chipd_unregister(chipd_conn *c, const char *name, int mode, uint32_t timeout_ms,
 		     struct chipd_error *err);
 

@@ -246,6 +246,32 @@ START_TEST(submit_whose_ring_is_not_its_own_is_cancelled)
 }
 END_TEST
 
+/* The same, answered late (after 2 s of the 2.5 s given) by a server that answers
+ * nothing more: the cancel gets what is left of the submit's timeout, so the submit
+ * fails within it, generously bounded. Before, the cancel waited the whole timeout
+ * again: the submit returned after 4.5 s. */
+START_TEST(submit_whose_ring_is_not_its_own_keeps_its_timeout)
+{
+	const struct chipd_param late = {"late_ms", 2000};
+	struct chipd_request req = {
+	    .workload = "badring_late", .params = &late, .nparams = 1, .chip = -1, .id = 78};
+	struct chipd_error err;
+	chipd_stream *s = NULL;
+	uint64_t got = 0, t0;
+	chipd_conn *c;
+	struct cx x;
+
+	cx_start(&x, 4);
+	c = connect_to(&x);
+	t0 = shm_now_ns();
+	ck_assert_int_eq(chipd_submit(c, &req, 2500, &got, &s, &err), -EPROTO);
+	ck_assert_uint_lt(shm_now_ns() - t0, (2500ull + 1500) * SHM_NS_PER_MS);
+	ck_assert_ptr_null(s);
+	chipd_close(c);
+	cx_stop(&x);
+}
+END_TEST
+
 START_TEST(close_of_open_stream_cancels_it)
 {
 	open_streams_closed_in_turn(false);
@@ -667,6 +693,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, stream_spin_setting_keeps_every_token);
 	tcase_add_test(tc, cancel_ends_stream_with_cancelled);
 	tcase_add_test(tc, submit_whose_ring_is_not_its_own_is_cancelled);
+	tcase_add_test(tc, submit_whose_ring_is_not_its_own_keeps_its_timeout);
 	tcase_add_test(tc, close_of_open_stream_cancels_it);
 	tcase_add_test(tc, close_without_time_cancels_it);
 	tcase_add_test(tc, stream_error_record_arrives_as_struct);

@@ -404,6 +404,27 @@ START_TEST(stale_close_does_not_close_the_next_stream)
 }
 END_TEST
 
+/* A reader bound to its stream's generation (ring_set_reader_gen) that closes once the
+ * owner reset the ring for the next stream closes nothing: it stores its own stream's
+ * generation, not the one it finds. Before, it stored the ring's current generation, so
+ * a reader whose check of the generation (chipd_stream_close's) came before the reset
+ * and whose close came after closed the next stream, which its producer then ends
+ * cancelled. Closed before the reset, the reader's own stream is closed. */
+START_TEST(bound_reader_close_after_a_reset_closes_nothing)
+{
+	struct fixture f;
+
+	fixture_init(&f, 4);
+	ring_set_reader_gen(&f.r, atomic_load(&f.r.hdr->generation));
+	ring_close_reader(&f.r);
+	ck_assert(ring_reader_closed(&f.r));
+	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
+	ring_close_reader(&f.r);
+	ck_assert_msg(!ring_reader_closed(&f.r), "a stale reader closed the next stream");
+	fixture_fini(&f);
+}
+END_TEST
+
 /* @size bytes (a multiple of 64) that end exactly at an inaccessible page: any access
  * past them faults, in every build. */
 static void *guarded_alloc(size_t size, size_t *map_len)
@@ -591,6 +612,8 @@ static Suite *ring_suite(void)
 	    {"reset_reopens_a_closed_ring", reset_reopens_a_closed_ring},
 	    {"stale_close_does_not_close_the_next_stream",
 	     stale_close_does_not_close_the_next_stream},
+	    {"bound_reader_close_after_a_reset_closes_nothing",
+	     bound_reader_close_after_a_reset_closes_nothing},
 	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring},
 	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line},
 	};

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +127,69 @@ START_TEST(silent_chip_does_not_stall_a_gone_clients_unload)
 }
 END_TEST
 
+/* An unregister (mode none) given 3 s while chip 1's worker is SIGSTOPped: its first
+ * ask is answered after the forward bound (2 s: chip 1 still has it), the next one
+ * waits for chip 1 again and has less than a second left. The call fails -ETIMEDOUT,
+ * code timeout, saying what it found: a chip has not unloaded it after the 3000 ms
+ * given. Before, the ask's own timeout was the message: "no answer within 9xx ms", a
+ * time the caller never gave. Once chip 1 runs, the name goes (the ask given up on may
+ * have done it). */
+START_TEST(later_ask_timing_out_says_what_it_found)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	struct chipd_error err;
+	struct cd d;
+	pid_t w1;
+	int rc;
+
+	cd_start(&d, args, NULL);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, 3000, &err),
+			 -ETIMEDOUT);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert_msg(strstr(err.message, "a chip has not unloaded it after 3000 ms"), "%s",
+		      err.message);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	/* the ask it gave up on may have unloaded it meanwhile: then the name is gone */
+	rc = chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err);
+	ck_assert_msg(rc == 0 || (rc == -EREMOTEIO && err.code == CHIPD_E_NOT_FOUND), "%s",
+		      err.message);
+	chip1_unloaded(&d, w1);
+}
+END_TEST
+
+/* An unregister --drain given 500 ms while the supervisor is SIGSTOPped fails
+ * -ETIMEDOUT (code timeout) within its timeout and the 2 s the resume of the drain may
+ * take past it (chipd.h), generously bounded; the supervisor, continued, never took
+ * the drain: the name takes requests as before. Before, the resume waited
+ * CHIPD_TIMEOUT_MS (5 s) of its own: the call took 5.5 s. */
+START_TEST(drain_to_a_stopped_supervisor_keeps_its_timeout)
+{
+	struct cd d;
+	struct chipd_error err;
+	chipd_stream *s;
+	uint64_t t0, ms;
+	int rc;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	t0 = rf_now_ns();
+	rc = chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, 500, &err);
+	ms = (rf_now_ns() - t0) / 1000000u;
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	ck_assert_int_eq(rc, -ETIMEDOUT);
+	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
+	ck_assert_msg(ms < 500 + 2000 + 1500, "unregister given 500 ms returned after %llu ms",
+		      (unsigned long long)ms);
+	ck_assert_msg((s = rf_submit(&d, "tiny", -1, 2, 1, 0, &err)) != NULL, "%s", err.message);
+	cd_expect_stream(s, 2, CHIPD_OK, BOUND_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* A registration whose load a live chip does not answer within the forward bound (its
  * callable's init there takes 3.5 s) fails, worker_lost naming the chip, and is
  * rolled back on every chip, that one included: a submit of the name pinned to either
@@ -184,6 +248,9 @@ int main(void)
 	     silent_chip_does_not_stall_a_gone_clients_unload},
 	    {"failed_registration_leaves_no_chip_with_it",
 	     failed_registration_leaves_no_chip_with_it},
+	    {"drain_to_a_stopped_supervisor_keeps_its_timeout",
+	     drain_to_a_stopped_supervisor_keeps_its_timeout},
+	    {"later_ask_timing_out_says_what_it_found", later_ask_timing_out_says_what_it_found},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */

@@ -43,7 +43,8 @@ static bool drained(struct cx *x, int i)
 /* Submit: "refuse" -> no_capacity on chip 1; else a ring, then "n" tokens (param n,
  * default 5) and final; "fail" ends with device_error after one token; "hold" keeps
  * the stream open after two tokens until it is cancelled; "badring" is a "hold" whose
- * answer names its ring with the wrong generation. */
+ * answer names its ring with the wrong generation; "badring_late" a "badring" answered
+ * after "late_ms" (param), by a server that answers nothing more (CX_SILENT). */
 static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		      struct proto_error *err)
 {
@@ -65,13 +66,17 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	ans->chip = 0;
 	ans->ring = i;
 	ans->ring_gen = ring_reset(&r, (uint64_t)ans->id, getpid(), x->client);
-	if (strcmp(req->wl, "badring") == 0)
+	if (strncmp(req->wl, "badring", 7) == 0)
 		ans->ring_gen++; /* an answer naming a ring that is not its stream's */
+	if (strcmp(req->wl, "badring_late") == 0) {
+		usleep((useconds_t)param(req, "late_ms", 0) * 1000u);
+		atomic_store(&x->mode, CX_SILENT);
+	}
 	x->streams[i] = (struct cx_stream){
 	    .used = true,
 	    .id = ans->id,
 	    .count = (uint32_t)param(req, "n", 5),
-	    .hold = strcmp(req->wl, "hold") == 0 || strcmp(req->wl, "badring") == 0,
+	    .hold = strcmp(req->wl, "hold") == 0 || strncmp(req->wl, "badring", 7) == 0,
 	    .fail_code = strcmp(req->wl, "fail") == 0 ? CHIPD_E_DEVICE_ERROR : 0,
 	};
 	return CHIPD_OK;

@@ -330,6 +330,94 @@ START_TEST(two_threads_stream_without_loss)
 }
 END_TEST
 
+/* Resets of a ring while its reader polls it, bound to the stream it was given. */
+#define RESET_ROUNDS 50000u
+#define RESET_SECONDS 8u
+
+struct reset_job {
+	struct ring owner;	   /* the owner's handle, also the producer's */
+	_Atomic uint32_t gen;	   /* the stream the owner set up last (its generation) */
+	_Atomic bool stop;
+	uint32_t rounds;
+};
+
+/* Owner and producer: each round resets the ring for request REQ_ID + round, hands its
+ * generation to the reader, pushes two records and waits until the reader took them;
+ * the next reset then comes while the reader polls the emptied ring. */
+static void *reset_rounds(void *arg)
+{
+	struct reset_job *j = arg;
+	uint64_t until = shm_now_ns() + RESET_SECONDS * 1000ull * MS;
+
+	for (j->rounds = 0; j->rounds < RESET_ROUNDS && shm_now_ns() < until; j->rounds++) {
+		uint32_t gen = ring_reset(&j->owner, REQ_ID + j->rounds, getpid(), getpid());
+
+		atomic_store_explicit(&j->gen, gen, memory_order_release);
+		for (uint32_t seq = 0; seq < 2; seq++) {
+			struct ring_rec rec = rec_of(seq, 0);
+
+			rec.request_id = REQ_ID + j->rounds;
+			if (ring_push(&j->owner, &rec) != 0)
+				break;
+		}
+		while (atomic_load_explicit(&j->owner.cons->tail, memory_order_acquire) < 2 &&
+		       shm_now_ns() < until + PEER_TIMEOUT_MS * MS)
+			sched_yield();
+	}
+	atomic_store(&j->stop, true);
+	return NULL;
+}
+
+/* A reader bound to its stream (ring_set_reader_gen) that polls while the owner resets
+ * the ring sees its own records, then nothing or -ESTALE: never a record of another
+ * request, never the -EBADMSG of broken indices, whatever point of the reset its
+ * look falls on. Before, a look between the reset's head = 0 and its generation bump
+ * read the old tail with the new head, and answered -EBADMSG (libchipd: a ring error,
+ * code internal) for a stream that was only given to another. */
+START_TEST(reader_polling_through_resets_sees_only_its_stream)
+{
+	struct fixture f;
+	struct reset_job job;
+	struct ring reader;
+	struct ring_rec out;
+	uint64_t stale = 0, broken = 0, records = 0;
+	pthread_t t;
+
+	fixture_init(&f, 4);
+	memset(&job, 0, sizeof(job));
+	job.owner = f.r;
+	reader = f.r;
+	atomic_init(&job.gen, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, reset_rounds, &job), 0);
+	while (!atomic_load(&job.stop)) {
+		uint32_t gen = atomic_load_explicit(&job.gen, memory_order_acquire);
+		int rc;
+
+		if (gen == 0)
+			continue;
+		ring_set_reader_gen(&reader, gen);
+		rc = ring_try_pop(&reader, &out);
+		if (rc == 0) {
+			/* the first reset makes generation 2, for round 0 */
+			ck_assert_uint_eq(out.request_id, REQ_ID + gen - 2);
+			records++;
+		} else if (rc == -ESTALE) {
+			stale++;
+		} else if (rc == -EBADMSG) {
+			broken++;
+		} else {
+			ck_assert_int_eq(rc, -EAGAIN);
+		}
+	}
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(broken == 0,
+		      "%llu looks of %u resets found broken indices (%llu stale, %llu records)",
+		      (unsigned long long)broken, job.rounds, (unsigned long long)stale,
+		      (unsigned long long)records);
+	fixture_fini(&f);
+}
+END_TEST
+
 void ring_add_peer_tcases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -343,6 +431,8 @@ void ring_add_peer_tcases(Suite *s)
 	const struct tu_case streams[] = {
 	    {"two_processes_stream_without_loss", two_processes_stream_without_loss},
 	    {"two_threads_stream_without_loss", two_threads_stream_without_loss},
+	    {"reader_polling_through_resets_sees_only_its_stream",
+	     reader_polling_through_resets_sees_only_its_stream},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));

@@ -597,7 +597,8 @@ class Connection(_Closable):
         for these) or "cancel" (cancel these, then unregister); CallTimeout when they did
         not end within @timeout seconds (it then stays registered), or when a chip did
         not unload it in time (it takes no new requests, and goes once unloaded: ask
-        again, or close the connection)."""
+        again, or close the connection). Returns within @timeout and the 2 s that giving
+        a drain up may take past it."""
         if mode not in _lib.UNREGISTER_MODES:
             raise ValueError(
                 f"unregister mode {mode!r}: expected one of {sorted(_lib.UNREGISTER_MODES)}"
