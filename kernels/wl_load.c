@@ -7,9 +7,11 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,6 +303,22 @@ static const char *dlopen_why(const char *path)
 	return e;
 }
 
+/* Whether @sym, the address dlsym found for the entry, is a data symbol's (an object:
+ * a table exported under the entry's name), which would be called as code and crash
+ * the process loading it (chipd at start, the supervisor at a registration). An
+ * address no symbol of the object starts at (an IFUNC's resolved code) is taken as
+ * code, as before. */
+static bool entry_is_data(void *sym)
+{
+	const ElfW(Sym) *es = NULL;
+	Dl_info info;
+
+	if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es || info.dli_saddr != sym)
+		return false;
+	return ELF64_ST_TYPE(es->st_info) != STT_FUNC &&
+	       ELF64_ST_TYPE(es->st_info) != STT_GNU_IFUNC;
+}
+
 /* Loads @path under @name (NULL: the table's). Under reg_lock. */
 static int load_file(const char *path, const char *name, bool *no_entry, char *msg, size_t cap)
 {
@@ -309,7 +327,7 @@ static int load_file(const char *path, const char *name, bool *no_entry, char *m
 	struct wl_callable *wc, *old;
 	char what[WL_MSG_MAX + 64], imsg[WL_MSG_MAX] = "";
 	bool shared = false;
-	void *dl;
+	void *dl, *sym;
 	int err = path_ok(path, false, msg, cap);
 
 	if (err)
@@ -322,9 +340,13 @@ static int load_file(const char *path, const char *name, bool *no_entry, char *m
 		snprintf(what, sizeof(what), "cannot load: %s", dlopen_why(path));
 		return bad(msg, cap, -EINVAL, path, what);
 	}
-	*(void **)&entry = dlsym(dl, CHIPD_CALLABLE_ENTRY);
+	sym = dlsym(dl, CHIPD_CALLABLE_ENTRY);
+	*(void **)&entry = sym && !entry_is_data(sym) ? sym : NULL;
 	cl = entry ? entry() : NULL;
-	if (!entry && dlsym(dl, "chipd_callable_v1"))
+	if (sym && !entry)
+		err = bad(msg, cap, -EINVAL, path,
+			  CHIPD_CALLABLE_ENTRY " is a data symbol, not a function");
+	else if (!entry && dlsym(dl, "chipd_callable_v1"))
 		err = bad(msg, cap, -EINVAL, path,
 			  "built for ABI 1, this chipd loads 2: rebuild it with this chipd's "
 			  "chipd_callable.h");

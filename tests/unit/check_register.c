@@ -584,7 +584,7 @@ START_TEST(quarantine_moves_nothing_further)
 END_TEST
 
 /* Bad files through the run-time path: each refused with the loader's reason,
- * nothing registered. */
+ * nothing registered, the node serving the next. */
 START_TEST(bad_files_refused)
 {
 	static const struct {
@@ -594,6 +594,8 @@ START_TEST(bad_files_refused)
 	    {"tc_no_entry", NULL, "no symbol chipd_callable_v2"},
 	    {"tc_init", NULL, "init failed: broken on purpose"},
 	    {"tc_table", NULL, "its name is not 1..23 characters"},
+	    /* called as the entry, the table would crash the supervisor, the node */
+	    {"tc_data", NULL, "chipd_callable_v2 is a data symbol, not a function"},
 	    {"tc_good", "0666", "writable by group or others (mode 0666)"},
 	    {"link", NULL, "not a regular file"},
 	    {"subdir", NULL, "not a regular file"},
