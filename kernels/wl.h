@@ -201,8 +201,8 @@ struct wl_req;
 int wl_load_dir(const char *dir, char *msg, size_t cap);
 
 /* Loads the one callable at the absolute @path under @name (NULL: the name its table
- * gives), with wl_load_dir's checks and errors (-EINVAL also for a relative path or a
- * bad @name). Thread-safe: requests of other workloads go on meanwhile. */
+ * gives), with wl_load_dir's checks and errors, its directory's included (-EINVAL also
+ * for a relative path or a bad @name). Thread-safe: requests of other workloads go on meanwhile. */
 int wl_load_file(const char *path, const char *name, char *msg, size_t cap);
 
 /* Which file a callable was loaded from: the same path may name another file later

@@ -579,6 +579,7 @@ int wl_load_file(const char *path, const char *name, char *msg, size_t cap)
 int wl_load_file_as(const char *path, const char *name, const struct wl_file_id *want,
 		    struct wl_file_id *got, char *msg, size_t cap)
 {
+	char dir[WL_PATH_MAX];
 	bool no_entry = false;
 	int err;
 
@@ -586,6 +587,13 @@ int wl_load_file_as(const char *path, const char *name, const struct wl_file_id 
 		return bad(msg, cap, -EINVAL, path ? path : "(none)", "not an absolute path");
 	if (strlen(path) >= WL_PATH_MAX)
 		return bad(msg, cap, -ENAMETOOLONG, "(path)", "the path is too long");
+	/* its directory, as wl_load_dir's: one writable by another user would let them
+	 * swap the file between the checks and the load */
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	err = path_ok(dir[0] ? dir : "/", true, msg, cap);
+	if (err)
+		return err;
 	pthread_mutex_lock(&reg_lock);
 	err = load_file(path, name, want, got, &no_entry, msg, cap);
 	pthread_mutex_unlock(&reg_lock);

@@ -636,16 +636,20 @@ START_TEST(bad_files_refused)
 	    /* called as the entry, the table would crash the supervisor, the node */
 	    {"tc_data", NULL, "chipd_callable_v2 is a data symbol, not a function"},
 	    {"tc_good", "0666", "writable by group or others (mode 0666)"},
+	    /* its directory, as at start: another user could swap the file */
+	    {"open/tc_good", NULL, "open: writable by group or others (mode 0777)"},
 	    {"link", NULL, "not a regular file"},
 	    {"subdir", NULL, "not a regular file"},
 	    {"missing", NULL, "No such file"},
 	};
 	struct cd d;
 	struct chipd_error err;
-	char cmd[600];
+	char cmd[1024];
 
-	snprintf(cmd, sizeof(cmd), "ln -s '%s/tc_good.so' '%s/link.so' && mkdir '%s/subdir.so'",
-		 rf_dir, rf_dir, rf_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "ln -s '%s/tc_good.so' '%s/link.so' && mkdir '%s/subdir.so' '%s/open' && "
+		 "cp '%s/tc_good.so' '%s/open/' && chmod 0777 '%s/open'",
+		 rf_dir, rf_dir, rf_dir, rf_dir, rf_dir, rf_dir, rf_dir);
 	ck_assert_int_eq(system(cmd), 0);
 	cd_start(&d, NULL, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
