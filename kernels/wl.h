@@ -201,9 +201,24 @@ struct wl_req;
 int wl_load_dir(const char *dir, char *msg, size_t cap);
 
 /* Loads the one callable at the absolute @path under @name (NULL: the name its table
- * gives), with wl_load_dir's checks and errors (-EINVAL also for a relative path or a
- * bad @name). Thread-safe: requests of other workloads go on meanwhile. */
+ * gives), with wl_load_dir's checks and errors, its directory's included (-EINVAL also
+ * for a relative path or a bad @name). Thread-safe: requests of other workloads go on meanwhile. */
 int wl_load_file(const char *path, const char *name, char *msg, size_t cap);
+
+/* Which file a callable was loaded from: the same path may name another file later
+ * (replaced: another inode) or the same file rewritten (its size or mtime). */
+struct wl_file_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+};
+
+/* wl_load_file, and the loaded file's identity in *@got (NULL: not wanted); with @want
+ * (NULL: any file) the file at @path must still be that one, else -ESTALE ("the file
+ * is not the one registered ..."): a registered callable's chips load what the
+ * supervisor loaded, or nothing. A file that changed between the checks and the load
+ * is refused -ESTALE too. */
+int wl_load_file_as(const char *path, const char *name, const struct wl_file_id *want,
+		    struct wl_file_id *got, char *msg, size_t cap);
 
 /* Unloads workload @name (dlclose): -ENOENT when none is loaded, -EBUSY while a
  * request of it is reserved and not destroyed; message in @msg. Thread-safe. */

@@ -23,6 +23,7 @@ struct wl_callable {
 	char name[CHIPD_CL_NAME_MAX];  /* its workload name: the table's, or the one given */
 	_Atomic uint32_t users;	       /* requests reserved and not destroyed (wl.c) */
 	char path[WL_PATH_MAX];
+	struct wl_file_id file; /* the file at @path when it was loaded */
 	struct wl_param_info info[CHIPD_CL_PARAMS_MAX];
 	/* its own kernels, copied from the table once checked (wl_load.c) */
 	uint32_t nkernels;

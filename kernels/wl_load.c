@@ -7,9 +7,11 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +78,9 @@ static int path_ok(const char *path, bool dir, char *msg, size_t cap)
 	return wl_path_ok("callable", path, dir, msg, cap);
 }
 
-int wl_path_ok(const char *kind, const char *path, bool dir, char *msg, size_t cap)
+/* wl_path_ok, and the file's stat in *@sbp. */
+static int path_stat_ok(const char *kind, const char *path, bool dir, struct stat *sbp, char *msg,
+			size_t cap)
 {
 	struct stat sb;
 	char what[160];
@@ -98,6 +102,48 @@ int wl_path_ok(const char *kind, const char *path, bool dir, char *msg, size_t c
 			 (unsigned)(sb.st_mode & 07777));
 		return bad_as(msg, cap, -EPERM, kind, path, what);
 	}
+	*sbp = sb;
+	return 0;
+}
+
+int wl_path_ok(const char *kind, const char *path, bool dir, char *msg, size_t cap)
+{
+	struct stat sb;
+
+	return path_stat_ok(kind, path, dir, &sb, msg, cap);
+}
+
+static struct wl_file_id file_id_of(const struct stat *sb)
+{
+	return (struct wl_file_id){(uint64_t)sb->st_dev, (uint64_t)sb->st_ino,
+				   (uint64_t)sb->st_size,
+				   (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec};
+}
+
+static bool file_id_eq(const struct wl_file_id *a, const struct wl_file_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns;
+}
+
+/* After the dlopen of @path: the file there is still the one checked before it
+ * (@checked), and the one @want names (NULL: any). 0, or -ESTALE with the reason. */
+static int file_same(const char *path, const struct wl_file_id *checked,
+		     const struct wl_file_id *want, char *msg, size_t cap)
+{
+	struct stat sb;
+	struct wl_file_id now;
+
+	if (lstat(path, &sb) != 0)
+		return bad(msg, cap, -ESTALE, path, "removed while it was being loaded");
+	now = file_id_of(&sb);
+	if (!file_id_eq(&now, checked))
+		return bad(msg, cap, -ESTALE, path,
+			   "replaced or rewritten while it was being loaded");
+	if (want && !file_id_eq(&now, want))
+		return bad(msg, cap, -ESTALE, path,
+			   "not the file registered: replaced or rewritten since (unregister "
+			   "it and register it again)");
 	return 0;
 }
 
@@ -301,19 +347,40 @@ static const char *dlopen_why(const char *path)
 	return e;
 }
 
-/* Loads @path under @name (NULL: the table's). Under reg_lock. */
-static int load_file(const char *path, const char *name, bool *no_entry, char *msg, size_t cap)
+/* Whether @sym, the address dlsym found for the entry, is a data symbol's (an object:
+ * a table exported under the entry's name), which would be called as code and crash
+ * the process loading it (chipd at start, the supervisor at a registration). An
+ * address no symbol of the object starts at (an IFUNC's resolved code) is taken as
+ * code, as before. */
+static bool entry_is_data(void *sym)
+{
+	const ElfW(Sym) *es = NULL;
+	Dl_info info;
+
+	if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es || info.dli_saddr != sym)
+		return false;
+	return ELF64_ST_TYPE(es->st_info) != STT_FUNC &&
+	       ELF64_ST_TYPE(es->st_info) != STT_GNU_IFUNC;
+}
+
+/* Loads @path under @name (NULL: the table's), the file @want names when not NULL;
+ * its identity in *@got when not NULL. Under reg_lock. */
+static int load_file(const char *path, const char *name, const struct wl_file_id *want,
+		     struct wl_file_id *got, bool *no_entry, char *msg, size_t cap)
 {
 	const struct chipd_callable *cl;
 	chipd_callable_entry_fn entry;
 	struct wl_callable *wc, *old;
 	char what[WL_MSG_MAX + 64], imsg[WL_MSG_MAX] = "";
 	bool shared = false;
-	void *dl;
-	int err = path_ok(path, false, msg, cap);
+	struct wl_file_id checked;
+	struct stat sb;
+	void *dl, *sym;
+	int err = path_stat_ok("callable", path, false, &sb, msg, cap);
 
 	if (err)
 		return err;
+	checked = file_id_of(&sb);
 	if (name && !ident_ok(name))
 		return bad(msg, cap, -EINVAL, path,
 			   "the name given is not 1..23 characters of [a-z0-9_]");
@@ -322,9 +389,19 @@ static int load_file(const char *path, const char *name, bool *no_entry, char *m
 		snprintf(what, sizeof(what), "cannot load: %s", dlopen_why(path));
 		return bad(msg, cap, -EINVAL, path, what);
 	}
-	*(void **)&entry = dlsym(dl, CHIPD_CALLABLE_ENTRY);
+	/* before its entry is called: what was checked above is what dlopen read */
+	err = file_same(path, &checked, want, msg, cap);
+	if (err) {
+		dlclose(dl);
+		return err;
+	}
+	sym = dlsym(dl, CHIPD_CALLABLE_ENTRY);
+	*(void **)&entry = sym && !entry_is_data(sym) ? sym : NULL;
 	cl = entry ? entry() : NULL;
-	if (!entry && dlsym(dl, "chipd_callable_v1"))
+	if (sym && !entry)
+		err = bad(msg, cap, -EINVAL, path,
+			  CHIPD_CALLABLE_ENTRY " is a data symbol, not a function");
+	else if (!entry && dlsym(dl, "chipd_callable_v1"))
 		err = bad(msg, cap, -EINVAL, path,
 			  "built for ABI 1, this chipd loads 2: rebuild it with this chipd's "
 			  "chipd_callable.h");
@@ -351,11 +428,22 @@ static int load_file(const char *path, const char *name, bool *no_entry, char *m
 		snprintf(what, sizeof(what), "more than %u workloads (the limit)", limit);
 		err = bad(msg, cap, -ENOSPC, path, what);
 	}
-	/* one file under two names is one copy of the library (dlopen counts references):
-	 * it was initialised when first loaded, and its requests may be running */
-	for (unsigned i = 0; !err && i < nreg && cl->init; i++)
-		if (reg[i]->dl == dl)
-			shared = true;
+	/* one file under two names is one copy of the library (dlopen counts references,
+	 * and finds a loaded one by its path alone): it was initialised when first loaded,
+	 * and its requests may be running; a path whose file changed since then would
+	 * give the old copy under the new file's name */
+	for (unsigned i = 0; !err && i < nreg; i++) {
+		if (reg[i]->dl != dl)
+			continue;
+		if (!file_id_eq(&reg[i]->file, &checked)) {
+			snprintf(what, sizeof(what),
+				 "loaded already as %s from a file since replaced or rewritten: "
+				 "unregister %s first",
+				 reg[i]->name, reg[i]->name);
+			err = bad(msg, cap, -ESTALE, path, what);
+		}
+		shared = true;
+	}
 	if (!err && !shared && cl->init && cl->init(&wl_host, imsg, sizeof(imsg)) != 0) {
 		snprintf(what, sizeof(what), "init failed: %s", imsg[0] ? imsg : "(no message)");
 		err = bad(msg, cap, -EINVAL, path, what);
@@ -378,6 +466,9 @@ static int load_file(const char *path, const char *name, bool *no_entry, char *m
 						     cl->params[i].lo, cl->params[i].hi,
 						     cl->params[i].doc};
 	kernels_copy(wc, cl);
+	wc->file = checked;
+	if (got)
+		*got = checked;
 	reg[nreg++] = wc;
 	names_update();
 	return 0;
@@ -456,7 +547,7 @@ int wl_load_dir(const char *dir, char *msg, size_t cap)
 		if (snprintf(path, sizeof(path), "%s/%s", dir, files[i]) >= (int)sizeof(path))
 			err = bad(msg, cap, -ENAMETOOLONG, dir, "a path is too long");
 		else
-			err = load_file(path, NULL, &no_entry, msg, cap);
+			err = load_file(path, NULL, NULL, NULL, &no_entry, msg, cap);
 		if (err && no_entry) { /* a callable's sim kernels? decided once all loaded */
 			err = 0;
 			deferred[i] = true;
@@ -482,6 +573,13 @@ int wl_load_dir(const char *dir, char *msg, size_t cap)
 
 int wl_load_file(const char *path, const char *name, char *msg, size_t cap)
 {
+	return wl_load_file_as(path, name, NULL, NULL, msg, cap);
+}
+
+int wl_load_file_as(const char *path, const char *name, const struct wl_file_id *want,
+		    struct wl_file_id *got, char *msg, size_t cap)
+{
+	char dir[WL_PATH_MAX];
 	bool no_entry = false;
 	int err;
 
@@ -489,8 +587,15 @@ int wl_load_file(const char *path, const char *name, char *msg, size_t cap)
 		return bad(msg, cap, -EINVAL, path ? path : "(none)", "not an absolute path");
 	if (strlen(path) >= WL_PATH_MAX)
 		return bad(msg, cap, -ENAMETOOLONG, "(path)", "the path is too long");
+	/* its directory, as wl_load_dir's: one writable by another user would let them
+	 * swap the file between the checks and the load */
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	err = path_ok(dir[0] ? dir : "/", true, msg, cap);
+	if (err)
+		return err;
 	pthread_mutex_lock(&reg_lock);
-	err = load_file(path, name, &no_entry, msg, cap);
+	err = load_file(path, name, want, got, &no_entry, msg, cap);
 	pthread_mutex_unlock(&reg_lock);
 	return err;
 }

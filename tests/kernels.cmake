@@ -84,7 +84,8 @@ set_tests_properties(gpu_run_sources PROPERTIES TIMEOUT 60)
 # ABI alone, and chipd refusing to start on them.
 set(CHIPD_TEST_CALLABLES_DIR ${CMAKE_CURRENT_BINARY_DIR}/test_callables)
 set(variant 0)
-foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kill tc_own tc_v1)
+foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kill tc_own tc_v1
+             tc_data)
   add_library(${name} MODULE callables/test_callable.c)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
   target_compile_definitions(${name} PRIVATE TEST_CALLABLE=${variant})

@@ -28,6 +28,7 @@
 #include "device.h"
 #include "node.h"
 #include "region.h"
+#include "wl.h"
 #include "wrk_trace.h"
 
 #include <stdbool.h>
@@ -72,6 +73,9 @@ struct wrk_reg_entry {
 	_Atomic uint64_t loaded;
 	char name[WRK_REG_NAME_MAX];
 	char path[WRK_REG_PATH_MAX];
+	/* the file the supervisor loaded from path (under seq, as name and path): a
+	 * worker loads that file or nothing, never one put at path since */
+	struct wl_file_id file;
 };
 
 struct wrk_config {

@@ -73,6 +73,7 @@ void wrk_register_replay(struct wrk *w)
 	for (uint32_t i = 0; w->cfg.registry && i < w->cfg.registry_len; i++) {
 		struct wrk_reg_entry *e = &w->cfg.registry[i];
 		char name[WRK_REG_NAME_MAX], path[WRK_REG_PATH_MAX];
+		struct wl_file_id file;
 
 		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 
@@ -82,10 +83,12 @@ void wrk_register_replay(struct wrk *w)
 		/* private copies, NUL-terminated whatever the entry holds */
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, e->name);
 		snprintf(path, sizeof(path), "%.*s", (int)sizeof(path) - 1, e->path);
+		memcpy(&file, &e->file, sizeof(file));
 		/* release: the copies above stay before this read of seq (no fence) */
 		if (atomic_fetch_add_explicit(&e->seq, 0, memory_order_acq_rel) != seq)
 			continue; /* rewritten meanwhile: the supervisor's own call brings it */
-		if (wl_load_file(path, name, msg, sizeof(msg)) == 0 &&
+		/* the file the supervisor loaded, not one put at its path since */
+		if (wl_load_file_as(path, name, &file, NULL, msg, sizeof(msg)) == 0 &&
 		    attach(w, name, msg, sizeof(msg)) == 0)
 			set_loaded(w, name, true);
 		else
@@ -94,22 +97,49 @@ void wrk_register_replay(struct wrk *w)
 	}
 }
 
+/* The file the supervisor loaded for @name, from its registry entry (PENDING during
+ * the registration whose load this is): false when none is there, or it is being
+ * rewritten. Mailbox thread. */
+static bool registered_file(const struct wrk *w, const char *name, struct wl_file_id *file)
+{
+	for (uint32_t i = 0; w->cfg.registry && i < w->cfg.registry_len; i++) {
+		struct wrk_reg_entry *e = &w->cfg.registry[i];
+		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+		bool same;
+
+		if ((seq & 1) ||
+		    atomic_load_explicit(&e->state, memory_order_acquire) == WRK_REG_FREE)
+			continue;
+		same = strncmp(e->name, name, sizeof(e->name)) == 0;
+		memcpy(file, &e->file, sizeof(*file));
+		/* release: the reads above stay before this read of seq (no fence) */
+		if (same && atomic_fetch_add_explicit(&e->seq, 0, memory_order_acq_rel) == seq)
+			return true;
+	}
+	return false;
+}
+
 int wrk_run_load(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		 struct proto_error *err)
 {
 	struct wrk *w = ctx;
 	char msg[WL_MSG_MAX + WL_PATH_MAX];
 	const char *path = NULL;
+	struct wl_file_id file;
 	uint32_t version;
 	int rc;
 
 	(void)ans;
 	/* the replay (a registration racing this start) or a repeated load: the same
 	 * file under the same name is loaded already */
-	if (wl_callable_info(req->wl, &version, &path) == 0 && strcmp(path, req->path) == 0)
+	if (wl_callable_info(req->wl, &version, &path) == 0 && strcmp(path, req->path) == 0) {
 		rc = 0;
-	else
-		rc = wl_load_file(req->path, req->wl, msg, sizeof(msg));
+	} else if (!registered_file(w, req->wl, &file)) {
+		snprintf(msg, sizeof(msg), "callable %s: not in the registry", req->wl);
+		rc = -ENOENT;
+	} else { /* the file the supervisor loaded, not one put at its path since */
+		rc = wl_load_file_as(req->path, req->wl, &file, NULL, msg, sizeof(msg));
+	}
 	if (rc == -ENOSPC)
 		return proto_fail(err, CHIPD_E_NO_CAPACITY, "chip %u: %s", w->cfg.chip, msg);
 	if (!rc) /* its own kernels, on this chip's device */

@@ -395,7 +395,7 @@ int chipd_workloads(chipd_conn *c, uint32_t timeout_ms, struct chipd_workload *o
 
 /* Registers the callable at @path (absolute, at most 255 bytes; a file of the
  * supervisor's machine, owned by root or chipd's user and not writable by group or
- * others) on every chip, under @name (NULL: the name its table gives), all or
+ * others, in a directory that is neither) on every chip, under @name (NULL: the name its table gives), all or
  * nothing: when a chip refuses it, the chips that loaded it unload it again and the
  * error is that chip's (err->chip set). *@name_out (CHIPD_NAME_MAX bytes, may be NULL)
  * receives the name and *@version (may be NULL) its version. Returns 0, -EINVAL for a

@@ -263,10 +263,12 @@ static void entry_free(struct sup *s, uint32_t i)
 		SUP_WARN(-1, 0, "callable %s: %s", e->name, msg);
 }
 
-/* Writes free entry @i for @name at @path and makes it PENDING (a registration under
- * way: no worker replays it). The name and path are written under the entry's
- * seqlock, for a worker replaying the slot's earlier occupant meanwhile. */
-static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *path)
+/* Writes free entry @i for @name at @path (the file @file, as this process loaded it)
+ * and makes it PENDING (a registration under way: no worker replays it). The name,
+ * path and file are written under the entry's seqlock, for a worker replaying the
+ * slot's earlier occupant meanwhile. */
+static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *path,
+		       const struct wl_file_id *file)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 
@@ -274,6 +276,7 @@ static void entry_fill(struct sup *s, uint32_t i, const char *name, const char *
 	atomic_fetch_add_explicit(&e->seq, 1, memory_order_acq_rel);
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	snprintf(e->path, sizeof(e->path), "%s", path);
+	e->file = *file;
 	atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
 	atomic_store_explicit(&e->loaded, 0, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
@@ -315,6 +318,7 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	struct sup *s = ctx;
 	char msg[WL_MSG_MAX + WL_PATH_MAX];
 	const char *name, *path;
+	struct wl_file_id file;
 	uint32_t version = 0;
 	int rc, slot = -1;
 	enum chipd_code code = sup_admit_node_op(s, "register", err);
@@ -333,7 +337,8 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 		snprintf(msg, sizeof(msg), "callable %s: %u callables are registered", req->path,
 			 s->reg.n);
 	} else {
-		rc = wl_load_file(req->path, req->wl[0] ? req->wl : NULL, msg, sizeof(msg));
+		rc = wl_load_file_as(req->path, req->wl[0] ? req->wl : NULL, NULL, &file, msg,
+				     sizeof(msg));
 	}
 	if (rc) {
 		pthread_mutex_unlock(&s->reg.lock);
@@ -345,7 +350,7 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	/* the name is the one given, else the table's: the entry just loaded is the last */
 	name = req->wl[0] ? req->wl : wl_names()[wl_count() - 1];
 	(void)wl_callable_info(name, &version, &path);
-	entry_fill(s, (uint32_t)slot, name, req->path);
+	entry_fill(s, (uint32_t)slot, name, req->path, &file);
 	code = load_all(s, (uint32_t)slot, err);
 	if (code != CHIPD_OK) {
 		entry_free(s, (uint32_t)slot);

@@ -22,6 +22,8 @@
  *                breaks its table: missing_kernel, missing_file, args_size, dup,
  *                no_sim, slash (see own_table)
  *   TC_V1        exports only chipd_callable_v1, as a library built for ABI 1
+ *   TC_DATA      exports its table itself as chipd_callable_v2 (a data symbol where
+ *                the entry function belongs)
  *
  * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
  * a callable that keeps killing its workers (the quarantine). With seed 997 its steps
@@ -68,6 +70,7 @@
 #define TC_KILL	    7
 #define TC_OWN	    8
 #define TC_V1	    9
+#define TC_DATA	    10
 
 #ifndef TEST_CALLABLE
 #error "TEST_CALLABLE names the variant"
@@ -368,7 +371,15 @@ static const struct chipd_cl_kernel own_kernels[] = {
     {"tc_nope", 8},
 };
 
+#if TEST_CALLABLE == TC_DATA
+/* the table under the entry's name, as an author who took the entry for the table
+ * would export it (the header's prototype keeps the C name for the function) */
+#define callable tc_table_as_entry
+CHIPD_CALLABLE_EXPORT extern const struct chipd_callable callable __asm__(CHIPD_CALLABLE_ENTRY);
+const struct chipd_callable callable = {
+#else
 static const struct chipd_callable callable = {
+#endif
     .abi = TEST_CALLABLE == TC_ABI ? 99 : CHIPD_CALLABLE_ABI,
     .version = 3,
     .name = TEST_CALLABLE == TC_TABLE ? "Tiny!"
@@ -427,6 +438,10 @@ CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v0(void)
 /* the entry of ABI 1 alone, as a library built against the older header exports */
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void);
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v1(void)
+#elif TEST_CALLABLE == TC_DATA
+/* the function, hidden: the table took its name */
+const struct chipd_callable *tc_entry_hidden(void);
+const struct chipd_callable *tc_entry_hidden(void)
 #else
 CHIPD_CALLABLE_EXPORT const struct chipd_callable *chipd_callable_v2(void)
 #endif

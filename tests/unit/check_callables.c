@@ -375,6 +375,8 @@ START_TEST(broken_refused)
 	    {"tc_no_entry", -EINVAL, "no symbol chipd_callable_v2"},
 	    {"tc_init", -EINVAL, "init failed: broken on purpose"},
 	    {"tc_table", -EINVAL, "its name is not"},
+	    /* called as the entry it would crash the loader (chipd, the supervisor) */
+	    {"tc_data", -EINVAL, "chipd_callable_v2 is a data symbol, not a function"},
 	};
 	char dir[WL_PATH_MAX], path[WL_PATH_MAX], good[WL_PATH_MAX];
 

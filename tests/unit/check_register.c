@@ -185,6 +185,45 @@ START_TEST(replayed_after_restart)
 }
 END_TEST
 
+/* A registered callable's file replaced at its path (another file moved there, as
+ * install(1) does): a restarted chip loads the file the supervisor loaded or nothing,
+ * never the new one under the old name (other code than the node lists); the path
+ * registered again under another name is refused while the old copy is loaded, and
+ * registers once that is unregistered. */
+START_TEST(replaced_file_not_replayed)
+{
+	struct cd d;
+	struct chipd_error err;
+	struct chipd_workload w;
+	chipd_stream *s;
+	char cmd[600];
+	pid_t old;
+
+	cd_start(&d, NULL, NULL);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), "swapped", &err) == 0, "%s", err.message);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.new' && mv '%s.new' '%s'", rf_cl("tc_refuse"),
+		 rf_cl("tc_good"), rf_cl("tc_good"), rf_cl("tc_good"));
+	ck_assert_int_eq(system(cmd), 0);
+	old = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, old, BOUND_MS));
+	ck_assert(cd_listed(&d, "swapped", &w));
+	ck_assert_uint_eq(w.chips, 0x1); /* chip 0 keeps the file it loaded */
+	s = rf_submit(&d, "swapped", 0, 2, 3, 0, &err);
+	ck_assert_msg(s, "%s", err.message);
+	expect_tokens(s, 2, 3);
+	ck_assert_int_eq(rf_reg(&d, rf_cl("tc_good"), "swapped_new", &err), -EREMOTEIO);
+	ck_assert_int_eq(err.code, CHIPD_E_BAD_REQUEST);
+	ck_assert_msg(strstr(err.message, "loaded already as swapped from a file since replaced"),
+		      "%s", err.message);
+	ck_assert_int_eq(
+	    chipd_unregister(d.conn, "swapped", CHIPD_UNREGISTER_REFUSE, CD_CALL_MS, &err), 0);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), "swapped_new", &err) == 0, "%s", err.message);
+	run_on_both(&d, "swapped_new", 6);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 /* Registers tc_good as "partial" and makes chip 1's replay of it fail (its file
  * unsafe while chip 1 restarts): it is then on every chip but chip 1. */
 static void lose_replay_on_chip_1(struct cd *d, uint64_t chips_left)
@@ -584,7 +623,7 @@ START_TEST(quarantine_moves_nothing_further)
 END_TEST
 
 /* Bad files through the run-time path: each refused with the loader's reason,
- * nothing registered. */
+ * nothing registered, the node serving the next. */
 START_TEST(bad_files_refused)
 {
 	static const struct {
@@ -594,17 +633,23 @@ START_TEST(bad_files_refused)
 	    {"tc_no_entry", NULL, "no symbol chipd_callable_v2"},
 	    {"tc_init", NULL, "init failed: broken on purpose"},
 	    {"tc_table", NULL, "its name is not 1..23 characters"},
+	    /* called as the entry, the table would crash the supervisor, the node */
+	    {"tc_data", NULL, "chipd_callable_v2 is a data symbol, not a function"},
 	    {"tc_good", "0666", "writable by group or others (mode 0666)"},
+	    /* its directory, as at start: another user could swap the file */
+	    {"open/tc_good", NULL, "open: writable by group or others (mode 0777)"},
 	    {"link", NULL, "not a regular file"},
 	    {"subdir", NULL, "not a regular file"},
 	    {"missing", NULL, "No such file"},
 	};
 	struct cd d;
 	struct chipd_error err;
-	char cmd[600];
+	char cmd[1024];
 
-	snprintf(cmd, sizeof(cmd), "ln -s '%s/tc_good.so' '%s/link.so' && mkdir '%s/subdir.so'",
-		 rf_dir, rf_dir, rf_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "ln -s '%s/tc_good.so' '%s/link.so' && mkdir '%s/subdir.so' '%s/open' && "
+		 "cp '%s/tc_good.so' '%s/open/' && chmod 0777 '%s/open'",
+		 rf_dir, rf_dir, rf_dir, rf_dir, rf_dir, rf_dir, rf_dir);
 	ck_assert_int_eq(system(cmd), 0);
 	cd_start(&d, NULL, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -671,6 +716,7 @@ int main(void)
 	    {"one_chip_refuses_rollback", one_chip_refuses_rollback},
 	    {"worker_killed_during_registration", worker_killed_during_registration},
 	    {"replayed_after_restart", replayed_after_restart},
+	    {"replaced_file_not_replayed", replaced_file_not_replayed},
 	    {"replay_failed_chip_gets_no_submit", replay_failed_chip_gets_no_submit},
 	    {"replay_failed_chip_gets_no_requeue", replay_failed_chip_gets_no_requeue},
 	    {"replay_failed_chip_gets_no_offer", replay_failed_chip_gets_no_offer},
