@@ -130,6 +130,12 @@ struct wl_task {
 /* Queues task @t on stream @s of @d: a launch, a copy or a function. */
 int wl_task_queue(struct dev *d, struct dev_stream *s, const struct wl_task *t);
 
+/* The arguments checks the device layer makes before it queues @t (dev_kcall_check,
+ * dev_copy's, dev_launch_func's), with no device: 0, or -EINVAL with a message naming
+ * the field in @msg (may be NULL). A task it refuses is its builder's fault, never
+ * the device's. */
+int wl_task_check(const struct wl_task *t, char *msg, size_t cap);
+
 /* One step under construction: a task array in @host plus the two arenas that the
  * builds allocate from. */
 struct wl_step {
@@ -415,6 +421,10 @@ struct wl_lane {
 	struct dev_event *done; /* in: recorded on that stream after the lane's tasks */
 	int err;		/* out: 0, or the first error queueing the lane's tasks */
 	bool recorded;		/* out: @done was recorded (wait for it before reuse) */
+	/* out: err is the device layer's refusal of a task's arguments (wl_task_check),
+	 * before anything of that task was queued: the lane's own fault, not the
+	 * device's */
+	bool refused;
 };
 
 /* The streams @x was created with. */

@@ -2,6 +2,7 @@
 #include "wl.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct wl_exec {
@@ -107,6 +108,39 @@ int wl_task_queue(struct dev *d, struct dev_stream *s, const struct wl_task *t)
 		return dev_launch_func(s, t->u.func.fn, &t->u.func.dims, t->u.func.args,
 				       t->u.func.size);
 	}
+	return -EINVAL;
+}
+
+int wl_task_check(const struct wl_task *t, char *msg, size_t cap)
+{
+	switch (t->kind) {
+	case WL_TASK_LAUNCH:
+		return dev_kcall_check(&t->u.call, msg, cap);
+	case WL_TASK_COPY:
+		if (t->u.copy.kind != DEV_H2D && t->u.copy.kind != DEV_D2H &&
+		    t->u.copy.kind != DEV_D2D) {
+			if (msg && cap)
+				snprintf(msg, cap, "copy: bad direction %d", (int)t->u.copy.kind);
+			return -EINVAL;
+		}
+		if (t->u.copy.n && (!t->u.copy.dst || !t->u.copy.src)) {
+			if (msg && cap)
+				snprintf(msg, cap, "copy: NULL %s", t->u.copy.dst ? "src" : "dst");
+			return -EINVAL;
+		}
+		return 0;
+	case WL_TASK_FUNC:
+		if (!t->u.func.fn || !t->u.func.args || t->u.func.size == 0 ||
+		    t->u.func.size > DEV_FUNC_ARGS_MAX) {
+			if (msg && cap)
+				snprintf(msg, cap, "function: %s",
+					 t->u.func.fn ? "arguments of a bad size" : "no function");
+			return -EINVAL;
+		}
+		return dev_dims_check(&t->u.func.dims, msg, cap);
+	}
+	if (msg && cap)
+		snprintf(msg, cap, "unknown task kind %d", (int)t->kind);
 	return -EINVAL;
 }
 
@@ -239,6 +273,7 @@ int wl_exec_launch(struct wl_exec *x, const struct wl_step *st, struct wl_lane *
 	}
 	for (uint32_t l = 0; l < nlanes; l++) {
 		lanes[l].recorded = false;
+		lanes[l].refused = false;
 		lanes[l].err = wl_exec_stream_ok(x, lanes[l].stream) ? 0 : -ENODEV;
 	}
 	/* one lane, one stream, in task order: stream order covers every dependency */
@@ -251,6 +286,11 @@ int wl_exec_launch(struct wl_exec *x, const struct wl_step *st, struct wl_lane *
 			continue; /* the lane's later tasks are not queued */
 		s = x->streams[ln->stream];
 		ln->err = wl_task_queue(x->dev, s, t);
+		/* the device layer's argument checks come before anything is queued: a
+		 * refusal (the builder's fault) is told from a device error by running
+		 * them again, on this rare path only */
+		if (ln->err == -EINVAL && wl_task_check(t, NULL, 0) != 0)
+			ln->refused = true;
 	}
 	for (uint32_t l = 0; l < nlanes; l++) {
 		struct wl_lane *ln = &lanes[l];

@@ -166,15 +166,24 @@ static bool lane_ok(const struct wl_step *st, uint32_t lane, int dep)
 	       (dep < 0 || st->tasks[dep].lane == lane);
 }
 
+/* A launch whose shape the device layer refuses (dev_kcall_check: a dimension out of
+ * range, a NULL pointer) is the callable's bug. Queued, the device layer would refuse
+ * it on S, failing the lane as a device error does; refused here, on O, it fails its
+ * own build only (internal) and never reaches the device or its health. */
 static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, const void *args,
 		       size_t args_size, int dep)
 {
 	struct wl_step *st = step_of(cst);
+	struct dev_kcall call;
 
 	/* no arguments: copying them into the task would crash O, the worker's builder */
 	if (!args || kernel < 0 || kernel >= DEV_K_COUNT ||
 	    args_size != dev_kcall_args_size((enum dev_kernel)kernel) || dep >= (int)st->n ||
 	    !lane_ok(st, lane, dep))
+		return -EINVAL;
+	call.kernel = (enum dev_kernel)kernel;
+	memcpy(&call.u, args, args_size); /* the kernel's member whole: all the check reads */
+	if (dev_kcall_check(&call, NULL, 0) != 0)
 		return -EINVAL;
 	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
 }

@@ -143,6 +143,9 @@ struct wrk_entry {
 	bool counted;		/* counted in S's lanes in flight on its stream */
 	bool pending;		/* launched, not yet finished */
 	bool held_back;		/* failed: finished once its step is judged (err) */
+	/* err is the device layer's refusal of a task's arguments (wl_lane's refused):
+	 * the request's fault, ended internal, no device error and not in the streak */
+	bool refused;
 };
 
 struct wrk_bank {

@@ -129,8 +129,10 @@ static enum chipd_code publish(struct wrk *w, struct wrk_entry *e)
 	return code;
 }
 
-/* Finishes one lane: publishes the request's token, or fails the request with
- * device_error when its lane failed (@res, -errno); its steps finish in order. */
+/* Finishes one lane: publishes the request's token, or fails the request when its
+ * lane failed (@res, -errno): device_error, or internal when the device layer refused
+ * the lane's arguments before queueing them (@e->refused: the fault is the host's,
+ * as a failed build's, docs/protocol.md 8.3); its steps finish in order. */
 static void finish_entry(struct wrk *w, struct wrk_entry *e, int res)
 {
 	struct wrk_req *rq = e->rq;
@@ -138,6 +140,8 @@ static void finish_entry(struct wrk *w, struct wrk_entry *e, int res)
 
 	if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed)) {
 		/* failed earlier: its later steps are dropped */
+	} else if (res && e->refused) {
+		code = CHIPD_E_INTERNAL;
 	} else if (res) {
 		ctr_s(w, PROTO_WRK_device_errors, 1);
 		code = CHIPD_E_DEVICE_ERROR;
@@ -233,6 +237,7 @@ static void launch(struct sched *sc, struct wrk_bank *b)
 		e->stream = ln->stream;
 		e->recorded = !rc && ln->recorded;
 		e->err = rc ? rc : ln->err;
+		e->refused = !rc && ln->refused;
 		if (e->recorded && !e->counted)
 			sc->busy[ln->stream]++; /* on a failed stream S had no better one for */
 		else if (!e->recorded && e->counted)
@@ -244,8 +249,10 @@ static void launch(struct sched *sc, struct wrk_bank *b)
 			e->err = -EIO;
 		}
 		/* the test hook: this lane fails as a device error would */
-		if (w->cfg.fault && w->cfg.fault(w->cfg.fault_arg, e->rq->id, e->step))
+		if (w->cfg.fault && w->cfg.fault(w->cfg.fault_arg, e->rq->id, e->step)) {
 			e->err = -EIO;
+			e->refused = false;
+		}
 	}
 }
 
@@ -317,7 +324,20 @@ static uint32_t poll_lanes(struct sched *sc, bool *fatal, int *fatal_err)
 			}
 			res = e->err ? e->err : q;
 			e->pending = false;
-			if (res) {
+			if (q) /* its stream failed too: whatever was refused, a device error */
+				e->refused = false;
+			if (res && e->refused) {
+				/* the request's own fault, found before anything of the task was
+				 * queued: neither a failed nor a completed lane for the step's
+				 * verdict (the streak), and nothing to hold back for it */
+				if (!atomic_load_explicit(&e->rq->s_fail, memory_order_relaxed))
+					fprintf(stderr,
+						"chipd worker %u: request %llu: %s: step %u: the "
+						"device layer refused a task's arguments\n",
+						w->cfg.chip, (unsigned long long)e->rq->id,
+						wl_req_workload(e->rq->wl), e->step);
+				finish_entry(w, e, res);
+			} else if (res) {
 				b->failed = true;
 				last_err = res;
 				/* its end waits for the step's verdict (below) */

@@ -4,6 +4,7 @@
 #include "cl_util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -21,16 +22,35 @@ static const struct chipd_cl_param specs[] = {
     [P_SEED] = {"seed", CHIPD_CL_INT64, 1, 0, INT64_MAX, "seed of the tokens, each a function of seed and step"},
     /* for tests and the fault matrix (docs/reliability.md) */
     [P_FAIL_STEP] = {"fail_step", CHIPD_CL_INT64, -1, -1, 1 << 20,
-		     "fault injection: step number fail_step (from 0) launches a kernel the "
-		     "device layer refuses; -1: none"},
+		     "fault injection: step number fail_step (from 0) runs a kernel that "
+		     "faults on the device; -1: none"},
 };
 
-/* A spin longer than the device layer accepts (kcheck: at most an hour). */
-#define SY_BAD_SPIN_NS (3601ull * 1000000000ull)
+/* What fail_step's kernel reads: an embedding whose token lies outside its one-row
+ * table. Every check before the launch passes (the shapes are good); the kernel
+ * rejects the token when it runs, and the device reports that as its stream's error
+ * at run time (the sim and the GPU kernels alike): a device error, as a runtime
+ * fault is. The token reaches the device by a copy task of that step, on its lane's
+ * stream: a synchronous copy in fill would wait for every stream of the device, so
+ * another request's long kernel would hold this request's admission. */
+struct sy_fault {
+	int32_t token; /* SY_BAD_TOKEN, in a vocabulary of 1 */
+	float table;   /* [1][1], never read */
+	float out;     /* [1], never written */
+};
+
+#define SY_BAD_TOKEN 1
 
 struct sy_state {
-	int32_t *tok; /* device */
+	int32_t *tok;		/* device */
+	struct sy_fault *fault; /* device, only with fail_step >= 0 */
+	int32_t bad_token;	/* host: the source of the fault's token */
 };
+
+static bool sy_fails(const int64_t *cfg)
+{
+	return cfg[P_FAIL_STEP] >= 0;
+}
 
 static uint32_t sy_steps(const int64_t *cfg)
 {
@@ -44,9 +64,8 @@ static int32_t sy_token(const int64_t *cfg, uint32_t step)
 
 static void sy_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 {
-	(void)cfg;
 	out->host_bytes = sizeof(struct sy_state);
-	out->dev_bytes = sizeof(int32_t);
+	out->dev_bytes = sizeof(int32_t) + (sy_fails(cfg) ? sizeof(struct sy_fault) : 0);
 }
 
 static int sy_reserve(struct chipd_cl_req *r, char *msg, size_t cap)
@@ -66,6 +85,10 @@ static int sy_fill(struct chipd_cl_req *r, char *msg, size_t cap)
 	struct sy_state *st = r->state;
 	int err = r->host->dev_alloc(r, sizeof(*st->tok), (void **)&st->tok);
 
+	if (!err && sy_fails(r->cfg)) {
+		err = r->host->dev_alloc(r, sizeof(*st->fault), (void **)&st->fault);
+		st->bad_token = SY_BAD_TOKEN;
+	}
 	if (err)
 		snprintf(msg, cap, "synthetic: cannot reserve device memory (%d)", err);
 	return err;
@@ -75,7 +98,10 @@ static void sy_release(struct chipd_cl_req *r)
 {
 	struct sy_state *st = r->state;
 
-	r->host->dev_free(r, st->tok);
+	if (st->fault)
+		r->host->dev_free(r, st->fault);
+	if (st->tok)
+		r->host->dev_free(r, st->tok);
 	r->host->host_free(r, st, sizeof(*st));
 }
 
@@ -97,15 +123,22 @@ static int sy_build(struct chipd_cl_req *r, struct chipd_cl_step *stp, uint32_t 
 	const struct sy_state *st = r->state;
 	struct dev_kcall c = {DEV_K_SPIN, .u.spin = {st->tok, (uint64_t)r->cfg[P_DEVICE_US] * 1000u,
 						     sy_token(r->cfg, step)}};
-	int t;
+	bool fails = r->cfg[P_FAIL_STEP] == (int64_t)step;
+	int t = -1;
 
-	if (r->cfg[P_FAIL_STEP] == (int64_t)step)
-		c.u.spin.ns = SY_BAD_SPIN_NS;
+	if (fails)
+		c = (struct dev_kcall){
+		    DEV_K_EMBED,
+		    .u.embed = {&st->fault->table, &st->fault->token, &st->fault->out, 1, 1}};
 
-	if (r->host->room(stp) < 2)
+	if (r->host->room(stp) < (fails ? 3u : 2u))
 		return -ENOBUFS; /* before burning the host cost for nothing */
 	burn_us(r->cfg[P_HOST_US]);
-	t = cl_launch(r, stp, lane, &c, -1);
+	if (fails)
+		t = r->host->copy_task(stp, lane, &st->fault->token, &st->bad_token,
+				       sizeof(st->bad_token), CHIPD_CL_H2D, -1);
+	if (t >= 0 || !fails)
+		t = cl_launch(r, stp, lane, &c, t);
 	if (t >= 0)
 		t = r->host->copy_task(stp, lane, host_tok, st->tok, sizeof(int32_t), CHIPD_CL_D2H, t);
 	return t < 0 ? t : 0;

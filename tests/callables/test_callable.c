@@ -43,7 +43,9 @@
  * its 4-byte token (its device memory holds 4 ints: the last 3 are 0x7eadbeef); with
  * seed 988 its build writes its token on the host and adds no task. With seed 987 its
  * reserve fails -EINVAL and writes no message; with seed 986 it fails -EINVAL after
- * filling the message buffer to its last byte, with no terminating NUL.
+ * filling the message buffer to its last byte, with no terminating NUL. With seed 985
+ * its launch asks for a spin of more than an hour, a shape the device layer's check
+ * refuses (dev_kcall_check), and its build returns what launch answered.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -345,6 +347,8 @@ static int tiny_build(struct chipd_cl_req *r, struct chipd_cl_step *st, uint32_t
 		return r->host->launch(st, lane + 1, spin, &a, sizeof(a), -1) < 0 ? -EINVAL : 0;
 	if (r->cfg[P_SEED] == 990)
 		a.token += 1000 * null_probes(r, st, lane, token);
+	if (r->cfg[P_SEED] == 985) /* a shape the device layer refuses: a callable's bug */
+		a.ns = 3601ull * 1000000000ull;
 	if (r->cfg[P_SEED] == 988) { /* the token written on the host, no task */
 		*(int32_t *)token = a.token;
 		return 0;

@@ -321,6 +321,59 @@ START_TEST(null_task_memory_refused_at_the_call)
 }
 END_TEST
 
+/* A launch whose shape the device layer's check refuses (tiny, seed 985: a spin of
+ * more than an hour) is refused -EINVAL at the call, so the build fails and the step
+ * stays empty: the callable's bug never reaches the device. synthetic's fail_step, the
+ * fault the device-error tests inject, passes every check before the device (its
+ * task is queued) and faults when it runs: the stream's error, on a device that lives
+ * on. Before, tiny's launch went into the step and the device layer refused it when
+ * the scheduler queued it, as it did synthetic's fail_step (a spin too long). */
+START_TEST(bad_launch_shape_refused_at_the_call)
+{
+	char dir[WL_PATH_MAX], msg[MSG_CAP];
+	struct wl_env env = {0};
+	struct wl_params p;
+	struct wl_req *r;
+	struct wl_exec *x;
+	struct wl_arena host, dev;
+	struct wl_step st;
+	struct wl_out out;
+	void *hmem = malloc(1 << 16), *dmem;
+
+	tiny_loaded(dir, &env);
+	ck_assert_msg(wl_load_dir(CL_BUILTIN_DIR, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(wl_exec_create(&x, env.dev, 1), 0);
+	ck_assert_int_eq(dev_alloc(env.dev, 1 << 16, &dmem), 0);
+	wl_arena_init(&host, hmem, 1 << 16);
+	wl_arena_init(&dev, dmem, 1 << 16);
+	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
+	r = tiny_req(&env, "seed=985,tokens=1");
+	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), -EINVAL);
+	ck_assert_uint_eq(st.n, 0);
+	wl_req_destroy(r);
+
+	wl_params_init(&p);
+	ck_assert_int_eq(wl_params_parse(&p, "tokens=2,device_us=0,fail_step=0", msg, sizeof(msg)),
+			 0);
+	ck_assert_msg(wl_req_create(&r, &env, "synthetic", &p, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
+	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), 0);
+	ck_assert_uint_eq(st.n, 3); /* the bad token's copy, the kernel, the token's copy */
+	for (uint32_t i = 0; i < st.n; i++)
+		ck_assert_int_eq(wl_task_check(&st.tasks[i], msg, sizeof(msg)), 0);
+	ck_assert_int_eq(wl_exec_run(x, &st), -EINVAL); /* the kernel's, when it ran */
+	ck_assert(!dev_lost(env.dev));
+	ck_assert_int_eq(dev_last_error(env.dev, msg, sizeof(msg)), -EINVAL);
+	ck_assert_str_eq(msg, "embed: token 1 outside vocab 1");
+	dev_clear_error(env.dev);
+	wl_req_destroy(r);
+	wl_exec_destroy(x);
+	dev_free(env.dev, dmem);
+	free(hmem);
+	tiny_unloaded(dir, &env);
+}
+END_TEST
+
 /* A copy task into the step's host arena must stay inside the token (and payload) of
  * the request being built: tiny, seed 989, copies 8 bytes into its 4-byte token, whose
  * next 4 bytes are the token of the request built after it in the same step (tiny, seed
@@ -550,6 +603,7 @@ int main(void)
 	    {"kv_give_returns_only_what_the_request_holds",
 	     kv_give_returns_only_what_the_request_holds},
 	    {"null_task_memory_refused_at_the_call", null_task_memory_refused_at_the_call},
+	    {"bad_launch_shape_refused_at_the_call", bad_launch_shape_refused_at_the_call},
 	    {"hook_failing_silently_is_named", hook_failing_silently_is_named},
 	    {"copy_past_the_token_refused", copy_past_the_token_refused},
 	    {"broken_refused", broken_refused},

@@ -548,7 +548,7 @@ START_TEST(stuck_worker_is_killed_and_restarted)
 }
 END_TEST
 
-/* A launch the device layer refuses mid-request (synthetic fail_step): the stream
+/* A kernel that faults on the device mid-request (synthetic fail_step): the stream
  * ends device_error after the tokens before it — as does any request that shared that
  * step on the chip, since they share the device — while the other chip's request
  * completes, and the failing chip keeps serving and counts it. */

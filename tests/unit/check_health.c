@@ -506,6 +506,55 @@ START_TEST(wrong_lane_fails_its_request_alone)
 }
 END_TEST
 
+/* A callable whose launch asks for a shape the device layer refuses (tiny, seed 985: a
+ * spin of more than an hour), ten times in a row on one chip, more than the
+ * scheduler's give-up streak (8 failed steps): the host's launch refuses it, so each
+ * such request fails alone, internal (the callable's bug, not the device's), counted
+ * in no device error; the chip keeps its worker, degraded never, and another client's
+ * request on it completes. Before, the launch went into the step, the device layer
+ * refused it on the scheduler's thread as a device error (device_error), and the
+ * eighth such step made the scheduler give the device up for every user of the
+ * chip. */
+START_TEST(bad_kernel_args_fail_their_request_alone)
+{
+	const char *const args[] = {"--chips", "1", NULL};
+	const struct chipd_param bad[] = {{"seed", 985}, {"tokens", 2}};
+	const struct chipd_param good[] = {{"seed", 3}, {"tokens", 2}};
+	struct chipd_request req = {.workload = "tiny", .params = good, .nparams = 2, .chip = 0};
+	struct chipd_error err;
+	chipd_conn *other;
+	chipd_stream *s;
+	char dir[128];
+	struct cd d;
+	uint64_t id;
+	pid_t w0;
+
+	start_with_tiny(&d, args, dir, sizeof(dir));
+	w0 = cd_worker_pid(&d, 0);
+	for (int i = 0; i < 10; i++) {
+		ck_assert_msg(cd_submit_to(&d, "tiny", 0, bad, 2, &s, &err) == 0, "%d: %s: %s", i,
+			      chipd_code_name(err.code), err.message);
+		cd_expect_stream(s, 0, CHIPD_E_INTERNAL, WAIT_MS);
+	}
+	ck_assert_int_eq(chipd_connect(d.instance, &other, &err), 0);
+	ck_assert_msg(chipd_submit(other, &req, CD_CALL_MS, &id, &s, &err) == 0, "%s: %s",
+		      chipd_code_name(err.code), err.message);
+	cd_expect_stream(s, 2, CHIPD_OK, WAIT_MS);
+	chipd_close(other);
+	ck_assert_int_eq(cd_worker_pid(&d, 0), w0);
+	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "failed", 10, WAIT_MS), 10);
+	ck_assert_uint_eq(cd_stat_reaches(&d, "chip0", "completed", 1, WAIT_MS), 1);
+	ck_assert_uint_eq(cd_stat(&d, "chip0", "device_errors"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "err_device_error"), 0);
+	ck_assert_uint_eq(cd_stat_reaches(&d, "supervisor", "err_internal", 10, WAIT_MS), 10);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_degraded"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_deaths"), 0);
+	ck_assert_uint_eq(cd_stat(&d, "supervisor", "worker_starts"), 1);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+	cd_remove_dir(dir);
+}
+END_TEST
+
 /* A fill of 2 s, six times --progress-ms, within --fill-ms (the default, 10 min): the
  * chip stays ready and the request completes. A slow fill is no stall of O or S. */
 START_TEST(slow_fill_within_fill_ms_completes)
@@ -543,6 +592,7 @@ int main(void)
 	    {"unposted_forward", unposted_forward_is_posted_after_a_router_stall},
 	    {"slow_fill", slow_fill_within_fill_ms_completes},
 	    {"wrong_lane", wrong_lane_fails_its_request_alone},
+	    {"bad_kernel_args", bad_kernel_args_fail_their_request_alone},
 	    {"stalled_supervisor", stalled_supervisor_kills_no_worker},
 	    {"dead_worker_gauges", dead_worker_gauges_read_zero},
 	};

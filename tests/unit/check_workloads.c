@@ -667,6 +667,62 @@ START_TEST(exec_lanes_end_on_their_own)
 }
 END_TEST
 
+/* A lane whose launch the device layer's check refuses (a spin of more than an hour,
+ * queued as no callable's launch can queue it) is marked refused: its builder's
+ * fault, told apart from a stream's error (a kernel that fails when it runs, lane 2)
+ * and from a lane that completes; wl_task_check refuses what the device layer would
+ * refuse of each kind of task, and nothing else. */
+START_TEST(exec_lane_refused_by_its_check_is_marked)
+{
+	struct fx f;
+	struct wl_task tasks[3], t;
+	struct wl_step st = {.tasks = tasks, .n = 3, .cap = 3};
+	struct wl_lane lanes[3];
+	struct dev_event *ev[3];
+	struct lane_bufs b;
+	char msg[DEV_ERRMSG_MAX];
+
+	fx_init(&f, 4);
+	lane_bufs_alloc(&f, &b, 9, 2);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(dev_event_create(f.d, &ev[i]), 0);
+	tasks[0] = spin_task(0, &b.dout[0], 0, 1);
+	tasks[1] = spin_task(1, &b.dout[1], 3601ull * 1000000000ull, 2);
+	tasks[2] = bad_embed_task(2, b.dtok, b.emb, b.out);
+	for (unsigned i = 0; i < 3; i++)
+		lanes[i] = (struct wl_lane){.stream = i, .done = ev[i]};
+	ck_assert_int_eq(wl_exec_launch(f.x, &st, lanes, 3), 0);
+	ck_assert(lanes[0].err == 0 && !lanes[0].refused && lanes[0].recorded);
+	ck_assert_int_eq(lanes[1].err, -EINVAL);
+	ck_assert(lanes[1].refused && lanes[1].recorded);
+	ck_assert(lanes[2].err == 0 && !lanes[2].refused && lanes[2].recorded);
+	ck_assert_int_eq(dev_event_sync(ev[0]), 0);
+	ck_assert_int_eq(dev_event_sync(ev[1]), 0); /* nothing of it ran: its stream is well */
+	ck_assert_int_eq(dev_event_sync(ev[2]), -EINVAL);
+	ck_assert_int_eq(wl_exec_stream_reset(f.x, 2), 0);
+	dev_clear_error(f.d);
+	/* the checks, kind by kind */
+	ck_assert_int_eq(wl_task_check(&tasks[0], msg, sizeof(msg)), 0);
+	ck_assert_int_eq(wl_task_check(&tasks[2], msg, sizeof(msg)), 0); /* a run-time fault */
+	ck_assert_int_eq(wl_task_check(&tasks[1], msg, sizeof(msg)), -EINVAL);
+	ck_assert_str_eq(msg, "spin: ns 3601000000000 above an hour");
+	t = (struct wl_task){.kind = WL_TASK_COPY};
+	t.u.copy.dst = b.dout;
+	t.u.copy.n = sizeof(int32_t);
+	t.u.copy.kind = DEV_D2H;
+	ck_assert_int_eq(wl_task_check(&t, NULL, 0), -EINVAL); /* no source */
+	t.u.copy.src = b.dtok;
+	ck_assert_int_eq(wl_task_check(&t, NULL, 0), 0);
+	t = (struct wl_task){.kind = WL_TASK_FUNC};
+	ck_assert_int_eq(wl_task_check(&t, msg, sizeof(msg)), -EINVAL);
+	ck_assert_str_eq(msg, "function: no function");
+	for (int i = 0; i < 3; i++)
+		dev_event_destroy(ev[i]);
+	lane_bufs_free(&f, &b);
+	fx_fini(&f);
+}
+END_TEST
+
 Suite *workloads_suite(void);
 
 Suite *workloads_suite(void)
@@ -687,6 +743,7 @@ Suite *workloads_suite(void)
 	    {"reserve_then_fill_or_destroy", reserve_then_fill_or_destroy},
 	    {"exec_survives_a_stream_it_cannot_replace", exec_survives_a_stream_it_cannot_replace},
 	    {"exec_lanes_end_on_their_own", exec_lanes_end_on_their_own},
+	    {"exec_lane_refused_by_its_check_is_marked", exec_lane_refused_by_its_check_is_marked},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));

@@ -511,7 +511,7 @@ START_TEST(s_fatal_ends_a_failed_lane_of_an_unfinished_step_device_error)
 	cfg.s_fatal_streak = 1;
 	wf_start(&f, &cfg, 64);
 	ck_assert(tu_eventually(wf_gate_entered, &gate, READ_MS));
-	/* request 1's steps take a second each; request 2's first launch is refused */
+	/* request 1's steps take a second each; request 2's first kernel faults */
 	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=1000000", 0, NULL),
 			 CHIPD_OK);
 	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=3,fail_step=0", 0, NULL),

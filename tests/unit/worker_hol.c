@@ -65,9 +65,9 @@ START_TEST(slow_request_does_not_hold_up_fast_one)
 }
 END_TEST
 
-/* A request whose step 3 the device refuses (synthetic fail_step: the launch is
- * refused) ends device_error at that step; another request running in the same steps
- * completes every token. */
+/* A request whose step 3 the device fails (synthetic fail_step: its kernel faults
+ * when it runs) ends device_error at that step; another request running in the same
+ * steps completes every token. */
 START_TEST(device_error_fails_only_its_request)
 {
 	struct wrk_config cfg;
