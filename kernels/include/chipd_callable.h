@@ -210,9 +210,10 @@ struct chipd_callable {
 	const char *kernels_sim, *kernels_amd, *kernels_nvidia;
 	uint64_t reserved[4];
 
-	/* Once, when loaded: in chipd's supervisor, before it forks the workers (which
-	 * inherit what init set up), with no device open. A failure refuses the callable
-	 * with its message. NULL: nothing to do. */
+	/* Once per process that loads the library, with no device open: for --callables
+	 * in chipd's supervisor before it forks the workers (which inherit what init set
+	 * up); for a registered callable in the supervisor, then in each worker's load.
+	 * A failure refuses the callable with its message. NULL: nothing to do. */
 	int (*init)(const struct chipd_cl_host *host, char *msg, size_t cap);
 	/* Checks between parameters (ranges are checked already); NULL: none. */
 	int (*check)(const int64_t *cfg, char *msg, size_t cap);
