@@ -271,6 +271,17 @@ static int admit_wl(struct wrk *w, const struct proto_msg *req, struct wrk_req *
 	if (c->max_request_host_bytes && cost.host_bytes > c->max_request_host_bytes)
 		return over_limit(err, req->wl, "host bytes", cost.host_bytes,
 				  "max-request-host-bytes", c->max_request_host_bytes);
+	/* the KV cache the declaration needs, whatever reserve would take (kv_take's
+	 * words: protocol.md quotes them) */
+	if (cost.kv_blocks && cost.kv_block_floats > c->kv_block_floats)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "%s: KV blocks of %u floats exceed the pool's blocks of %u",
+				  req->wl, cost.kv_block_floats, c->kv_block_floats);
+	if (cost.kv_blocks > c->kv_blocks)
+		return proto_fail(err, CHIPD_E_BAD_REQUEST,
+				  "%s: %llu KV blocks needed, more than the chip's KV cache holds "
+				  "(kv-blocks=%u)",
+				  req->wl, (unsigned long long)cost.kv_blocks, c->kv_blocks);
 	pthread_mutex_lock(&w->kv_lock);
 	rc = wl_req_reserve(&rq->wl, &env, req->wl, &p, msg, sizeof(msg));
 	pthread_mutex_unlock(&w->kv_lock);

@@ -45,7 +45,9 @@
  * reserve fails -EINVAL and writes no message; with seed 986 it fails -EINVAL after
  * filling the message buffer to its last byte, with no terminating NUL. With seed 985
  * its launch asks for a spin of more than an hour, a shape the device layer's check
- * refuses (dev_kcall_check), and its build returns what launch answered.
+ * refuses (dev_kcall_check), and its build returns what launch answered. With seed 984
+ * its cost declares 2^63 - 1 KV blocks, with seed 983 one block of 2^32 - 1 floats:
+ * more than any chip's KV cache holds; neither takes any.
  */
 #include "chipd_callable.h"
 #include "tc_kernels.h"
@@ -178,6 +180,10 @@ static void tiny_cost(const int64_t *cfg, struct chipd_cl_cost *out)
 		out->kv_blocks = 2;
 		out->kv_block_floats = 1;
 	}
+	if (cfg[P_SEED] == 984) /* declared, never taken: more than any KV cache */
+		*out = (struct chipd_cl_cost){out->host_bytes, out->dev_bytes, UINT64_MAX / 2, 1};
+	if (cfg[P_SEED] == 983) /* 1 block, larger than any chip's */
+		*out = (struct chipd_cl_cost){out->host_bytes, out->dev_bytes, 1, UINT32_MAX};
 }
 
 /* This worker's requests of the callable between reserve and release (reserve runs

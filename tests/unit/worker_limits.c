@@ -88,6 +88,37 @@ START_TEST(huge_declared_cost_refused)
 }
 END_TEST
 
+/* callables.md: a declared KV need the chip's cache cannot hold is refused before
+ * reserve runs (bad_request), even by a callable that would take no block at all. */
+START_TEST(declared_kv_over_the_cache_refused)
+{
+	static const struct {
+		const char *params, *says;
+	} cases[] = {
+	    {"seed=984,tokens=1", "tiny: 9223372036854775807 KV blocks needed, more than the "
+				  "chip's KV cache holds (kv-blocks="},
+	    {"seed=983,tokens=1", "tiny: KV blocks of 4294967295 floats exceed the pool's "
+				  "blocks of "},
+	};
+	char msg[CHIPD_MSG_MAX];
+	struct ring_rec rec[8];
+	struct wf f;
+	int code;
+
+	start_with_tiny(&f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		code = wf_assign(&f, 1, 0, "tiny", cases[i].params, 0, msg);
+		ck_assert_msg(code == CHIPD_E_BAD_REQUEST, "%s: code %d, message: %s",
+			      cases[i].params, code, msg);
+		ck_assert_msg(strstr(msg, cases[i].says), "message: %s", msg);
+	}
+	ck_assert_uint_eq(wf_ctr(&f, "admitted"), 0);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "tiny", "seed=3,tokens=2", 0, msg), CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	wf_stop(&f);
+}
+END_TEST
+
 /* callables.md: a callable's fill runs on the loader thread, off the mailbox thread.
  * A run-time callable (the tests' "tiny", seed 995: a fill of 10 x step_us, here 1 s,
  * with a cost as small as a one-token request's) may do slow work there; M must still
@@ -299,6 +330,7 @@ void wrk_add_limit_tcases(Suite *s)
 	    {"shutdown_waits_for_a_held_load", shutdown_waits_for_a_held_load},
 	    {"request_of_no_step_refused", request_of_no_step_refused},
 	    {"huge_declared_cost_refused", huge_declared_cost_refused},
+	    {"declared_kv_over_the_cache_refused", declared_kv_over_the_cache_refused},
 	    {"slow_fill_of_a_small_request_is_off_m", slow_fill_of_a_small_request_is_off_m},
 	    {"heartbeat_reports_the_fill", heartbeat_reports_the_fill},
 	};
