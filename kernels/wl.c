@@ -140,6 +140,7 @@ int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev
 	st->building = 0;
 	st->token = NULL;
 	st->token_len = 0;
+	st->why[0] = '\0';
 	return st->tasks ? 0 : -ENOBUFS;
 }
 
@@ -632,6 +633,7 @@ int wl_req_build(struct wl_req *r, struct wl_step *st, uint32_t lane, struct wl_
 	st->building = lane + 1;
 	st->token = tok;
 	st->token_len = tok_size;
+	st->why[0] = '\0';
 	err = tok ? r->wc->cl->build(&r->pub, (struct chipd_cl_step *)st, lane, built, tok)
 		  : -ENOBUFS;
 	st->building = 0;

@@ -149,6 +149,10 @@ struct wl_step {
 	 * copy task of its build may write */
 	const void *token;
 	size_t token_len;
+	/* why the host refused a launch of the build under way (the device layer's
+	 * check, e.g. "spin: ns 3601000000000 above an hour"); empty: none. For the
+	 * worker's log line of a failed build. */
+	char why[WL_MSG_MAX];
 };
 
 /* Starts an empty step with room for @max_tasks tasks taken from @host. @dev is the

@@ -183,7 +183,7 @@ static int host_launch(struct chipd_cl_step *cst, uint32_t lane, int kernel, con
 		return -EINVAL;
 	call.kernel = (enum dev_kernel)kernel;
 	memcpy(&call.u, args, args_size); /* the kernel's member whole: all the check reads */
-	if (dev_kcall_check(&call, NULL, 0) != 0)
+	if (dev_kcall_check(&call, st->why, sizeof(st->why)) != 0)
 		return -EINVAL;
 	return wl_add_launch_args(st, lane, (enum dev_kernel)kernel, args, args_size, dep);
 }

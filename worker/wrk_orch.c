@@ -195,10 +195,11 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 			 * end it once S has what is in flight. One line per request: a
 			 * failed request is never built again. */
 			fprintf(stderr,
-				"chipd worker %u: request %llu: %s: build failed: %s%s\n",
+				"chipd worker %u: request %llu: %s: build failed: %s%s%s%s\n",
 				w->cfg.chip, (unsigned long long)rq->id,
 				wl_req_workload(rq->wl), strerror(-rc),
-				rc == -ENOBUFS ? " (alone in an empty step)" : "");
+				rc == -ENOBUFS ? " (alone in an empty step)" : "",
+				b->step.why[0] ? ": a launch refused: " : "", b->step.why);
 			o_fail(rq);
 			continue;
 		}

@@ -350,6 +350,8 @@ START_TEST(bad_launch_shape_refused_at_the_call)
 	r = tiny_req(&env, "seed=985,tokens=1");
 	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), -EINVAL);
 	ck_assert_uint_eq(st.n, 0);
+	/* what the worker's log line of the failed build says */
+	ck_assert_str_eq(st.why, "spin: ns 3601000000000 above an hour");
 	wl_req_destroy(r);
 
 	wl_params_init(&p);
@@ -359,6 +361,7 @@ START_TEST(bad_launch_shape_refused_at_the_call)
 	ck_assert_int_eq(wl_step_init(&st, &host, &dev, 8), 0);
 	ck_assert_int_eq(wl_req_build(r, &st, 0, &out), 0);
 	ck_assert_uint_eq(st.n, 3); /* the bad token's copy, the kernel, the token's copy */
+	ck_assert_str_eq(st.why, ""); /* a good build leaves no reason behind */
 	for (uint32_t i = 0; i < st.n; i++)
 		ck_assert_int_eq(wl_task_check(&st.tasks[i], msg, sizeof(msg)), 0);
 	ck_assert_int_eq(wl_exec_run(x, &st), -EINVAL); /* the kernel's, when it ran */
