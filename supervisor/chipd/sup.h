@@ -275,6 +275,7 @@ struct sup_reg_book {
 };
 
 struct wrk_reg_entry;
+struct sup_ccl;
 
 struct sup {
 	struct sup_config cfg;
@@ -314,6 +315,10 @@ struct sup {
 	struct sup_fwd *fwd;
 	uint32_t nfwd, fwd_cap;
 	struct proto_msg *fwd_msg; /* router thread only: scratch for an assign or answer */
+	/* router thread only: the cancels passed on to workers and not ended yet
+	 * (sup_cancel.h), the first nccl of ccl_cap in use */
+	struct sup_ccl *ccl;
+	uint32_t nccl, ccl_cap;
 	/* the handshake socket (sup_conn.c): listening fd, its path, the connections */
 	int listen_fd;
 	/* a descriptor (/dev/null) held back for the moment chipd runs out of them: closed
@@ -611,7 +616,8 @@ bool sup_worker_silent(struct sup *s, struct sup_worker *w);
 /* Passes a cancel of request @id on to worker @w and waits for its answer
  * (sup_call_run; sup_router.c). Returns the code, with @err filled; CHIPD_OK also when
  * the worker died with the cancel in flight (-EPIPE): its death path ends a stream
- * whose cancel_asked is set as cancelled. Router thread. */
+ * whose cancel_asked is set as cancelled. Router thread: only when the table of
+ * cancels in flight is full (sup_cancel_start, sup_cancel.h). */
 enum chipd_code sup_cancel_on(struct sup *s, struct sup_worker *w, uint64_t id,
 			      struct proto_error *err);
 /* Publishes @w's state in the directory (and @w->state). */

@@ -18,6 +18,7 @@
  * unload) or after it ended (it reads the final entry): none misses one. The books
  * (draining, crashes) are under sup.lock: the router's admission reads them. */
 #include "sup.h"
+#include "sup_cancel.h"
 #include "sup_clstat.h"
 #include "sup_log.h"
 #include "sup_register.h"
@@ -383,10 +384,13 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 		for (uint32_t k = 0; k < n && k < CANCEL_BATCH; k++) {
 			struct proto_error err;
 
-			if (retry && sup_worker_silent(s, &s->workers[chips[k]]))
+			/* posted without waiting (sup_cancel.c), once: the next step finds
+			 * it still in flight, or the request ended */
+			if ((retry && sup_worker_silent(s, &s->workers[chips[k]])) ||
+			    sup_cancel_pending(s, ids[k]))
 				continue;
 			/* one that ended meanwhile: not_found */
-			(void)sup_cancel_on(s, &s->workers[chips[k]], ids[k], &err);
+			(void)sup_cancel_start(s, &s->workers[chips[k]], ids[k], false, &err);
 		}
 	}
 	if (n)

@@ -5,6 +5,7 @@
  * worker's answer (bounded by SUP_FORWARD_MS: a call not answered by then is given
  * up; the worker's health is the heartbeat's to judge). */
 #include "sup.h"
+#include "sup_cancel.h"
 #include "sup_log.h"
 #include "sup_register.h"
 
@@ -262,7 +263,7 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	struct sup *s = ctx;
 	struct sup_worker *w = NULL;
 	struct sup_req *e;
-	enum chipd_code code;
+	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	e = sup_table_find(s, (uint64_t)req->id);
@@ -293,15 +294,16 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
-		code =
-		    proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
+		rc = proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
 		err->request = req->id;
-		return code;
+		return rc;
 	}
-	code = sup_cancel_on(s, w, (uint64_t)req->id, err);
-	if (code == CHIPD_OK)
+	/* posted without waiting: answered once its worker answered (or died, or its
+	 * bound passed), so a stopped worker holds up nobody else (sup_cancel.c) */
+	rc = sup_cancel_start(s, w, (uint64_t)req->id, true, err);
+	if (rc == CHIPD_OK)
 		ans->id = req->id;
-	return code;
+	return rc;
 }
 
 /* Gauge @i of worker block @b as status reports it (0..UINT32_MAX): the block lies in
@@ -537,16 +539,19 @@ static void *router_main(void *arg)
 		int rc;
 
 		sup_register_tick(s); /* quarantines due */
-		/* answers of forwarded submits first: their clients wait already */
+		/* answers of forwarded submits and cancels first: their clients wait */
 		sup_fwd_progress(s);
+		sup_ccl_progress(s);
 		rc = sup_region_next(s, &ev, &k, &owner,
-				     shm_now_ns() + (s->nfwd ? ROUTER_FWD_SLICE_NS : ROUTER_SLICE_NS));
+				     shm_now_ns() + (s->nfwd || s->nccl ? ROUTER_FWD_SLICE_NS
+									: ROUTER_SLICE_NS));
 		if (rc)
 			continue; /* -EAGAIN (an answer came), -ETIMEDOUT or -EINTR */
 		mb = &s->node.pool_mbox[k];
 		if (ev.kind == MBOX_EV_RESET) {
-			/* a submit in flight in that slot is answered to nobody */
+			/* a submit or cancel in flight in that slot is answered to nobody */
 			sup_fwd_client_reset(s, k, ev.t);
+			sup_ccl_client_reset(s, k, ev.t);
 			mbox_ack_reset(mb, ev.t);
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 			continue;
@@ -579,6 +584,7 @@ static void *router_main(void *arg)
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 	}
 	sup_fwd_end_all(s);
+	sup_ccl_end_all(s);
 	return NULL;
 }
 
@@ -591,13 +597,16 @@ int sup_router_start(struct sup *s)
 	 * refusal, not refused by the mailbox layer unseen */
 	atomic_store_explicit(&s->router_quit, false, memory_order_relaxed);
 	rc = sup_fwd_init(s);
-	if (rc)
-		return rc;
-	rc = -pthread_create(&s->router, NULL, router_main, s);
 	if (rc == 0)
+		rc = sup_ccl_init(s);
+	if (rc == 0)
+		rc = -pthread_create(&s->router, NULL, router_main, s);
+	if (rc == 0) {
 		s->router_running = true;
-	else
+	} else {
+		sup_ccl_free(s);
 		sup_fwd_free(s);
+	}
 	return rc;
 }
 
@@ -611,6 +620,7 @@ void sup_router_stop(struct sup *s)
 	sup_router_wake(s);
 	pthread_join(s->router, NULL);
 	s->router_running = false;
+	sup_ccl_free(s);
 	sup_fwd_free(s);
 	for (uint32_t k = 0; k < s->node.npool; k++)
 		if (s->node.pool_mbox[k].hdr) /* ever handed out */
