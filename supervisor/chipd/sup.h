@@ -272,6 +272,9 @@ struct sup_reg_book {
 	/* the connection (its hello's "client") whose unregister --drain or --cancel is
 	 * under way, 0 none: once it is gone, the router carries the drain out itself */
 	uint64_t drainer;
+	/* the unload posted to each chip and not read yet (router thread, under
+	 * reg.lock): read at the next step, given up after SUP_FORWARD_MS */
+	struct sup_post unload[CHIPD_MAX_CHIPS];
 };
 
 struct wrk_reg_entry;

@@ -9,8 +9,11 @@
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +129,70 @@ START_TEST(silent_chip_does_not_stall_a_gone_clients_unload)
 }
 END_TEST
 
+/* An unregister by another client (its own connection), asking again every 20 ms for
+ * 5 s, made by a thread while the test pings. */
+struct unreg_call {
+	struct cd *d;
+	int rc;
+	struct chipd_error err;
+	atomic_bool done;
+};
+
+static void *unregister_thread(void *arg)
+{
+	struct unreg_call *u = arg;
+	chipd_conn *conn = NULL;
+
+	u->rc = chipd_connect(u->d->instance, &conn, &u->err);
+	if (u->rc == 0)
+		u->rc = chipd_unregister(conn, "tiny", CHIPD_UNREGISTER_REFUSE, 5000, &u->err);
+	chipd_close(conn);
+	atomic_store_explicit(&u->done, true, memory_order_release);
+	return NULL;
+}
+
+/* A client's own unregister while chip 1's worker is stopped: each of its asks posts
+ * chip 1's unload (once) and reads its answer at the next ask without waiting, so the
+ * other clients are served all along: the test's pings are answered while the
+ * unregister asks for 5 s, then fails timeout "a chip has not unloaded it" as before.
+ * Once chip 1 runs, the next unregister unloads it there. Before, each ask waited the
+ * forward bound (2 s) for chip 1 in the router, serving nobody meanwhile. */
+START_TEST(clients_unregister_does_not_stall_the_router)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	struct unreg_call u = {0};
+	struct chipd_error err;
+	unsigned pings = 0;
+	pthread_t th;
+	struct cd d;
+	pid_t w1;
+
+	cd_start(&d, args, NULL);
+	u.d = &d;
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, unregister_thread, &u), 0);
+	while (!atomic_load_explicit(&u.done, memory_order_acquire)) {
+		ck_assert_msg(chipd_ping(d.conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
+		pings++;
+		usleep(10000);
+	}
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(u.rc == -ETIMEDOUT && strstr(u.err.message, "has not unloaded it"),
+		      "unregister: %d (%s)", u.rc, u.err.message);
+	/* hundreds in 5 s; a router held 2 s per ask answers a few */
+	ck_assert_msg(pings >= 40, "%u pings answered: the router waited for chip 1", pings);
+	ck_assert(cd_listed(&d, "tiny", NULL)); /* chip 1 still has it */
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	chip1_unloaded(&d, w1);
+}
+END_TEST
+
 /* A registration whose load a live chip does not answer within the forward bound (its
  * callable's init there takes 3.5 s) fails, worker_lost naming the chip, and is
  * rolled back on every chip, that one included: a submit of the name pinned to either
@@ -182,6 +249,8 @@ int main(void)
 	    {"unload_left_by_a_gone_client_completes", unload_left_by_a_gone_client_completes},
 	    {"silent_chip_does_not_stall_a_gone_clients_unload",
 	     silent_chip_does_not_stall_a_gone_clients_unload},
+	    {"clients_unregister_does_not_stall_the_router",
+	     clients_unregister_does_not_stall_the_router},
 	    {"failed_registration_leaves_no_chip_with_it",
 	     failed_registration_leaves_no_chip_with_it},
 	};
