@@ -279,6 +279,7 @@ struct sup_reg_book {
 
 struct wrk_reg_entry;
 struct sup_ccl;
+struct sup_defer;
 
 struct sup {
 	struct sup_config cfg;
@@ -313,6 +314,15 @@ struct sup {
 	pid_t router_client;   /* router thread only: who sent the request being served */
 	uint32_t router_region; /* router thread only: the client region it came through */
 	struct mbox_ticket router_ticket; /* router thread only: that request's slot */
+	/* router thread only: that request's bytes, in its slot (sup_router_defer copies
+	 * them), and whether it is a put-off one run again */
+	const void *router_req;
+	uint32_t router_req_len;
+	bool router_rerun;
+	/* router thread only: the registers and unregisters put off while a worker's
+	 * start held the registry's lock (sup_router.c), the first ndefer in use */
+	struct sup_defer *defer;
+	uint32_t ndefer;
 	/* router thread only: the submits forwarded to a worker and not answered yet
 	 * (sup_forward.c), fwd_cap = nreqs entries, the first nfwd in use */
 	struct sup_fwd *fwd;
@@ -712,6 +722,11 @@ static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
 /* ---- router (sup_router.c) ---- */
 int sup_router_start(struct sup *s);
 void sup_router_stop(struct sup *s);
+/* Puts the register or unregister being served off: it is run again, and answered,
+ * once the registry's lock is free (a worker's start holds it until the spawner
+ * answered: up to 5 s). Returns false when it cannot be (every place taken): the
+ * caller waits for the lock then. Router thread. */
+bool sup_router_defer(struct sup *s);
 
 /* ---- submits in flight (sup_forward.c), router thread only ---- */
 

@@ -365,6 +365,21 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 	return code;
 }
 
+/* Takes reg_lock for the router's register or unregister. The event loop holds it
+ * through a worker's start, until the spawner answered (up to 5 s: a stopped spawner,
+ * sup_register_spawn_begin): rather than wait, serving nobody, the router puts the op
+ * off (sup_router_defer) and runs it again once the lock is free. Returns false when
+ * put off. */
+static bool reg_lock_or_defer(struct sup *s)
+{
+	if (pthread_mutex_trylock(&s->reg.lock) == 0)
+		return true;
+	if (sup_router_defer(s))
+		return false;
+	pthread_mutex_lock(&s->reg.lock); /* nowhere to keep it: bounded by the start's */
+	return true;
+}
+
 int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		     struct proto_error *err)
 {
@@ -380,7 +395,8 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
 		return proto_fail(err, CHIPD_E_DRAINING,
 				  "chipd is not ready (starting or draining): no registration");
-	pthread_mutex_lock(&s->reg.lock);
+	if (!reg_lock_or_defer(s))
+		return PROTO_DEFERRED;
 	for (uint32_t i = 0; i < s->reg.n && slot < 0; i++)
 		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
 			slot = (int)i;
@@ -505,7 +521,8 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 
 	if (code != CHIPD_OK)
 		return code;
-	pthread_mutex_lock(&s->reg.lock);
+	if (!reg_lock_or_defer(s))
+		return PROTO_DEFERRED;
 	i = find(s, req->wl);
 	if (i < 0 || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE) {
 		pthread_mutex_unlock(&s->reg.lock);
