@@ -96,6 +96,12 @@ struct sup_worker {
 	 * meanwhile, a restart included, records from its start */
 	bool tracing;
 	/* event loop only */
+	/* the trace flag its start was asked with (sup_worker_child's @trace): a trace
+	 * op that came while it started did not reach it, and it gets the trace op that
+	 * tracing says once READY (trace_post: answered, or given up after
+	 * SUP_FORWARD_MS, sup_health.c) */
+	bool spawn_trace;
+	struct sup_post trace_post;
 	uint64_t deaths_ns[16]; /* recent deaths, a ring of crash_limit entries */
 	uint32_t ndeaths;
 	uint32_t backoff_ms;
