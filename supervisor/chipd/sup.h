@@ -96,6 +96,12 @@ struct sup_worker {
 	 * meanwhile, a restart included, records from its start */
 	bool tracing;
 	/* event loop only */
+	/* the trace flag its start was asked with (sup_worker_child's @trace): a trace
+	 * op that came while it started did not reach it, and it gets the trace op that
+	 * tracing says once READY (trace_post: answered, or given up after
+	 * SUP_FORWARD_MS, sup_health.c) */
+	bool spawn_trace;
+	struct sup_post trace_post;
 	uint64_t deaths_ns[16]; /* recent deaths, a ring of crash_limit entries */
 	uint32_t ndeaths;
 	uint32_t backoff_ms;
@@ -272,9 +278,14 @@ struct sup_reg_book {
 	/* the connection (its hello's "client") whose unregister --drain or --cancel is
 	 * under way, 0 none: once it is gone, the router carries the drain out itself */
 	uint64_t drainer;
+	/* the unload posted to each chip and not read yet (router thread, under
+	 * reg.lock): read at the next step, given up after SUP_FORWARD_MS */
+	struct sup_post unload[CHIPD_MAX_CHIPS];
 };
 
 struct wrk_reg_entry;
+struct sup_ccl;
+struct sup_defer;
 
 struct sup {
 	struct sup_config cfg;
@@ -309,11 +320,24 @@ struct sup {
 	pid_t router_client;   /* router thread only: who sent the request being served */
 	uint32_t router_region; /* router thread only: the client region it came through */
 	struct mbox_ticket router_ticket; /* router thread only: that request's slot */
+	/* router thread only: that request's bytes, in its slot (sup_router_defer copies
+	 * them), and whether it is a put-off one run again */
+	const void *router_req;
+	uint32_t router_req_len;
+	bool router_rerun;
+	/* router thread only: the registers and unregisters put off while a worker's
+	 * start held the registry's lock (sup_router.c), the first ndefer in use */
+	struct sup_defer *defer;
+	uint32_t ndefer;
 	/* router thread only: the submits forwarded to a worker and not answered yet
 	 * (sup_forward.c), fwd_cap = nreqs entries, the first nfwd in use */
 	struct sup_fwd *fwd;
 	uint32_t nfwd, fwd_cap;
 	struct proto_msg *fwd_msg; /* router thread only: scratch for an assign or answer */
+	/* router thread only: the cancels passed on to workers and not ended yet
+	 * (sup_cancel.h), the first nccl of ccl_cap in use */
+	struct sup_ccl *ccl;
+	uint32_t nccl, ccl_cap;
 	/* the handshake socket (sup_conn.c): listening fd, its path, the connections */
 	int listen_fd;
 	/* a descriptor (/dev/null) held back for the moment chipd runs out of them: closed
@@ -612,7 +636,8 @@ bool sup_worker_silent(struct sup *s, struct sup_worker *w);
 /* Passes a cancel of request @id on to worker @w and waits for its answer
  * (sup_call_run; sup_router.c). Returns the code, with @err filled; CHIPD_OK also when
  * the worker died with the cancel in flight (-EPIPE): its death path ends a stream
- * whose cancel_asked is set as cancelled. Router thread. */
+ * whose cancel_asked is set as cancelled. Router thread: only when the table of
+ * cancels in flight is full (sup_cancel_start, sup_cancel.h). */
 enum chipd_code sup_cancel_on(struct sup *s, struct sup_worker *w, uint64_t id,
 			      struct proto_error *err);
 /* Publishes @w's state in the directory (and @w->state). */
@@ -704,6 +729,11 @@ static inline void sup_ask_stop(struct sup *s, uint32_t grace_ms)
 /* ---- router (sup_router.c) ---- */
 int sup_router_start(struct sup *s);
 void sup_router_stop(struct sup *s);
+/* Puts the register or unregister being served off: it is run again, and answered,
+ * once the registry's lock is free (a worker's start holds it until the spawner
+ * answered: up to 5 s). Returns false when it cannot be (every place taken): the
+ * caller waits for the lock then. Router thread. */
+bool sup_router_defer(struct sup *s);
 
 /* ---- submits in flight (sup_forward.c), router thread only ---- */
 

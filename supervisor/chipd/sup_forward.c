@@ -9,9 +9,10 @@
  * forward whose answer reaches nobody (its client gave the slot up) that the worker
  * admitted is abandoned: its ring's reader is closed, so the worker cancels it at its
  * next round. A cancel that came while it was in flight is answered ok (the request is
- * live) and passed on once the worker admitted it (sup_cancel_on). Router thread only;
+ * live) and passed on once the worker admitted it (sup_cancel_start). Router thread only;
  * the table entries under sup.lock. */
 #include "sup.h"
+#include "sup_cancel.h"
 #include "sup_clstat.h"
 #include "sup_log.h"
 #include "sup_register.h"
@@ -262,8 +263,13 @@ static bool complete(struct sup *s, struct sup_fwd *f, int rc)
 	answer_client(s, f, code, m, &err);
 	/* the cancel its client sent while @f was in flight (answered ok then: the
 	 * request was live), passed on now that its worker admitted the request */
-	if (cancel_id && sup_cancel_on(s, w, cancel_id, &err) != CHIPD_OK)
-		SUP_INFO((int)f->chip, cancel_id, "its client's cancel, passed on: %s", err.message);
+	if (cancel_id) {
+		int crc = sup_cancel_start(s, w, cancel_id, false, &err);
+
+		if (crc != CHIPD_OK && crc != PROTO_DEFERRED)
+			SUP_INFO((int)f->chip, cancel_id, "its client's cancel, passed on: %s",
+				 err.message);
+	}
 	return true;
 }
 

@@ -197,18 +197,64 @@ static const char *hb_judge(struct sup *s, struct sup_worker *w, const struct hb
 	return NULL;
 }
 
+/* A trace op (start or stop) came while @w's worker was being started, after its
+ * start was asked with the other flag: the router sends trace ops to READY chips only,
+ * so the worker gets it now, posted without waiting (the answer only ends the post). */
+static void trace_catch_up(struct sup_worker *w, bool tracing)
+{
+	struct proto_msg *m = malloc(sizeof(*m));
+	int rc = -ENOMEM;
+
+	sup_post_drop(w, &w->trace_post); /* one of an earlier incarnation */
+	if (m) {
+		proto_msg_init(m, PROTO_OP_TRACE);
+		m->act = tracing ? PROTO_TRACE_START : PROTO_TRACE_STOP;
+		rc = sup_post_send(w, &w->trace_post, m);
+		free(m);
+	}
+	if (rc)
+		SUP_WARN((int)w->chip, 0, "trace %s, missed while it started: %s",
+			 tracing ? "start" : "stop", strerror(-rc));
+	else
+		SUP_DEBUG((int)w->chip, 0, "trace %s, missed while it started: sent",
+			  tracing ? "start" : "stop");
+}
+
+/* Ends @w's catch-up trace op once answered, its worker gone, or SUP_FORWARD_MS
+ * passed since its post. */
+static void trace_poll(struct sup_worker *w, uint64_t now)
+{
+	int rc = sup_post_poll(w, &w->trace_post, NULL);
+
+	if (rc == -EINPROGRESS && now > w->trace_post.posted_ns &&
+	    now - w->trace_post.posted_ns > (uint64_t)SUP_FORWARD_MS * SHM_NS_PER_MS) {
+		SUP_WARN((int)w->chip, 0, "trace op, missed while it started: no answer in %u ms",
+			 SUP_FORWARD_MS);
+		sup_post_drop(w, &w->trace_post);
+	}
+}
+
 void sup_worker_heartbeat(struct sup *s, struct sup_worker *w, uint64_t now, bool resumed)
 {
 	struct hb_health h;
 	char why[160];
 	const char *bad;
 
+	trace_poll(w, now);
 	if (w->hb_pending && hb_poll(s, w, now, &h)) {
 		if (w->state == CHIPD_CHIP_STARTING) {
+			bool catch_up;
+
+			/* under the lock the router's trace op reads the state with: it sends
+			 * the op itself from here on, or this worker gets it below */
 			pthread_mutex_lock(&s->lock);
 			sup_worker_set_state(s, w, CHIPD_CHIP_READY);
+			catch_up = w->tracing != w->spawn_trace;
+			w->spawn_trace = w->tracing;
 			pthread_mutex_unlock(&s->lock);
 			SUP_INFO((int)w->chip, 0, "worker ready, pid %d", (int)w->pid);
+			if (catch_up)
+				trace_catch_up(w, w->spawn_trace);
 		}
 		bad = hb_judge(s, w, &h, why, sizeof(why));
 		if (bad && !w->stopping) {

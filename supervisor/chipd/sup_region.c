@@ -28,6 +28,7 @@
  * scribbles its own doorbell delays only its own requests, by at most the router's
  * slice. */
 #include "sup.h"
+#include "sup_cancel.h"
 #include "sup_log.h"
 
 #include "wait.h"
@@ -314,7 +315,7 @@ static bool ready(struct sup *s, uint32_t bell)
 	if (atomic_load_explicit(&s->router_quit, memory_order_seq_cst) ||
 	    atomic_load_explicit(&s->router_bell, memory_order_seq_cst) != bell ||
 	    atomic_load_explicit(&s->region_epoch, memory_order_seq_cst) != v->epoch ||
-	    sup_fwd_ready(s))
+	    sup_fwd_ready(s) || sup_ccl_ready(s))
 		return true;
 	for (uint32_t j = 0; j < v->n; j++)
 		if (mbox_server_ready(&s->node.pool_mbox[v->idx[j]]))
@@ -362,8 +363,9 @@ static void wait_any(struct sup *s, uint64_t deadline_ns)
 		w[n].private_word = false;
 	}
 	all = v->n + 1 <= SHM_WAITV_MAX;
-	/* the workers' answers to submits in flight wake it too */
+	/* the workers' answers to submits and cancels in flight wake it too */
 	n = sup_fwd_announce(s, w, n, SHM_WAITV_MAX, &all);
+	n = sup_ccl_announce(s, w, n, SHM_WAITV_MAX, &all);
 	if (!all && deadline_ns - now > SUP_REGION_POLL_NS)
 		deadline_ns = now + SUP_REGION_POLL_NS;
 	if (ready(s, bell))
@@ -387,7 +389,7 @@ int sup_region_next(struct sup *s, struct mbox_event *ev, uint32_t *region, pid_
 		refresh(s);
 		if (poll_round(s, ev, region, pid))
 			return 0;
-		if (sup_fwd_ready(s))
+		if (sup_fwd_ready(s) || sup_ccl_ready(s))
 			return -EAGAIN;
 		if (shm_now_ns() >= deadline_ns)
 			return -ETIMEDOUT;

@@ -12,12 +12,17 @@
  * (dead or stuck) unloads it again from the chips that took it and from here, and
  * the caller gets that chip's error. Only then is the entry LIVE.
  *
- * reg_lock (router thread) covers a whole registration or unregistration; the event
+ * An unregistration's step posts each chip's unload and reads the answers to those
+ * posted before, without waiting (unload_left): the caller, or the router for a caller
+ * gone, asks again.
+ *
+ * reg_lock (router thread) covers a whole registration or unregistration step; the event
  * loop starts a worker only when it can take it (sup_register_spawn_begin), so a
  * worker is forked either before one began (it is running, and gets the load or the
  * unload) or after it ended (it reads the final entry): none misses one. The books
  * (draining, crashes) are under sup.lock: the router's admission reads them. */
 #include "sup.h"
+#include "sup_cancel.h"
 #include "sup_clstat.h"
 #include "sup_log.h"
 #include "sup_register.h"
@@ -208,37 +213,87 @@ static enum chipd_code chip_call(struct sup *s, struct sup_worker *w, enum proto
 	return code;
 }
 
-/* Unloads entry @i from the chips of @chips; the ones that still have it stay in
- * *@left (NULL: not wanted): those that refused, and those that did not answer
- * within the forward bound while their worker lives (stopped or stuck: it may
- * answer the next time, or the heartbeat kills it), and with @skip_silent those not
- * asked for they are silent (sup_worker_silent). A chip whose worker died counts as
- * done: a restarted one reads the entry afresh. */
-static void unload_chips(struct sup *s, uint32_t i, uint64_t chips, bool skip_silent,
-			 uint64_t *left)
+/* Unloads entry @i from the chips of @chips, waiting for each (a registration's roll
+ * back, under reg_lock: no worker starts meanwhile). A chip whose worker died counts
+ * as done: a restarted one reads the entry afresh. */
+static void unload_chips(struct sup *s, uint32_t i, uint64_t chips)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	struct proto_error err;
 
-	if (left)
-		*left = 0;
 	for (uint32_t c = 0; c < s->cfg.chips; c++) {
-		enum chipd_code code;
 		bool died;
 
 		if (!(chips & (1ull << c)))
 			continue;
-		if (skip_silent && sup_worker_silent(s, &s->workers[c])) {
-			if (left)
-				*left |= 1ull << c;
-			continue;
-		}
-		code = chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &died);
+		(void)chip_call(s, &s->workers[c], PROTO_OP_UNLOAD, e, &err, &died);
 		if (died)
 			atomic_fetch_and_explicit(&e->loaded, ~(1ull << c), memory_order_relaxed);
-		else if (code != CHIPD_OK && left)
-			*left |= 1ull << c;
 	}
+}
+
+/* Whether SUP_FORWARD_MS passed at @now since @since. */
+static bool past_bound(uint64_t now, uint64_t since)
+{
+	return now > since && now - since > (uint64_t)SUP_FORWARD_MS * SHM_NS_PER_MS;
+}
+
+/* One look at the unload of entry @i on chip @c, without waiting: posted when none is
+ * (with @skip_silent not to a silent chip, sup_worker_silent), else its answer read.
+ * Returns whether the chip still has the callable: its unload not answered yet (it is
+ * read at the next step, and given up once SUP_FORWARD_MS passed since its post: the
+ * chip is then silent), refused (busy), not posted (every slot busy), or its worker
+ * died and a restarted one loaded it again (a chip whose worker died counts as done
+ * once the death cleared its bit: a restarted one reads the entry afresh). */
+static bool unload_left(struct sup *s, uint32_t i, uint32_t c, bool skip_silent)
+{
+	struct sup_post *p = &s->reg.books[i].unload[c];
+	struct sup_worker *w = &s->workers[c];
+	struct wrk_reg_entry *e = &s->reg.entries[i];
+	struct proto_msg *m = s->fwd_msg;
+	uint64_t now = shm_now_ns();
+	int rc;
+
+	if (!p->pending) {
+		if (skip_silent && sup_worker_silent(s, w))
+			return true;
+		proto_msg_init(m, PROTO_OP_UNLOAD);
+		snprintf(m->wl, sizeof(m->wl), "%s", e->name);
+		pthread_mutex_lock(&s->lock);
+		rc = sup_post_send(w, p, m);
+		pthread_mutex_unlock(&s->lock);
+		if (rc == 0)
+			return true; /* its answer is read at the next step */
+	} else {
+		rc = sup_post_poll(w, p, m);
+		if (rc == -EINPROGRESS && !past_bound(now, p->posted_ns))
+			return true;
+		if (rc == -EINPROGRESS) {
+			sup_post_drop(w, p);
+			rc = -ETIMEDOUT;
+		}
+	}
+	/* as a call (sup_call_run): an answer clears the chip's silence, none marks it */
+	if (rc == 0 || rc == -ETIMEDOUT)
+		atomic_store_explicit(&w->call_silent_ns, rc ? now : 0, memory_order_relaxed);
+	if (rc == -ETIMEDOUT)
+		SUP_WARN((int)c, 0, "callable %s: chip %u did not answer its unload within %u ms",
+			 e->name, c, SUP_FORWARD_MS);
+	if (rc == 0)
+		return !m->ok; /* refused: busy, asked again */
+	/* its worker died (gone, or a restarted one took the slot back): done once the
+	 * death path cleared its bit, unless a restarted worker loaded the entry again */
+	if (rc == -EPIPE || rc == -ECONNRESET || rc == -ESTALE)
+		return atomic_load_explicit(&e->loaded, memory_order_relaxed) & (1ull << c);
+	return true;
+}
+
+/* Drops the unloads of entry @i still posted (the entry is freed, or its drain given
+ * up): their answers are read by nobody. */
+static void unload_drop_all(struct sup *s, uint32_t i)
+{
+	for (uint32_t c = 0; c < s->cfg.chips; c++)
+		sup_post_drop(&s->workers[c], &s->reg.books[i].unload[c]);
 }
 
 /* Frees entry @i (after every chip unloaded it) and unloads it here. */
@@ -247,6 +302,7 @@ static void entry_free(struct sup *s, uint32_t i)
 	struct wrk_reg_entry *e = &s->reg.entries[i];
 	char msg[WL_MSG_MAX];
 
+	unload_drop_all(s, i);
 	pthread_mutex_lock(&s->lock);
 	if (atomic_exchange_explicit(&e->state, WRK_REG_FREE, memory_order_acq_rel) !=
 	    WRK_REG_FREE)
@@ -307,9 +363,24 @@ static enum chipd_code load_all(struct sup *s, uint32_t i, struct proto_error *e
 		SUP_WARN(err->chip, 0,
 			 "callable %s refused (%s): rolled back on the chips that took it", e->name,
 			 err->message);
-		unload_chips(s, i, took, false, NULL);
+		unload_chips(s, i, took);
 	}
 	return code;
+}
+
+/* Takes reg_lock for the router's register or unregister. The event loop holds it
+ * through a worker's start, until the spawner answered (up to 5 s: a stopped spawner,
+ * sup_register_spawn_begin): rather than wait, serving nobody, the router puts the op
+ * off (sup_router_defer) and runs it again once the lock is free. Returns false when
+ * put off. */
+static bool reg_lock_or_defer(struct sup *s)
+{
+	if (pthread_mutex_trylock(&s->reg.lock) == 0)
+		return true;
+	if (sup_router_defer(s))
+		return false;
+	pthread_mutex_lock(&s->reg.lock); /* nowhere to keep it: bounded by the start's */
+	return true;
 }
 
 int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
@@ -328,7 +399,8 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
 		return proto_fail(err, CHIPD_E_DRAINING,
 				  "chipd is not ready (starting or draining): no registration");
-	pthread_mutex_lock(&s->reg.lock);
+	if (!reg_lock_or_defer(s))
+		return PROTO_DEFERRED;
 	for (uint32_t i = 0; i < s->reg.n && slot < 0; i++)
 		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
 			slot = (int)i;
@@ -369,11 +441,11 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 
 /* Ends entry @i once its requests ended: the draining step of unregister and of
  * the quarantine. Cancels what is left when @cancel. Returns the requests still in
- * flight (or 1 while a chip still holds one), 0 once the entry is gone. @retry: a
- * step the router takes on its own, every round (sup_register_tick), which leaves a
- * silent chip's cancels and unload to a round after it answers again: a stopped
- * worker costs it one forward bound, not one per round until the heartbeat kills it.
- * Under reg_lock. */
+ * flight (or 1 while a chip still holds one), 0 once the entry is gone. Waits for no
+ * chip: the cancels and unloads are posted, their answers read later (sup_cancel.c,
+ * unload_left). @retry: a step the router takes on its own, every round
+ * (sup_register_tick), which posts nothing more to a silent chip until it answers
+ * again. Under reg_lock. */
 static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
@@ -388,10 +460,13 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 		for (uint32_t k = 0; k < n && k < CANCEL_BATCH; k++) {
 			struct proto_error err;
 
-			if (retry && sup_worker_silent(s, &s->workers[chips[k]]))
+			/* posted without waiting (sup_cancel.c), once: the next step finds
+			 * it still in flight, or the request ended */
+			if ((retry && sup_worker_silent(s, &s->workers[chips[k]])) ||
+			    sup_cancel_pending(s, ids[k]))
 				continue;
 			/* one that ended meanwhile: not_found */
-			(void)sup_cancel_on(s, &s->workers[chips[k]], ids[k], &err);
+			(void)sup_cancel_start(s, &s->workers[chips[k]], ids[k], false, &err);
 		}
 	}
 	if (n)
@@ -405,9 +480,13 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 		if (s->workers[c].stopping)
 			left &= ~(1ull << c);
 	pthread_mutex_unlock(&s->lock);
-	unload_chips(s, i, left, retry, &left);
+	/* posted without waiting, read at the next step: a stopped worker holds up
+	 * nobody, the caller asks again (or the router, for a caller gone) */
+	for (uint32_t c = 0; c < s->cfg.chips; c++)
+		if ((left & (1ull << c)) && !unload_left(s, i, c, retry))
+			left &= ~(1ull << c);
 	if (left)
-		return 1; /* a chip still frees a request of it: ask again */
+		return 1; /* a chip has not unloaded it yet: ask again */
 	entry_free(s, i);
 	return 0;
 }
@@ -447,7 +526,8 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 
 	if (code != CHIPD_OK)
 		return code;
-	pthread_mutex_lock(&s->reg.lock);
+	if (!reg_lock_or_defer(s))
+		return PROTO_DEFERRED;
 	i = find(s, req->wl);
 	if (i < 0 || entry_state(&s->reg.entries[i]) != WRK_REG_LIVE) {
 		pthread_mutex_unlock(&s->reg.lock);
@@ -460,6 +540,7 @@ int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg 
 	}
 	switch (req->mode) {
 	case PROTO_UNREG_RESUME:
+		unload_drop_all(s, (uint32_t)i);
 		pthread_mutex_lock(&s->lock);
 		if (!s->reg.books[i].quarantined)
 			s->reg.books[i].draining = false;

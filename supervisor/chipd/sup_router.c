@@ -5,6 +5,7 @@
  * worker's answer (bounded by SUP_FORWARD_MS: a call not answered by then is given
  * up; the worker's health is the heartbeat's to judge). */
 #include "sup.h"
+#include "sup_cancel.h"
 #include "sup_log.h"
 #include "sup_register.h"
 
@@ -262,7 +263,7 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	struct sup *s = ctx;
 	struct sup_worker *w = NULL;
 	struct sup_req *e;
-	enum chipd_code code;
+	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	e = sup_table_find(s, (uint64_t)req->id);
@@ -293,15 +294,16 @@ static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!w) {
-		code =
-		    proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
+		rc = proto_fail(err, CHIPD_E_NOT_FOUND, "no live request %lld", (long long)req->id);
 		err->request = req->id;
-		return code;
+		return rc;
 	}
-	code = sup_cancel_on(s, w, (uint64_t)req->id, err);
-	if (code == CHIPD_OK)
+	/* posted without waiting: answered once its worker answered (or died, or its
+	 * bound passed), so a stopped worker holds up nobody else (sup_cancel.c) */
+	rc = sup_cancel_start(s, w, (uint64_t)req->id, true, err);
+	if (rc == CHIPD_OK)
 		ans->id = req->id;
-	return code;
+	return rc;
 }
 
 /* Gauge @i of worker block @b as status reports it (0..UINT32_MAX): the block lies in
@@ -507,6 +509,127 @@ static const struct proto_server router_server = {
     .refused = router_refused,
 };
 
+/* ---- registers and unregisters put off (sup_router_defer) ---- */
+
+/* How many the router keeps at once; more wait for the lock as before. */
+#define ROUTER_DEFER_MAX 8u
+
+/* A register or unregister put off while a worker's start held the registry's lock:
+ * its bytes as they were when it was served, and the slot to answer. */
+struct sup_defer {
+	uint32_t region;
+	pid_t owner;
+	struct mbox_ticket t;
+	uint32_t len;
+	unsigned char req[PROTO_REQ_MAX];
+};
+
+bool sup_router_defer(struct sup *s)
+{
+	struct sup_defer *d;
+
+	if (s->router_rerun)
+		return true; /* one run again: it keeps its place */
+	if (!s->defer || s->ndefer == ROUTER_DEFER_MAX || !s->router_req ||
+	    s->router_req_len > sizeof(d->req))
+		return false;
+	d = &s->defer[s->ndefer++];
+	d->region = s->router_region;
+	d->owner = s->router_client;
+	d->t = s->router_ticket;
+	d->len = s->router_req_len;
+	memcpy(d->req, s->router_req, d->len);
+	return true;
+}
+
+static const struct proto_handler defer_handlers[] = {
+    {PROTO_OP_REGISTER, NULL, sup_register_run},
+    {PROTO_OP_UNREGISTER, NULL, sup_unregister_run},
+};
+
+/* Only what can be put off is run again: a slot rewritten meanwhile is decoded afresh
+ * and anything else in it refused. */
+static const struct proto_server defer_server = {
+    .role = "supervisor",
+    .handlers = defer_handlers,
+    .nhandlers = sizeof(defer_handlers) / sizeof(defer_handlers[0]),
+    .refused = router_refused,
+};
+
+/* Answers @d's slot with the @len bytes in its response buffer (@rc: the dispatch's,
+ * 0 when they are there), counted as the router's answers are. */
+static void defer_answer(struct sup *s, struct sup_defer *d, int rc, size_t len)
+{
+	struct mbox *mb = &s->node.pool_mbox[d->region];
+
+	if (rc == 0)
+		rc = mbox_answer(mb, d->t, (uint32_t)len);
+	if (rc == 0)
+		sup_count(s, PROTO_SUP_answered, 1);
+	else if (rc == -ECANCELED || rc == -ESTALE)
+		sup_count(s, PROTO_SUP_mbox_resets, 1);
+}
+
+/* Runs the ops put off again, in their order, while the registry's lock is free. */
+static void defer_run(struct sup *s)
+{
+	while (s->ndefer) {
+		struct sup_defer *d = &s->defer[0];
+		struct mbox *mb = &s->node.pool_mbox[d->region];
+		size_t len = 0;
+		int rc;
+
+		if (pthread_mutex_trylock(&s->reg.lock) != 0)
+			return; /* a worker's start still holds it */
+		pthread_mutex_unlock(&s->reg.lock);
+		s->router_client = d->owner;
+		s->router_region = d->region;
+		s->router_ticket = d->t;
+		s->router_req = NULL;
+		s->router_rerun = true;
+		rc = proto_dispatch(&defer_server, s, d->req, d->len, mbox_resp_buf(mb, d->t),
+				    mbox_resp_cap(mb), &len);
+		s->router_rerun = false;
+		if (rc == PROTO_DEFERRED)
+			return; /* a start took the lock again meanwhile */
+		defer_answer(s, d, rc, len);
+		memmove(&s->defer[0], &s->defer[1], --s->ndefer * sizeof(*s->defer));
+	}
+}
+
+/* The client of region @region gave slot @t up: an op put off in it is dropped (its
+ * reset was acknowledged and counted). */
+static void defer_client_reset(struct sup *s, uint32_t region, struct mbox_ticket t)
+{
+	for (uint32_t i = 0; i < s->ndefer;) {
+		struct sup_defer *d = &s->defer[i];
+
+		if (d->region == region && d->t.slot == t.slot && d->t.gen == t.gen)
+			memmove(d, d + 1, (--s->ndefer - i) * sizeof(*d));
+		else
+			i++;
+	}
+}
+
+/* The router leaves: each op put off is refused draining, never run. */
+static void defer_end_all(struct sup *s)
+{
+	for (uint32_t i = 0; i < s->ndefer; i++) {
+		struct sup_defer *d = &s->defer[i];
+		struct mbox *mb = &s->node.pool_mbox[d->region];
+		struct proto_error e;
+		size_t len = 0;
+		int rc;
+
+		proto_fail(&e, CHIPD_E_DRAINING, "chipd stopped before the registry was free");
+		e.chip = -1;
+		sup_count_err(s, CHIPD_E_DRAINING);
+		rc = proto_encode_error(&e, mbox_resp_buf(mb, d->t), mbox_resp_cap(mb), &len);
+		defer_answer(s, d, rc, len);
+	}
+	s->ndefer = 0;
+}
+
 /* The answer to a request from a slot whose owner pid is not the client of the region
  * it came through: a forked child using its parent's handle, a pid written by hand, or
  * a client whose connection ended meanwhile. Not served; the tick reclaims the slot
@@ -537,16 +660,22 @@ static void *router_main(void *arg)
 		int rc;
 
 		sup_register_tick(s); /* quarantines due */
-		/* answers of forwarded submits first: their clients wait already */
+		/* answers of forwarded submits and cancels first: their clients wait */
 		sup_fwd_progress(s);
+		sup_ccl_progress(s);
+		defer_run(s); /* registers and unregisters put off, once the lock is free */
 		rc = sup_region_next(s, &ev, &k, &owner,
-				     shm_now_ns() + (s->nfwd ? ROUTER_FWD_SLICE_NS : ROUTER_SLICE_NS));
+				     shm_now_ns() + (s->nfwd || s->nccl || s->ndefer
+							 ? ROUTER_FWD_SLICE_NS
+							 : ROUTER_SLICE_NS));
 		if (rc)
 			continue; /* -EAGAIN (an answer came), -ETIMEDOUT or -EINTR */
 		mb = &s->node.pool_mbox[k];
 		if (ev.kind == MBOX_EV_RESET) {
-			/* a submit in flight in that slot is answered to nobody */
+			/* a submit or cancel in flight in that slot is answered to nobody */
 			sup_fwd_client_reset(s, k, ev.t);
+			sup_ccl_client_reset(s, k, ev.t);
+			defer_client_reset(s, k, ev.t);
 			mbox_ack_reset(mb, ev.t);
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 			continue;
@@ -557,6 +686,8 @@ static void *router_main(void *arg)
 		s->router_client = owner;
 		s->router_region = k;
 		s->router_ticket = ev.t;
+		s->router_req = ev.req;
+		s->router_req_len = ev.len;
 		if (ev.client != (owner & 0xffffff) || !sup_region_still(s, k, owner))
 			rc = unconnected(s, ev.client, mbox_resp_buf(mb, ev.t), mbox_resp_cap(mb),
 					 &len);
@@ -579,6 +710,8 @@ static void *router_main(void *arg)
 			sup_count(s, PROTO_SUP_mbox_resets, 1);
 	}
 	sup_fwd_end_all(s);
+	sup_ccl_end_all(s);
+	defer_end_all(s);
 	return NULL;
 }
 
@@ -591,13 +724,20 @@ int sup_router_start(struct sup *s)
 	 * refusal, not refused by the mailbox layer unseen */
 	atomic_store_explicit(&s->router_quit, false, memory_order_relaxed);
 	rc = sup_fwd_init(s);
-	if (rc)
-		return rc;
-	rc = -pthread_create(&s->router, NULL, router_main, s);
 	if (rc == 0)
+		rc = sup_ccl_init(s);
+	s->ndefer = 0;
+	s->defer = calloc(ROUTER_DEFER_MAX, sizeof(*s->defer)); /* none: ops wait instead */
+	if (rc == 0)
+		rc = -pthread_create(&s->router, NULL, router_main, s);
+	if (rc == 0) {
 		s->router_running = true;
-	else
+	} else {
+		sup_ccl_free(s);
 		sup_fwd_free(s);
+		free(s->defer);
+		s->defer = NULL;
+	}
 	return rc;
 }
 
@@ -611,7 +751,10 @@ void sup_router_stop(struct sup *s)
 	sup_router_wake(s);
 	pthread_join(s->router, NULL);
 	s->router_running = false;
+	sup_ccl_free(s);
 	sup_fwd_free(s);
+	free(s->defer);
+	s->defer = NULL;
 	for (uint32_t k = 0; k < s->node.npool; k++)
 		if (s->node.pool_mbox[k].hdr) /* ever handed out */
 			mbox_server_detach(&s->node.pool_mbox[k]);

@@ -204,6 +204,7 @@ static int spawn_ask(struct sup *s, struct sup_worker *w)
 	 * its start */
 	pthread_mutex_lock(&s->lock);
 	trace = w->tracing;
+	w->spawn_trace = trace;
 	pthread_mutex_unlock(&s->lock);
 	return sup_spawner_ask(s, w->chip, trace);
 }

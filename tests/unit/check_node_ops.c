@@ -205,6 +205,49 @@ START_TEST(trace_goes_on_in_a_restarted_worker)
 }
 END_TEST
 
+/* A trace start while chip 1's worker is being restarted, its start asked of the
+ * spawner (held stopped) before the trace began, so it starts without recording: once
+ * READY it gets the start it missed, and a collect holds the spans of its request.
+ * Before, the trace op skipped the chip that was not READY and the worker never
+ * recorded: chip 1's collect had no event. */
+START_TEST(trace_reaches_a_chip_that_was_starting)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+	const struct chipd_param three = {"tokens", 3};
+	char dir[] = "/tmp/chipd-nodeops.XXXXXX", file[64];
+	struct chipd_error err;
+	chipd_stream *s;
+	pid_t spawner, w1;
+	struct cd d;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/trace.json", dir);
+	cd_start(&d, two_chips, NULL);
+	spawner = tu_parent_pid(cd_worker_pid(&d, 0));
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w1, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_BACKOFF, 0, BOUND_MS));
+	/* its restart is asked after the backoff (100 ms) and waits for the spawner
+	 * (up to 5 s): nothing tells it from outside */
+	usleep(400 * 1000);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_START, -1, NULL), "%s", m->err.message);
+	ck_assert_int_eq(kill(spawner, SIGCONT), 0);
+	ck_assert_msg(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, w1, BOUND_MS), "chip 1 not back");
+	ck_assert_msg(cd_submit_to(&d, "synthetic", 1, &three, 1, &s, &err) == 0, "%s",
+		      err.message);
+	cd_expect_stream(s, 3, CHIPD_OK, BOUND_MS);
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_COLLECT, 1, file), "%s", m->err.message);
+	ck_assert_msg(m->events > 0, "chip 1, starting when the trace began, recorded nothing");
+	ck_assert_msg(trace_op(&d, m, PROTO_TRACE_STOP, -1, NULL), "%s", m->err.message);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+	unlink(file);
+	rmdir(dir);
+	free(m);
+}
+END_TEST
+
 /* Creates the empty file @name in @dir, mode 0600. */
 static void plant(const char *dir, const char *name)
 {
@@ -679,6 +722,7 @@ int main(void)
 	    {"trace_of_one_chip_is_that_chip_only", trace_of_one_chip_is_that_chip_only},
 	    {"dead_worker_leaves_no_trace_part", dead_worker_leaves_no_trace_part},
 	    {"trace_goes_on_in_a_restarted_worker", trace_goes_on_in_a_restarted_worker},
+	    {"trace_reaches_a_chip_that_was_starting", trace_reaches_a_chip_that_was_starting},
 	    {"stop_during_a_drain_cuts_its_grace", stop_during_a_drain_cuts_its_grace},
 	    {"grace_over_with_a_stopped_worker_cancels", grace_over_with_a_stopped_worker_cancels},
 	    {"grace_over_during_a_requeue_cancels", grace_over_during_a_requeue_cancels},

@@ -9,8 +9,11 @@
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -124,6 +127,154 @@ START_TEST(silent_chip_does_not_stall_a_gone_clients_unload)
 	ck_assert_int_eq(kill(w1, SIGCONT), 0);
 	gone_from_the_list(&d);
 	chip1_unloaded(&d, w1);
+}
+END_TEST
+
+/* An unregister by another client (its own connection), asking again every 20 ms for
+ * 5 s, made by a thread while the test pings. */
+struct unreg_call {
+	struct cd *d;
+	int rc;
+	struct chipd_error err;
+	atomic_bool done;
+};
+
+static void *unregister_thread(void *arg)
+{
+	struct unreg_call *u = arg;
+	chipd_conn *conn = NULL;
+
+	u->rc = chipd_connect(u->d->instance, &conn, &u->err);
+	if (u->rc == 0)
+		u->rc = chipd_unregister(conn, "tiny", CHIPD_UNREGISTER_REFUSE, 5000, &u->err);
+	chipd_close(conn);
+	atomic_store_explicit(&u->done, true, memory_order_release);
+	return NULL;
+}
+
+/* A client's own unregister while chip 1's worker is stopped: each of its asks posts
+ * chip 1's unload (once) and reads its answer at the next ask without waiting, so the
+ * other clients are served all along: the test's pings are answered while the
+ * unregister asks for 5 s, then fails timeout "a chip has not unloaded it" as before.
+ * Once chip 1 runs, the next unregister unloads it there. Before, each ask waited the
+ * forward bound (2 s) for chip 1 in the router, serving nobody meanwhile. */
+START_TEST(clients_unregister_does_not_stall_the_router)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	struct unreg_call u = {0};
+	struct chipd_error err;
+	unsigned pings = 0;
+	pthread_t th;
+	struct cd d;
+	pid_t w1;
+
+	cd_start(&d, args, NULL);
+	u.d = &d;
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, unregister_thread, &u), 0);
+	while (!atomic_load_explicit(&u.done, memory_order_acquire)) {
+		ck_assert_msg(chipd_ping(d.conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
+		pings++;
+		usleep(10000);
+	}
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(u.rc == -ETIMEDOUT && strstr(u.err.message, "has not unloaded it"),
+		      "unregister: %d (%s)", u.rc, u.err.message);
+	/* hundreds in 5 s; a router held 2 s per ask answers a few */
+	ck_assert_msg(pings >= 40, "%u pings answered: the router waited for chip 1", pings);
+	ck_assert(cd_listed(&d, "tiny", NULL)); /* chip 1 still has it */
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	chip1_unloaded(&d, w1);
+}
+END_TEST
+
+/* The spawner of the chipd @d: its one child (the workers are the spawner's). */
+static pid_t spawner_of(const struct cd *d)
+{
+	char path[64];
+	long pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)d->pid, (int)d->pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%ld", &pid), 1);
+	fclose(f);
+	return (pid_t)pid;
+}
+
+/* A registration by another client (its own connection), made by a thread. */
+struct reg_call {
+	struct cd *d;
+	int rc;
+	struct chipd_error err;
+	atomic_bool done;
+};
+
+static void *register_thread(void *arg)
+{
+	struct reg_call *r = arg;
+	chipd_conn *conn = NULL;
+	char name[CHIPD_NAME_MAX];
+	uint32_t version;
+
+	r->rc = chipd_connect(r->d->instance, &conn, &r->err);
+	if (r->rc == 0)
+		r->rc = chipd_register(conn, rf_cl("tc_good"), NULL, BOUND_MS, name, &version,
+				       &r->err);
+	chipd_close(conn);
+	atomic_store_explicit(&r->done, true, memory_order_release);
+	return NULL;
+}
+
+/* A registration while chip 1's restart waits for a stopped spawner (its start holds
+ * the registry's lock until the spawner answers or 5 s passed, so that no worker misses
+ * a registration): the router puts the registration off instead of waiting for the
+ * lock, serving the test's pings meanwhile, and runs it once the start was given up;
+ * the worker started afterwards has the callable. Before, the router waited for the
+ * lock, serving nobody for up to 5 s. */
+START_TEST(register_during_a_stalled_restart_does_not_stall_the_router)
+{
+	struct reg_call r = {0};
+	struct chipd_error err;
+	chipd_stream *st;
+	unsigned pings = 0;
+	pid_t spawner, w1;
+	pthread_t th;
+	struct cd d;
+
+	cd_start(&d, NULL, NULL);
+	r.d = &d;
+	spawner = spawner_of(&d);
+	w1 = cd_worker_pid(&d, 1);
+	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w1, SIGKILL), 0);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_BACKOFF, 0, BOUND_MS));
+	/* its restart is asked after the backoff (100 ms), and waits for the spawner:
+	 * nothing tells it from outside; a registration before it is not held anyway */
+	usleep(400 * 1000);
+	ck_assert_int_eq(pthread_create(&th, NULL, register_thread, &r), 0);
+	while (!atomic_load_explicit(&r.done, memory_order_acquire)) {
+		ck_assert_msg(chipd_ping(d.conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
+		pings++;
+		usleep(10000);
+	}
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(r.rc == 0, "register: %d (%s)", r.rc, r.err.message);
+	ck_assert_int_eq(kill(spawner, SIGCONT), 0);
+	/* up to 5 s held: hundreds of pings; a router waiting for the lock answers 1 */
+	ck_assert_msg(pings >= 40, "%u pings answered: the router waited for the lock", pings);
+	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_READY, w1, BOUND_MS));
+	st = rf_submit(&d, "tiny", 1, 2, 1, 0, &err);
+	ck_assert_msg(st, "chip 1's new worker: %s", err.message);
+	cd_expect_stream(st, 2, CHIPD_OK, BOUND_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
 }
 END_TEST
 
@@ -246,11 +397,15 @@ int main(void)
 	    {"unload_left_by_a_gone_client_completes", unload_left_by_a_gone_client_completes},
 	    {"silent_chip_does_not_stall_a_gone_clients_unload",
 	     silent_chip_does_not_stall_a_gone_clients_unload},
-	    {"failed_registration_leaves_no_chip_with_it",
-	     failed_registration_leaves_no_chip_with_it},
+	    {"clients_unregister_does_not_stall_the_router",
+	     clients_unregister_does_not_stall_the_router},
 	    {"drain_to_a_stopped_supervisor_keeps_its_timeout",
 	     drain_to_a_stopped_supervisor_keeps_its_timeout},
 	    {"later_ask_timing_out_says_what_it_found", later_ask_timing_out_says_what_it_found},
+	    {"failed_registration_leaves_no_chip_with_it",
+	     failed_registration_leaves_no_chip_with_it},
+	    {"register_during_a_stalled_restart",
+	     register_during_a_stalled_restart_does_not_stall_the_router},
 	};
 
 	/* each its own directory of callables; a real chipd on a loaded machine */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,12 +17,13 @@
 
 static const char *const two_chips[] = {"--chips", "2", NULL};
 
-/* Submits a synthetic request of 3 tokens, each step a second long, pinned to chip 0:
+/* Submits a synthetic request of 3 tokens, each step a second long, pinned to @chip:
  * time for a worker to die, or a cancel to come, before its first token. */
-static chipd_stream *submit_slow_on_chip0(struct cd *d, uint64_t *id)
+static chipd_stream *submit_slow_on(struct cd *d, int32_t chip, uint64_t *id)
 {
 	struct chipd_param p[] = {{"tokens", 3}, {"device_us", 1000000}};
-	struct chipd_request req = {.workload = "synthetic", .params = p, .nparams = 2, .chip = 0};
+	struct chipd_request req = {
+	    .workload = "synthetic", .params = p, .nparams = 2, .chip = chip};
 	struct chipd_error err;
 	chipd_stream *s = NULL;
 
@@ -61,7 +63,7 @@ START_TEST(cancel_during_requeue_ends_cancelled)
 	w0 = cd_worker_pid(&d, 0);
 	w1 = cd_worker_pid(&d, 1);
 	/* admitted on chip 0; its first token is a second away when the worker dies */
-	s = submit_slow_on_chip0(&d, &id);
+	s = submit_slow_on(&d, 0, &id);
 	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	usleep(300 * 1000); /* the death is seen and the re-queue posted to chip 1 */
@@ -89,7 +91,7 @@ START_TEST(cancelled_request_is_not_requeued)
 
 	cd_start(&d, two_chips, NULL);
 	w0 = cd_worker_pid(&d, 0);
-	s = submit_slow_on_chip0(&d, &id);
+	s = submit_slow_on(&d, 0, &id);
 	usleep(100 * 1000); /* its first step runs on chip 0 */
 	ck_assert_int_eq(chipd_cancel(d.conn, id, CD_CALL_MS, &err), 0);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
@@ -115,7 +117,7 @@ START_TEST(cancel_racing_its_workers_death)
 
 	cd_start(&d, two_chips, NULL);
 	w0 = cd_worker_pid(&d, 0);
-	s = submit_slow_on_chip0(&d, &id);
+	s = submit_slow_on(&d, 0, &id);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	rc = chipd_cancel(d.conn, id, CD_CALL_MS, &err);
 	ck_assert_msg(rc == 0, "cancel racing the death: %d (%s: %s)", rc,
@@ -143,7 +145,7 @@ START_TEST(requeue_given_up_end_reaches_its_reader)
 	cd_start(&d, two_chips, NULL);
 	w0 = cd_worker_pid(&d, 0);
 	w1 = cd_worker_pid(&d, 1);
-	s = submit_slow_on_chip0(&d, &id);
+	s = submit_slow_on(&d, 0, &id);
 	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	/* the re-queue given up, SUP_FORWARD_MS (2 s) after its post: its end counted
@@ -257,6 +259,82 @@ START_TEST(ended_unread_id_is_taken_not_live)
 }
 END_TEST
 
+/* Cancels of one request made one after the other by another client (its own
+ * connection) while the test does something else. */
+struct cancel_calls {
+	struct cd *d;
+	uint64_t id;
+	int n;
+	int lost; /* of them, answered worker_lost naming chip 1 */
+	int rc;	  /* the last one's result, with err */
+	struct chipd_error err;
+	atomic_bool done;
+};
+
+static void *cancel_thread(void *arg)
+{
+	struct cancel_calls *c = arg;
+	chipd_conn *conn = NULL;
+
+	c->rc = chipd_connect(c->d->instance, &conn, &c->err);
+	for (int i = 0; conn && i < c->n; i++) {
+		c->rc = chipd_cancel(conn, c->id, CD_CALL_MS, &c->err);
+		if (c->rc == -EREMOTEIO && c->err.code == CHIPD_E_WORKER_LOST && c->err.chip == 1)
+			c->lost++;
+	}
+	chipd_close(conn);
+	atomic_store_explicit(&c->done, true, memory_order_release);
+	return NULL;
+}
+
+/* Cancels of a request whose worker is stopped (SIGSTOP: alive, and --stuck-ms keeps
+ * the heartbeat from killing it) are each answered worker_lost "chip 1 did not answer"
+ * once the forward bound passed, and meanwhile the router serves everyone else: the
+ * test's own pings are answered and a submit to chip 0 runs to its end. Before, the
+ * router waited out each cancel's bound in the call, serving nobody for 2 s a cancel.
+ * Once the worker goes on, the cancel is answered ok and the stream ends cancelled. */
+START_TEST(cancel_to_stopped_chip_keeps_the_router_serving)
+{
+	static const char *const args[] = {"--chips",	    "2",     "--stuck-ms", "60000",
+					   "--progress-ms", "60000", NULL};
+	struct cancel_calls calls = {.n = 3};
+	struct chipd_error err;
+	enum chipd_code code;
+	chipd_stream *s;
+	unsigned pings = 0;
+	pthread_t th;
+	struct cd d;
+	pid_t w1;
+
+	cd_start(&d, args, NULL);
+	calls.d = &d;
+	w1 = cd_worker_pid(&d, 1);
+	s = submit_slow_on(&d, 1, &calls.id);
+	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, cancel_thread, &calls), 0);
+	while (!atomic_load_explicit(&calls.done, memory_order_acquire)) {
+		ck_assert_msg(chipd_ping(d.conn, CD_CALL_MS, NULL, &err) == 0, "%s", err.message);
+		if (++pings == 20)
+			cd_expect_stream(cd_submit(&d, 1, 1000), 1, CHIPD_OK, CD_CALL_MS);
+		usleep(10000);
+	}
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(calls.lost == calls.n, "%d of %d cancels answered worker_lost (last: %s)",
+		      calls.lost, calls.n, calls.err.message);
+	/* 3 x 2 s of cancels: hundreds of pings; a router held in each one answers a
+	 * few, between them */
+	ck_assert_msg(pings >= 40, "%u pings answered: the router waited for chip 1", pings);
+	ck_assert_int_eq(kill(w1, SIGCONT), 0);
+	ck_assert_msg(chipd_cancel(d.conn, calls.id, CD_CALL_MS, &err) == 0, "%s", err.message);
+	/* its first step, stopped part way, may end before the cancel is read */
+	(void)cd_drain_stream(s, &code, CD_CALL_MS);
+	ck_assert_msg(code == CHIPD_E_CANCELLED, "the cancelled stream ended %s",
+		      code == CHIPD_OK ? "FINAL" : chipd_code_name(code));
+	chipd_stream_close(s, CD_CALL_MS);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, 10000), 0);
+}
+END_TEST
+
 void cd_add_cancel_cases(Suite *s)
 {
 	const struct tu_case cases[] = {
@@ -266,6 +344,7 @@ void cd_add_cancel_cases(Suite *s)
 	    {"cancel_racing_death", cancel_racing_its_workers_death},
 	    {"requeue_given_up_end", requeue_given_up_end_reaches_its_reader},
 	    {"ended_unread_id_taken", ended_unread_id_is_taken_not_live},
+	    {"cancel_to_stopped_chip", cancel_to_stopped_chip_keeps_the_router_serving},
 	};
 
 	tu_add_cases_timeout(s, cases, sizeof(cases) / sizeof(cases[0]), TCASE_TIMEOUT_S);
