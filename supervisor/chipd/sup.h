@@ -344,9 +344,8 @@ struct sup {
 	 * to accept one connection and refuse it, then taken again (sup_conn_accept); -1
 	 * none */
 	int spare_fd;
-	/* event loop only: connections are refused for want of descriptors, by accept or
-	 * by pidfd_open (logged once when it starts and once when a connection is taken
-	 * whole again), and the connections refused meanwhile */
+	/* event loop only: connections are refused for want of descriptors (logged once
+	 * then, and once a connection is taken whole again), and how many meanwhile */
 	bool accept_starved;
 	uint64_t starved_refused;
 	char sock_path[PROTO_NODE_SOCK_MAX];
