@@ -257,10 +257,12 @@ START_TEST(held_fill_degrades_the_chip)
 END_TEST
 
 /* A call of the test made from a thread of its own: a submit of @wl with @np
- * parameters @p to chip 0, or a cancel. */
+ * parameters @p to chip 0, or the router's holder (@hold): a trace start, which the
+ * router sends chip by chip and waits for each answer (its bound, 2 s, for a stopped
+ * worker). A cancel no longer holds it: the router posts it and serves on. */
 struct held_call {
 	struct cd *d;
-	uint64_t cancel_id; /* 0: the submit */
+	bool hold; /* false: the submit */
 	const char *wl;
 	const struct chipd_param *p;
 	uint32_t np;
@@ -273,21 +275,25 @@ static void *held_call_main(void *arg)
 {
 	struct held_call *c = arg;
 
-	if (c->cancel_id)
-		c->rc = chipd_cancel(c->d->conn, c->cancel_id, CD_CALL_MS, &c->err);
+	if (c->hold)
+		c->rc = chipd_trace(c->d->conn, CHIPD_TRACE_START, NULL, CD_CALL_MS, NULL, NULL,
+				    &c->err);
 	else
 		c->rc = cd_submit_to(c->d, c->wl, 0, c->p, c->np, &c->s, &c->err);
 	return NULL;
 }
 
-/* The router held in a cancel to chip 1 (its worker SIGSTOPped: the call waits its
- * 2 s) while @h->submit's assign to chip 0 is posted and unanswered: chip 0's worker,
- * stopped while the submit was taken, is continued once the router took the cancel,
+/* The router held in a trace start that waits for chip 1 (its worker SIGSTOPped: the
+ * call waits its 2 s) while @h->submit's assign to chip 0 is posted and unanswered:
+ * chip 0's worker, stopped while the submit was taken, is continued once the router
+ * took the trace start (it answers that at once, then the router waits for chip 1),
  * and admits the submit while the router cannot read the answer. */
 struct held_router {
-	struct held_call submit, cancel;
-	pthread_t ts, tc;
-	chipd_stream *busy; /* the stream the cancel is for, on chip 1 */
+	struct held_call submit, hold;
+	pthread_t ts, th;
+	/* a long request on chip 1: a request moved off chip 0 goes to a chip with fewer
+	 * (chip 2), never to stopped chip 1 */
+	chipd_stream *busy;
 	pid_t w0, w1;
 };
 
@@ -297,38 +303,39 @@ static void hold_router_over_a_submit(struct cd *d, struct held_router *h)
 	const struct chipd_request req = {
 	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
 	struct chipd_error err;
-	uint64_t taken;
+	uint64_t taken, id;
 
 	h->w0 = cd_worker_pid(d, 0);
 	h->w1 = cd_worker_pid(d, 1);
-	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &h->cancel.cancel_id, &h->busy,
-				      &err),
-			 0);
+	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &id, &h->busy, &err), 0);
 	ck_assert_int_eq(kill(h->w1, SIGSTOP), 0);
 	ck_assert_int_eq(kill(h->w0, SIGSTOP), 0);
-	h->submit.d = h->cancel.d = d;
+	h->submit.d = h->hold.d = d;
+	h->hold.hold = true;
 	taken = cd_stat(d, "supervisor", "requests");
 	/* the submit's assign is posted to chip 0, whose worker takes it once continued */
 	ck_assert_int_eq(pthread_create(&h->ts, NULL, held_call_main, &h->submit), 0);
 	ck_assert_uint_ge(cd_stat_reaches(d, "supervisor", "requests", taken + 1, WAIT_MS),
 			  taken + 1);
-	/* the router takes the cancel and waits for stopped chip 1 */
-	ck_assert_int_eq(pthread_create(&h->tc, NULL, held_call_main, &h->cancel), 0);
+	/* the router takes the trace start and waits for stopped chip 1 */
+	ck_assert_int_eq(pthread_create(&h->th, NULL, held_call_main, &h->hold), 0);
 	ck_assert_uint_ge(cd_stat_reaches(d, "supervisor", "requests", taken + 2, WAIT_MS),
 			  taken + 2);
 	ck_assert_int_eq(kill(h->w0, SIGCONT), 0);
 }
 
-/* Lets the router go: chip 1 continued, the cancel's call joined, its stream closed. */
+/* Lets the router go: chip 1 continued, the trace start's call joined, the long
+ * request's stream closed. */
 static void release_router(struct held_router *h)
 {
 	ck_assert_int_eq(kill(h->w1, SIGCONT), 0);
-	ck_assert_int_eq(pthread_join(h->tc, NULL), 0);
-	chipd_stream_close(h->busy, CD_CALL_MS);
+	ck_assert_int_eq(pthread_join(h->th, NULL), 0);
+	if (h->busy)
+		chipd_stream_close(h->busy, CD_CALL_MS);
 }
 
 /* The held fill of the test above, admitted by chip 0 while the router is busy with a
- * cancel to chip 1, whose worker is stopped (the call waits its 2 s): the heartbeat
+ * trace start that waits for chip 1, whose worker is stopped (2 s): the heartbeat
  * sees the fill held past --fill-ms and chip 0's worker is killed before the router
  * read the assign's answer. The request still ends timeout, as when the death path
  * finds it (its fill would hold another chip's loader the same way): its submit is
@@ -360,8 +367,8 @@ START_TEST(held_fill_seen_before_its_answer_ends_timeout)
 }
 END_TEST
 
-/* An unstarted request admitted by chip 0 while the router is busy with a cancel to
- * chip 1, whose worker is stopped (the call waits its 2 s), and chip 0's worker killed
+/* An unstarted request admitted by chip 0 while the router is busy with a trace start
+ * that waits for chip 1, whose worker is stopped (2 s), and chip 0's worker killed
  * before the router read the assign's answer: the request has published no token, so
  * it is moved to a ready chip and completes there, as the death path moves every
  * unstarted stream (docs/protocol.md 8.4). Before, the forward ended it worker_lost. */
@@ -418,8 +425,8 @@ static void *queued_submit_main(void *arg)
 
 /* More submits to chip 0 than its worker's mailbox has slots (64, the heartbeat's
  * included), taken by the router while that worker is stopped: the rest wait for a
- * slot. The router is then held past the forward bound (2 s) by a cancel to stopped
- * chip 1, and chip 0 continued meanwhile, so it answers every assign it was posted.
+ * slot. The router is then held past the forward bound (2 s) by a trace start waiting
+ * for stopped chip 1, and chip 0 continued meanwhile, so it answers every assign it was posted.
  * Once the router reads those answers, the slots they free take the assigns that
  * waited: every submit is admitted and completes. Before, an assign that waited past
  * the bound was given up without another post, worker_lost ("chip 0 did not answer")
@@ -429,10 +436,7 @@ START_TEST(unposted_forward_is_posted_after_a_router_stall)
 	enum { N = 72 };
 	const char *const args[] = {"--chips",	     "2",     "--stuck-ms", "60000",
 				    "--progress-ms", "60000", NULL};
-	struct held_router h = {.submit = {.wl = "synthetic"}};
-	static const struct chipd_param busy[] = {{"tokens", 1 << 20}, {"device_us", 1000}};
-	const struct chipd_request req = {
-	    .workload = "synthetic", .params = busy, .nparams = 2, .chip = 1};
+	struct held_router h = {.hold = {.hold = true}};
 	struct queued_submit *q = calloc(N, sizeof(*q));
 	struct chipd_error err;
 	uint64_t taken;
@@ -444,8 +448,6 @@ START_TEST(unposted_forward_is_posted_after_a_router_stall)
 		ck_assert_int_eq(chipd_connect(d.instance, &q[i].c, &err), 0);
 	h.w0 = cd_worker_pid(&d, 0);
 	h.w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(chipd_submit(d.conn, &req, CD_CALL_MS, &h.cancel.cancel_id, &h.busy, &err),
-			 0);
 	ck_assert_int_eq(kill(h.w1, SIGSTOP), 0);
 	ck_assert_int_eq(kill(h.w0, SIGSTOP), 0);
 	taken = cd_stat(&d, "supervisor", "requests");
@@ -453,9 +455,9 @@ START_TEST(unposted_forward_is_posted_after_a_router_stall)
 		ck_assert_int_eq(pthread_create(&q[i].th, NULL, queued_submit_main, &q[i]), 0);
 	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + N, WAIT_MS),
 			  taken + N);
-	/* the router takes the cancel and waits for stopped chip 1 */
-	h.cancel.d = &d;
-	ck_assert_int_eq(pthread_create(&h.tc, NULL, held_call_main, &h.cancel), 0);
+	/* the router takes the trace start and waits for stopped chip 1 */
+	h.hold.d = &d;
+	ck_assert_int_eq(pthread_create(&h.th, NULL, held_call_main, &h.hold), 0);
 	ck_assert_uint_ge(cd_stat_reaches(&d, "supervisor", "requests", taken + N + 1, WAIT_MS),
 			  taken + N + 1);
 	ck_assert_int_eq(kill(h.w0, SIGCONT), 0);
