@@ -449,7 +449,7 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 {
 	struct wrk_reg_entry *e = &s->reg.entries[i];
-	uint64_t ids[CANCEL_BATCH], left;
+	uint64_t ids[CANCEL_BATCH], left, replaying = 0;
 	uint32_t chips[CANCEL_BATCH], n;
 
 	pthread_mutex_lock(&s->lock);
@@ -476,16 +476,22 @@ static uint32_t drain_step(struct sup *s, uint32_t i, bool cancel, bool retry)
 	 * chip: a worker that answered its shutdown serves its mailbox no more) */
 	pthread_mutex_lock(&s->lock);
 	left = running_chips(s) & atomic_load_explicit(&e->loaded, memory_order_relaxed);
-	for (uint32_t c = 0; c < s->cfg.chips; c++)
+	for (uint32_t c = 0; c < s->cfg.chips; c++) {
 		if (s->workers[c].stopping)
 			left &= ~(1ull << c);
+		/* a worker forked between two steps replays the entry, still LIVE, before
+		 * it is READY, and only then says it loaded it: the step waits for it to
+		 * be READY (or gone), then unloads it there like any other */
+		else if (s->workers[c].pid > 0 && s->workers[c].state == CHIPD_CHIP_STARTING)
+			replaying |= 1ull << c;
+	}
 	pthread_mutex_unlock(&s->lock);
 	/* posted without waiting, read at the next step: a stopped worker holds up
 	 * nobody, the caller asks again (or the router, for a caller gone) */
 	for (uint32_t c = 0; c < s->cfg.chips; c++)
 		if ((left & (1ull << c)) && !unload_left(s, i, c, retry))
 			left &= ~(1ull << c);
-	if (left)
+	if (left || replaying)
 		return 1; /* a chip has not unloaded it yet: ask again */
 	entry_free(s, i);
 	return 0;

@@ -389,6 +389,43 @@ START_TEST(failed_registration_leaves_no_chip_with_it)
 }
 END_TEST
 
+/* An unregister while chip 0's worker, restarted, replays the registry (the entry is
+ * still LIVE: it loads the callable, whose init there takes 3.5 s) completes only once
+ * that worker is READY and unloaded it too: a submit of the name pinned to chip 0 is
+ * refused afterwards. Before, the unregister finished at its second ask while chip 0
+ * was still starting (the death had cleared its bit), and the new worker kept the
+ * callable chipd no longer listed: tiny ran on chip 0 (a quarantine let a crashing
+ * callable kill a third worker so). */
+START_TEST(worker_started_during_an_unregister_unloads_it)
+{
+	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
+	char env_count[192];
+	/* inits: the supervisor's 1st, chip 0's 2nd, chip 1's 3rd, chip 0's replay 4th */
+	const char *env[] = {env_count, "TC_SLOW_INIT_AT=4", NULL};
+	struct chipd_error err;
+	chipd_stream *s;
+	struct cd d;
+	pid_t w0;
+
+	snprintf(env_count, sizeof(env_count), "TC_COUNT_FILE=%s/count", rf_dir);
+	cd_start(&d, args, env);
+	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
+	w0 = cd_worker_pid(&d, 0);
+	ck_assert_int_eq(kill(w0, SIGKILL), 0);
+	/* its successor is forked and sleeps in the replay's init */
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_STARTING, w0, BOUND_MS));
+	ck_assert_msg(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, BOUND_MS, &err) ==
+			  0,
+		      "%s", err.message);
+	ck_assert(!cd_listed(&d, "tiny", NULL));
+	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, BOUND_MS));
+	ck_assert_msg(!(s = rf_submit(&d, "tiny", 0, 2, 1, 0, &err)), "chip 0 runs tiny");
+	ck_assert_msg(err.code == CHIPD_E_BAD_REQUEST, "%s: %s", chipd_code_name(err.code),
+		      err.message);
+	ck_assert_int_eq(cd_stop(&d, SIGTERM, BOUND_MS), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("unregister");
@@ -402,6 +439,8 @@ int main(void)
 	    {"drain_to_a_stopped_supervisor_keeps_its_timeout",
 	     drain_to_a_stopped_supervisor_keeps_its_timeout},
 	    {"later_ask_timing_out_says_what_it_found", later_ask_timing_out_says_what_it_found},
+	    {"worker_started_during_an_unregister_unloads_it",
+	     worker_started_during_an_unregister_unloads_it},
 	    {"failed_registration_leaves_no_chip_with_it",
 	     failed_registration_leaves_no_chip_with_it},
 	    {"register_during_a_stalled_restart",
