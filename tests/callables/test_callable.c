@@ -59,7 +59,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,7 +93,7 @@ static const struct chipd_cl_param params[] = {
 static long init_number(void)
 {
 	const char *file = getenv("TC_COUNT_FILE");
-	struct stat sb;
+	off_t end;
 	long n = 0;
 	int fd;
 
@@ -103,8 +102,11 @@ static long init_number(void)
 	fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return 0;
-	if (write(fd, "x", 1) == 1 && fstat(fd, &sb) == 0)
-		n = (long)sb.st_size;
+	/* an appending write moves this descriptor's offset to the end of its own byte,
+	 * atomically with the write; the file's size (fstat) may already count another
+	 * process's init that appended in between: two chips loading at once both read 3 */
+	if (write(fd, "x", 1) == 1 && (end = lseek(fd, 0, SEEK_CUR)) > 0)
+		n = (long)end;
 	close(fd);
 	return n;
 }
