@@ -120,7 +120,7 @@ START_TEST(stuck_worker_and_dead_clients_stall_nothing)
 		ck_assert_msg(read(ready[0], &b, 1) == 1, "client %d did not start its stream", i);
 	}
 	close(ready[0]);
-	ft_sigstop(w0);
+	tu_sigstop(w0);
 	close(go[1]); /* every client exits with its stream open */
 	for (int i = 0; i < DEAD_CLIENTS; i++)
 		ck_assert_int_eq(tu_wait(kids[i], 5000), 0);
@@ -190,7 +190,7 @@ static pid_t give_up_on_submit(struct cd *d, unsigned stop_ms)
 	int rc;
 
 	ft_stats(d, &before);
-	ft_sigstop(w);
+	tu_sigstop(w);
 	t0 = ft_now_ms();
 	rc = submit_long(d->conn, GAVE_UP_ID, -1, 300, &id, &s, &err);
 	ck_assert_msg(rc == -ETIMEDOUT, "submit to a stopped worker: %d (%s)", rc, err.message);

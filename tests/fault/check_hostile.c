@@ -281,7 +281,7 @@ START_TEST(ring_capacity_and_stride_raised)
 	cap = v.desc.ring_capacity;
 	ck_assert_uint_ge(2ull * stride, ring_size(2 * cap));
 
-	ft_sigstop(node.worker[0]);
+	tu_sigstop(node.worker[0]);
 	b.conn = d.conn;
 	ck_assert_int_eq(pthread_create(&th, NULL, bg_submit_main, &b), 0);
 	k = hs_view_ring_of(&v, STRIDE_ID, 5000);
@@ -629,7 +629,7 @@ START_TEST(ended_stream_broken_after_its_end_counts_no_error)
 	ck_assert_msg(rc == 0, "submit: %d %s", rc, err.message);
 	h = s->ring.hdr;
 	/* the worker runs on and ends the stream; the supervisor sees nothing of it */
-	ft_sigstop(d.pid);
+	tu_sigstop(d.pid);
 	for (t0 = ft_now_ms(); !(ring_end_flags(&s->ring) & RING_F_FINAL); usleep(1000))
 		ck_assert_msg(ft_now_ms() - t0 < 20000, "the stream did not end within 20 s");
 	hs_put64(&s->ring.cons->tail, atomic_load_explicit(&h->head, memory_order_acquire) + 1);

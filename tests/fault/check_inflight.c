@@ -54,7 +54,7 @@ static void start_in_flight(struct cd *d, pid_t *w, struct submitter *a, pthread
 	ft_start(d, args);
 	w[0] = cd_worker_pid(d, 0);
 	w[1] = cd_worker_pid(d, 1);
-	ft_sigstop(w[0]);
+	tu_sigstop(w[0]);
 	ft_stats(d, &st);
 	base = st.sup[PROTO_SUP_requests];
 	for (int i = 0; i < INFLIGHT; i++) {

@@ -180,7 +180,7 @@ START_TEST(full_mailbox_is_a_retryable_queue_full)
 	ft_start(&d, args);
 	ck_assert_int_eq(chipd_connect(d.instance, &c, &err), 0);
 	/* the router stopped: the two calls hold both slots of the connection, posted */
-	ft_sigstop(d.pid);
+	tu_sigstop(d.pid);
 	for (int i = 0; i < 2; i++) {
 		k[i] = (struct caller){c, 1};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, ping_long, &k[i]), 0);

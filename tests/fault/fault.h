@@ -77,11 +77,6 @@ void ft_check_accounting(struct cd *d, const struct ft_ledger *l, uint64_t lost_
  * ignored) still running. */
 void ft_stop_clean(struct cd *d, const pid_t *pids, unsigned npids);
 
-/* SIGSTOPs @pid and waits until every thread of it is stopped (kill() returns
- * before a running thread has stopped). */
-void ft_sigstop(pid_t pid);
-bool ft_all_threads_stopped(pid_t pid, unsigned ms);
-
 /* Whether @pid is gone (no such process, or a zombie). */
 bool ft_pid_gone(pid_t pid);
 

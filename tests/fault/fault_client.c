@@ -125,7 +125,7 @@ static pid_t submit_held_taken(struct cd *d, struct proto_node *n, struct ft_raw
 	ft_start(d, one_chip);
 	ft_node_attach(d, n);
 	w = cd_worker_pid(d, 0);
-	ft_sigstop(w);
+	tu_sigstop(w);
 	ft_raw_start(r, d, FT_RAW_TAKEN, msg, (uint32_t)submit_msg(msg, cap, 5), 5000);
 	ck_assert_msg(ft_slot_wait(r->view, r->slot, MBOX_TAKEN, 0, 3000), "router did not take it");
 	return w;
@@ -471,7 +471,7 @@ START_TEST(call_deadline_in_every_state)
 	ck_assert_int_eq(mbox_give_up(&n.mbox, t), 0);
 	ck_assert(ft_slot_wait(&n, t.slot, MBOX_FREE, t.gen, 0));
 	/* POSTED: the router is stopped; libchipd's ping times out and gives up */
-	ft_sigstop(d.pid);
+	tu_sigstop(d.pid);
 	rc = chipd_ping(d.conn, 200, NULL, &err);
 	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
 	ck_assert_msg(rc == -ETIMEDOUT, "ping to a stopped router: %d (%s)", rc, strerror(-rc));
@@ -480,7 +480,7 @@ START_TEST(call_deadline_in_every_state)
 	/* TAKEN: a submit held in the router's forward to a stopped worker */
 	ft_stats(&d, &st0);
 	w[0] = cd_worker_pid(&d, 0);
-	ft_sigstop(w[0]);
+	tu_sigstop(w[0]);
 	{
 		struct chipd_param p[] = {{"tokens", 5}};
 		struct chipd_request req = {

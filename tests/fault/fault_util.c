@@ -247,51 +247,6 @@ bool ft_pid_gone(pid_t pid)
 	return gone;
 }
 
-bool ft_all_threads_stopped(pid_t pid, unsigned ms)
-{
-	uint64_t end = ft_now_ms() + ms;
-	char path[32];
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	for (;;) {
-		DIR *dir = opendir(path);
-		struct dirent *e;
-		bool all = dir != NULL;
-
-		while (dir && (e = readdir(dir))) {
-			char stat[320], buf[256], *p;
-			int n;
-			FILE *f;
-
-			if (e->d_name[0] == '.')
-				continue;
-			n = snprintf(stat, sizeof(stat), "%s/%.256s/stat", path, e->d_name);
-			if (n < 0 || (size_t)n >= sizeof(stat))
-				continue;
-			f = fopen(stat, "r");
-			if (!f)
-				continue;
-			if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ' &&
-			    p[2] != 'T' && p[2] != 't')
-				all = false;
-			fclose(f);
-		}
-		if (dir)
-			closedir(dir);
-		if (all)
-			return true;
-		if (ft_now_ms() >= end)
-			return false;
-		usleep(1000);
-	}
-}
-
-void ft_sigstop(pid_t pid)
-{
-	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-	ck_assert_msg(ft_all_threads_stopped(pid, 3000), "pid %d did not stop", (int)pid);
-}
-
 void ft_stop_clean(struct cd *d, const pid_t *pids, unsigned npids)
 {
 	int rc = cd_stop(d, SIGTERM, 15000);
@@ -430,7 +385,7 @@ static int raw_child(void *arg)
 
 	ft_node_attach(a->d, &n); /* with the hello: the router serves connected pids */
 	if (a->stop_sup) {
-		if (kill(a->d->pid, SIGSTOP) || !ft_all_threads_stopped(a->d->pid, 3000))
+		if (kill(a->d->pid, SIGSTOP) || !tu_all_threads_stopped(a->d->pid, 3000))
 			return 6;
 	}
 	if (mbox_claim(&n.mbox, &t))

@@ -226,7 +226,7 @@ START_TEST(worker_stopped_is_killed_and_replaced)
 	ck_assert_int_eq(chipd_stream_next(s, &tok, CD_CALL_MS, &err), 0);
 	l.tokens++;
 	t0 = ft_now_ms();
-	ft_sigstop(w[0]);
+	tu_sigstop(w[0]);
 	do {
 		rc = chipd_stream_next(s, &tok, CD_CALL_MS, &err);
 		l.tokens += rc == 0;

@@ -539,7 +539,7 @@ START_TEST(stuck_worker_is_killed_and_restarted)
 
 	cd_start(&d, args, NULL);
 	w0 = cd_worker_pid(&d, 0);
-	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
+	tu_sigstop(w0);
 	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, 5000),
 		      "the stopped worker was not replaced");
 	s = cd_submit(&d, 5, 50);

@@ -147,7 +147,7 @@ START_TEST(stalled_supervisor_kills_no_worker)
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(submit_on(&d, -1, p, 2, &s[i], &err), 0);
 	tu_sleep_ms(200); /* heartbeats answered, streams running */
-	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	tu_sigstop(d.pid);
 	tu_sleep_ms(2000);
 	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
 	for (int i = 0; i < 4; i++) {
@@ -308,8 +308,8 @@ static void hold_router_over_a_submit(struct cd *d, struct held_router *h)
 	h->w0 = cd_worker_pid(d, 0);
 	h->w1 = cd_worker_pid(d, 1);
 	ck_assert_int_eq(chipd_submit(d->conn, &req, CD_CALL_MS, &id, &h->busy, &err), 0);
-	ck_assert_int_eq(kill(h->w1, SIGSTOP), 0);
-	ck_assert_int_eq(kill(h->w0, SIGSTOP), 0);
+	tu_sigstop(h->w1);
+	tu_sigstop(h->w0);
 	h->submit.d = h->hold.d = d;
 	h->hold.hold = true;
 	taken = cd_stat(d, "supervisor", "requests");
@@ -448,8 +448,8 @@ START_TEST(unposted_forward_is_posted_after_a_router_stall)
 		ck_assert_int_eq(chipd_connect(d.instance, &q[i].c, &err), 0);
 	h.w0 = cd_worker_pid(&d, 0);
 	h.w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(h.w1, SIGSTOP), 0);
-	ck_assert_int_eq(kill(h.w0, SIGSTOP), 0);
+	tu_sigstop(h.w1);
+	tu_sigstop(h.w0);
 	taken = cd_stat(&d, "supervisor", "requests");
 	for (int i = 0; i < N; i++)
 		ck_assert_int_eq(pthread_create(&q[i].th, NULL, queued_submit_main, &q[i]), 0);

@@ -298,7 +298,7 @@ START_TEST(requeued_requests_stream_to_their_clients)
 	/* admitted on chip 0; the first token of each is 300 ms away */
 	for (int i = 0; i < N; i++)
 		s[i] = submit_synth(&d, 0, TOKENS, 300000);
-	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	tu_sigstop(d.pid);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	/* the clients read on while the supervisor is stopped */
 	read_all(s, o, N, 1000);
@@ -380,7 +380,7 @@ static void requeue_to_stuck(enum rq_end how)
 	/* admitted on chip 0; the first token of each is 1 s away */
 	for (int i = 0; i < N; i++)
 		s[i] = submit_synth(&d, 0, TOKENS, 1000000);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, RESTART_MS),
 		      "chip 0 not restarted within %u ms while its re-queues wait on chip 1",
@@ -678,7 +678,7 @@ static pid_t kill_worker_of_stopped_spawner(struct cd *d, const char *const *arg
 	spawner = tu_parent_pid(*first);
 	ck_assert_int_gt(spawner, 1);
 	ck_assert_int_eq(tu_parent_pid(spawner), d->pid);
-	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	tu_sigstop(spawner);
 	ck_assert_int_eq(kill(*first, SIGKILL), 0);
 	return spawner;
 }

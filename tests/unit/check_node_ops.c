@@ -226,7 +226,7 @@ START_TEST(trace_reaches_a_chip_that_was_starting)
 	cd_start(&d, two_chips, NULL);
 	spawner = tu_parent_pid(cd_worker_pid(&d, 0));
 	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	tu_sigstop(spawner);
 	ck_assert_int_eq(kill(w1, SIGKILL), 0);
 	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_BACKOFF, 0, BOUND_MS));
 	/* its restart is asked after the backoff (100 ms) and waits for the spawner
@@ -361,7 +361,7 @@ START_TEST(grace_over_with_a_stopped_worker_cancels)
 	cd_start(&d, args, NULL);
 	s = cd_submit(&d, 1000, 20000); /* 20 s */
 	ck_assert_msg(chipd_stream_next(s, &tok, BOUND_MS, &err) == 0, "%s", err.message);
-	ck_assert_int_eq(kill(cd_worker_pid(&d, 0), SIGSTOP), 0);
+	tu_sigstop(cd_worker_pid(&d, 0));
 	ck_assert_msg(chipd_stop(d.conn, 300, CD_CALL_MS, &err) == 0, "%s", err.message);
 	(void)cd_drain_stream_from(s, 1, &code, BOUND_MS);
 	ck_assert_msg(code == CHIPD_E_CANCELLED, "the stream ended %s", chipd_code_name(code));
@@ -391,7 +391,7 @@ START_TEST(grace_over_during_a_requeue_cancels)
 	cd_start(&d, args, NULL);
 	w0 = cd_worker_pid(&d, 0);
 	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_msg(cd_submit_to(&d, "synthetic", 0, p, 2, &s, &err) == 0, "%s", err.message);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	ck_assert_msg(cd_wait_chip(&d, 0, CHIPD_CHIP_BACKOFF, 0, BOUND_MS), "chip 0 not in backoff");
@@ -426,7 +426,7 @@ START_TEST(stop_with_a_stopped_spawner_exits)
 	ck_assert_int_gt(spawner, 1);
 	ck_assert_int_ne(spawner, d.pid);
 	ck_assert_int_eq(tu_parent_pid(spawner), d.pid);
-	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	tu_sigstop(spawner);
 	rc = cd_stop(&d, SIGTERM, BOUND_MS);
 	(void)kill(spawner, SIGCONT); /* gone by now, unless this failed */
 	ck_assert_msg(rc == 0, "chipd ended with %d (-1: it did not exit within %u ms)", rc,

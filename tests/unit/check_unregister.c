@@ -34,7 +34,7 @@ static pid_t unregister_past_stopped_chip1(struct cd *d, bool child, bool keep_s
 	cd_start(d, args, NULL);
 	ck_assert_msg(rf_reg(d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	w1 = cd_worker_pid(d, 1);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	if (child && (pid = fork()) == 0)
 		_exit(chipd_connect(d->instance, &c, &err) == 0 &&
 			      chipd_unregister(c, "tiny", CHIPD_UNREGISTER_REFUSE, 300, &err) ==
@@ -172,7 +172,7 @@ START_TEST(clients_unregister_does_not_stall_the_router)
 	u.d = &d;
 	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_int_eq(pthread_create(&th, NULL, unregister_thread, &u), 0);
 	while (!atomic_load_explicit(&u.done, memory_order_acquire)) {
 		ck_assert_msg(chipd_ping(d.conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
@@ -253,7 +253,7 @@ START_TEST(register_during_a_stalled_restart_does_not_stall_the_router)
 	r.d = &d;
 	spawner = spawner_of(&d);
 	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	tu_sigstop(spawner);
 	ck_assert_int_eq(kill(w1, SIGKILL), 0);
 	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_BACKOFF, 0, BOUND_MS));
 	/* its restart is asked after the backoff (100 ms), and waits for the spawner:
@@ -296,7 +296,7 @@ START_TEST(later_ask_timing_out_says_what_it_found)
 	cd_start(&d, args, NULL);
 	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	w1 = cd_worker_pid(&d, 1);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, 3000, &err),
 			 -ETIMEDOUT);
 	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
@@ -326,7 +326,7 @@ START_TEST(drain_to_a_stopped_supervisor_keeps_its_timeout)
 
 	cd_start(&d, NULL, NULL);
 	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
-	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	tu_sigstop(d.pid);
 	t0 = rf_now_ns();
 	rc = chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, 500, &err);
 	ms = (rf_now_ns() - t0) / 1000000u;

@@ -64,7 +64,7 @@ START_TEST(cancel_during_requeue_ends_cancelled)
 	w1 = cd_worker_pid(&d, 1);
 	/* admitted on chip 0; its first token is a second away when the worker dies */
 	s = submit_slow_on(&d, 0, &id);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	usleep(300 * 1000); /* the death is seen and the re-queue posted to chip 1 */
 	rc = chipd_cancel(d.conn, id, CD_CALL_MS, &err);
@@ -146,7 +146,7 @@ START_TEST(requeue_given_up_end_reaches_its_reader)
 	w0 = cd_worker_pid(&d, 0);
 	w1 = cd_worker_pid(&d, 1);
 	s = submit_slow_on(&d, 0, &id);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_int_eq(kill(w0, SIGKILL), 0);
 	/* the re-queue given up, SUP_FORWARD_MS (2 s) after its post: its end counted
 	 * (waited for, not slept: a late event loop restarts the re-queue's 2 s), then a
@@ -207,7 +207,7 @@ START_TEST(cancel_while_submit_is_forwarded)
 	cd_start(&d, two_chips, NULL);
 	call.d = &d;
 	w0 = cd_worker_pid(&d, 0);
-	ck_assert_int_eq(kill(w0, SIGSTOP), 0);
+	tu_sigstop(w0);
 	taken = cd_stat(&d, "supervisor", "requests");
 	ck_assert_int_eq(pthread_create(&th, NULL, submit_thread, &call), 0);
 	/* the router took the submit: it admits it and posts its assign to chip 0 before
@@ -310,7 +310,7 @@ START_TEST(cancel_to_stopped_chip_keeps_the_router_serving)
 	calls.d = &d;
 	w1 = cd_worker_pid(&d, 1);
 	s = submit_slow_on(&d, 1, &calls.id);
-	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	tu_sigstop(w1);
 	ck_assert_int_eq(pthread_create(&th, NULL, cancel_thread, &calls), 0);
 	while (!atomic_load_explicit(&calls.done, memory_order_acquire)) {
 		ck_assert_msg(chipd_ping(d.conn, CD_CALL_MS, NULL, &err) == 0, "%s", err.message);

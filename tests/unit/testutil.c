@@ -121,6 +121,66 @@ bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms)
 	return false;
 }
 
+/* The state letter of one /proc stat file (@path), or 0 when it cannot be read. */
+static char proc_state(const char *path)
+{
+	char buf[256], *p, state = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		state = p[2];
+	fclose(f);
+	return state;
+}
+
+/* Whether every thread of @pid is stopped now (a thread gone meanwhile is skipped). */
+static bool all_threads_stopped_now(pid_t pid)
+{
+	char dir_path[32], stat_path[320];
+	struct dirent *e;
+	bool all = true;
+	DIR *dir;
+
+	snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", (int)pid);
+	dir = opendir(dir_path);
+	if (!dir)
+		return false;
+	while ((e = readdir(dir))) {
+		char state;
+		int n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		n = snprintf(stat_path, sizeof(stat_path), "%s/%.256s/stat", dir_path, e->d_name);
+		if (n < 0 || (size_t)n >= sizeof(stat_path))
+			continue;
+		state = proc_state(stat_path);
+		if (state && state != 'T' && state != 't')
+			all = false;
+	}
+	closedir(dir);
+	return all;
+}
+
+bool tu_all_threads_stopped(pid_t pid, unsigned timeout_ms)
+{
+	for (unsigned waited = 0;; waited++) {
+		if (all_threads_stopped_now(pid))
+			return true;
+		if (waited >= timeout_ms)
+			return false;
+		tu_sleep_ms(1);
+	}
+}
+
+void tu_sigstop(pid_t pid)
+{
+	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+	ck_assert_msg(tu_all_threads_stopped(pid, 3000), "pid %d did not stop", (int)pid);
+}
+
 /* The pid of the test process a leftover file in @dir named @name belongs to, or 0:
  * in /dev/shm the regions of tu_region_name (chipd-test.<pid>.*) and the node regions
  * of chipd_fixture's instances (chipd.<uid>.t<pid>-<n>, chipd.<uid>.chipd-test-<pid>-*)

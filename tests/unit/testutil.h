@@ -53,6 +53,13 @@ int tu_wait(pid_t pid, unsigned timeout_ms);
 /* The parent of @pid, from /proc/PID/stat (0 when it cannot be read). */
 pid_t tu_parent_pid(pid_t pid);
 
+/* Whether every thread of @pid is stopped (state T or t) within @timeout_ms. */
+bool tu_all_threads_stopped(pid_t pid, unsigned timeout_ms);
+/* SIGSTOPs @pid and waits until every thread of it is stopped: kill() returns before
+ * a thread running on another CPU has stopped, and such a thread may still take a
+ * request posted right after it (aborts the test when it does not stop in 3 s). */
+void tu_sigstop(pid_t pid);
+
 /* SIGKILLs @pid and reaps it. */
 void tu_kill(pid_t pid);
 
