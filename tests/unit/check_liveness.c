@@ -486,7 +486,10 @@ static chipd_stream *submit_kv(struct cd *d, int32_t chip, const struct chipd_pa
  * (worker_lost after its tokens): the round is tried again. */
 START_TEST(requeue_refused_no_capacity_tries_another_chip)
 {
-	const char *const args[] = {"--chips", "3", "--kv-blocks", "16", NULL};
+	/* no watchdog kill: the victim's steps (8 layers of 1024 x 1024 on the sim) take
+	 * seconds of a CPU that a loaded machine shares out (once over 5 s at load 20) */
+	const char *const args[] = {"--chips",	     "3",     "--kv-blocks", "16",
+				    "--progress-ms", "60000", "--stuck-ms",  "60000", NULL};
 	/* 2 * 2048 / 256 = 16 blocks, held while its tokens wait to be read */
 	const struct chipd_param hold[] = {{"layers", 1},	  {"heads", 1},	      {"kv_heads", 1},
 					   {"head_dim", 16},	  {"block_size", 256}, {"context", 0},
