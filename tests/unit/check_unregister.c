@@ -352,8 +352,8 @@ START_TEST(failed_registration_leaves_no_chip_with_it)
 {
 	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
 	char env_count[192];
-	/* inits: the supervisor's 1st, chip 0's 2nd, chip 1's 3rd */
-	const char *env[] = {env_count, "TC_SLOW_INIT_AT=3", NULL};
+	/* inits: the probe's 1st, the supervisor's 2nd, chip 0's 3rd, chip 1's 4th */
+	const char *env[] = {env_count, "TC_SLOW_INIT_AT=4", NULL};
 	struct chipd_error err;
 	chipd_stream *s;
 	uint64_t until;
@@ -400,8 +400,9 @@ START_TEST(worker_started_during_an_unregister_unloads_it)
 {
 	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
 	char env_count[192];
-	/* inits: the supervisor's 1st, chip 0's 2nd, chip 1's 3rd, chip 0's replay 4th */
-	const char *env[] = {env_count, "TC_SLOW_INIT_AT=4", NULL};
+	/* inits: the probe's 1st, the supervisor's 2nd, chip 0's 3rd, chip 1's 4th, chip
+	 * 0's replay 5th */
+	const char *env[] = {env_count, "TC_SLOW_INIT_AT=5", NULL};
 	struct chipd_error err;
 	chipd_stream *s;
 	struct cd d;
