@@ -249,41 +249,7 @@ bool ft_pid_gone(pid_t pid)
 
 bool ft_all_threads_stopped(pid_t pid, unsigned ms)
 {
-	uint64_t end = ft_now_ms() + ms;
-	char path[32];
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	for (;;) {
-		DIR *dir = opendir(path);
-		struct dirent *e;
-		bool all = dir != NULL;
-
-		while (dir && (e = readdir(dir))) {
-			char stat[320], buf[256], *p;
-			int n;
-			FILE *f;
-
-			if (e->d_name[0] == '.')
-				continue;
-			n = snprintf(stat, sizeof(stat), "%s/%.256s/stat", path, e->d_name);
-			if (n < 0 || (size_t)n >= sizeof(stat))
-				continue;
-			f = fopen(stat, "r");
-			if (!f)
-				continue;
-			if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ' &&
-			    p[2] != 'T' && p[2] != 't')
-				all = false;
-			fclose(f);
-		}
-		if (dir)
-			closedir(dir);
-		if (all)
-			return true;
-		if (ft_now_ms() >= end)
-			return false;
-		usleep(1000);
-	}
+	return tu_all_threads_stopped(pid, ms);
 }
 
 void ft_sigstop(pid_t pid)

@@ -35,6 +35,7 @@ static pid_t unregister_past_stopped_chip1(struct cd *d, bool child, bool keep_s
 	ck_assert_msg(rf_reg(d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	w1 = cd_worker_pid(d, 1);
 	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert(tu_all_threads_stopped(w1, BOUND_MS));
 	if (child && (pid = fork()) == 0)
 		_exit(chipd_connect(d->instance, &c, &err) == 0 &&
 			      chipd_unregister(c, "tiny", CHIPD_UNREGISTER_REFUSE, 300, &err) ==
@@ -173,6 +174,7 @@ START_TEST(clients_unregister_does_not_stall_the_router)
 	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	w1 = cd_worker_pid(&d, 1);
 	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert(tu_all_threads_stopped(w1, BOUND_MS));
 	ck_assert_int_eq(pthread_create(&th, NULL, unregister_thread, &u), 0);
 	while (!atomic_load_explicit(&u.done, memory_order_acquire)) {
 		ck_assert_msg(chipd_ping(d.conn, BOUND_MS, NULL, &err) == 0, "%s", err.message);
@@ -254,6 +256,7 @@ START_TEST(register_during_a_stalled_restart_does_not_stall_the_router)
 	spawner = spawner_of(&d);
 	w1 = cd_worker_pid(&d, 1);
 	ck_assert_int_eq(kill(spawner, SIGSTOP), 0);
+	ck_assert(tu_all_threads_stopped(spawner, BOUND_MS));
 	ck_assert_int_eq(kill(w1, SIGKILL), 0);
 	ck_assert(cd_wait_chip(&d, 1, CHIPD_CHIP_BACKOFF, 0, BOUND_MS));
 	/* its restart is asked after the backoff (100 ms), and waits for the spawner:
@@ -297,6 +300,7 @@ START_TEST(later_ask_timing_out_says_what_it_found)
 	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	w1 = cd_worker_pid(&d, 1);
 	ck_assert_int_eq(kill(w1, SIGSTOP), 0);
+	ck_assert(tu_all_threads_stopped(w1, BOUND_MS));
 	ck_assert_int_eq(chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_REFUSE, 3000, &err),
 			 -ETIMEDOUT);
 	ck_assert_int_eq(err.code, CHIPD_E_TIMEOUT);
@@ -315,7 +319,9 @@ END_TEST
  * -ETIMEDOUT (code timeout) within its timeout and the 2 s the resume of the drain may
  * take past it (chipd.h), generously bounded; the supervisor, continued, never took
  * the drain: the name takes requests as before. Before, the resume waited
- * CHIPD_TIMEOUT_MS (5 s) of its own: the call took 5.5 s. */
+ * CHIPD_TIMEOUT_MS (5 s) of its own: the call took 5.5 s. The drain is sent once every
+ * thread of the supervisor stopped: kill() returns before its router, running on
+ * another CPU, has, and a router that took the drain then left the name draining. */
 START_TEST(drain_to_a_stopped_supervisor_keeps_its_timeout)
 {
 	struct cd d;
@@ -327,6 +333,7 @@ START_TEST(drain_to_a_stopped_supervisor_keeps_its_timeout)
 	cd_start(&d, NULL, NULL);
 	ck_assert_msg(rf_reg(&d, rf_cl("tc_good"), NULL, &err) == 0, "%s", err.message);
 	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	ck_assert(tu_all_threads_stopped(d.pid, BOUND_MS));
 	t0 = rf_now_ns();
 	rc = chipd_unregister(d.conn, "tiny", CHIPD_UNREGISTER_DRAIN, 500, &err);
 	ms = (rf_now_ns() - t0) / 1000000u;

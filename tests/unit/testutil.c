@@ -229,3 +229,50 @@ pid_t tu_parent_pid(pid_t pid)
 		return 0;
 	return (pid_t)ppid;
 }
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+bool tu_all_threads_stopped(pid_t pid, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	for (;;) {
+		DIR *dir = opendir(path);
+		struct dirent *e;
+		bool all = dir != NULL;
+
+		while (dir && (e = readdir(dir))) {
+			char stat[320], buf[256], *p;
+			int n;
+			FILE *f;
+
+			if (e->d_name[0] == '.')
+				continue;
+			n = snprintf(stat, sizeof(stat), "%s/%.256s/stat", path, e->d_name);
+			if (n < 0 || (size_t)n >= sizeof(stat))
+				continue;
+			f = fopen(stat, "r");
+			if (!f)
+				continue;
+			if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ' &&
+			    p[2] != 'T' && p[2] != 't')
+				all = false;
+			fclose(f);
+		}
+		if (dir)
+			closedir(dir);
+		if (all)
+			return true;
+		if (now_ms() >= end)
+			return false;
+		usleep(1000);
+	}
+}

@@ -73,4 +73,8 @@ char *tu_stderr_end(struct tu_capture *c);
 /* Polls @cond(@arg) every millisecond for up to @timeout_ms; true if it held. */
 bool tu_eventually(bool (*cond)(void *), void *arg, unsigned timeout_ms);
 
+/* Whether every thread of @pid is stopped (SIGSTOP) within @ms: kill() returns before
+ * a thread running on another CPU has stopped, and may still serve a request. */
+bool tu_all_threads_stopped(pid_t pid, unsigned ms);
+
 #endif
