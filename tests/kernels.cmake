@@ -85,7 +85,7 @@ set_tests_properties(gpu_run_sources PROPERTIES TIMEOUT 60)
 set(CHIPD_TEST_CALLABLES_DIR ${CMAKE_CURRENT_BINARY_DIR}/test_callables)
 set(variant 0)
 foreach(name tc_good tc_abi tc_no_entry tc_init tc_table tc_dup tc_refuse tc_kill tc_own tc_v1
-             tc_data)
+             tc_data tc_exit tc_segv tc_hang)
   add_library(${name} MODULE callables/test_callable.c)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels/include)
   target_compile_definitions(${name} PRIVATE TEST_CALLABLE=${variant})
@@ -139,8 +139,10 @@ target_compile_definitions(check_data PRIVATE CHIPD_BIN="$<TARGET_FILE:chipd>"
 # Registering callables while the node runs: a real chipd, the tests' callables
 # registered, refused by one chip, killing a worker mid-registration, replayed to a
 # restarted worker, drained, cancelled, limited and quarantined; unregistered past a
-# chip whose live worker does not answer (check_unregister).
-foreach(t check_register check_unregister)
+# chip whose live worker does not answer (check_unregister); a library that exits,
+# crashes or hangs in its load refused by the registration's probe, chipd serving on
+# (check_register_probe).
+foreach(t check_register check_unregister check_register_probe)
   chipd_check(${t} chipd_fixture.c register_fixture.c)
   target_link_libraries(${t} PRIVATE chipd_proto)
   add_dependencies(${t} ${CHIPD_TEST_CALLABLES} chipd)

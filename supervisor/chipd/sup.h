@@ -403,6 +403,7 @@ struct sup {
 		uint32_t n;
 		uint32_t used; /* entries not FREE: written under sup.lock by the router */
 		pthread_mutex_t lock;
+		struct sup_probe *probe; /* a register's probe (sup_probe.h): router thread */
 		/* quarantines decided (event loop) and not yet carried out (router) */
 		_Atomic uint32_t quarantines;
 		/* books with a drainer (router thread), and when the router looks next */

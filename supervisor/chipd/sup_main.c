@@ -12,6 +12,7 @@
 #include "sup_clstat.h"
 #include "sup_files.h"
 #include "sup_log.h"
+#include "sup_probe.h"
 #include "sup_register.h"
 #include "sup_notify.h"
 
@@ -393,6 +394,9 @@ int main(int argc, char **argv, char **envp)
 	char msg[256];
 	int rc;
 
+	/* a registration's probe of a callable (sup_probe.c), not a supervisor */
+	if (argc > 1 && strcmp(argv[1], SUP_PROBE_ARG) == 0)
+		return sup_probe_main(argc, argv);
 	sup_std_fds_hold();
 	setproctitle_init(argc, argv, envp);
 	rc = sup_config_load(&s->cfg, &s->src, argc, argv, msg, sizeof(msg));

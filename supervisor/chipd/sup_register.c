@@ -5,12 +5,15 @@
  * The registry is an array of struct wrk_reg_entry in anonymous shared memory made
  * before the spawner is forked, so every worker (a restarted one too) sees it: a
  * starting worker loads every LIVE entry before it serves its mailbox, that is before
- * it can be READY (wrk_register.c). A registration loads the callable here first (the
- * file's checks, its table, its init: the workloads op answers its parameters from
- * here), then on every running worker through its mailbox (load), one after the
- * other; the first refusal or a worker that does not answer within SUP_FORWARD_MS
- * (dead or stuck) unloads it again from the chips that took it and from here, and
- * the caller gets that chip's error. Only then is the entry LIVE.
+ * it can be READY (wrk_register.c). A registration first runs the library's code in
+ * a probe, a short-lived child process bounded in time (sup_probe.c), while the router
+ * serves other clients (the op is put off and run again until the probe answers);
+ * once it passed, the supervisor loads that same file here (the file's checks, its
+ * table, its init: the workloads op answers its parameters from here), then on every
+ * running worker through its mailbox (load), one after the other; the first refusal
+ * or a worker that does not answer within SUP_FORWARD_MS (dead or stuck) unloads it
+ * again from the chips that took it and from here, and the caller gets that chip's
+ * error. Only then is the entry LIVE.
  *
  * An unregistration's step posts each chip's unload and reads the answers to those
  * posted before, without waiting (unload_left): the caller, or the router for a caller
@@ -25,6 +28,7 @@
 #include "sup_cancel.h"
 #include "sup_clstat.h"
 #include "sup_log.h"
+#include "sup_probe.h"
 #include "sup_register.h"
 
 #include "wl.h"
@@ -57,11 +61,17 @@ int sup_register_init(struct sup *s)
 	s->reg.entries = p;
 	s->reg.n = s->cfg.max_callables;
 	s->reg.books = calloc(s->reg.n, sizeof(*s->reg.books));
-	if (!s->reg.books) {
+	s->reg.probe = malloc(sizeof(*s->reg.probe));
+	if (!s->reg.books || !s->reg.probe) {
+		free(s->reg.books);
+		free(s->reg.probe);
+		s->reg.books = NULL;
+		s->reg.probe = NULL;
 		munmap(p, size);
 		s->reg.entries = NULL;
 		return -ENOMEM;
 	}
+	sup_probe_clear(s->reg.probe);
 	pthread_mutex_init(&s->reg.lock, NULL);
 	return 0;
 }
@@ -71,6 +81,8 @@ void sup_register_free(struct sup *s)
 	if (!s->reg.entries)
 		return;
 	munmap(s->reg.entries, (size_t)s->reg.n * sizeof(struct wrk_reg_entry));
+	sup_probe_end(s->reg.probe);
+	free(s->reg.probe);
 	free(s->reg.books);
 	s->reg.entries = NULL;
 	pthread_mutex_destroy(&s->reg.lock);
@@ -383,15 +395,75 @@ static bool reg_lock_or_defer(struct sup *s)
 	return true;
 }
 
-int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
-		     struct proto_error *err)
+/* The probe of the register being served (sup_probe.c), in the router's slot: started
+ * when the op is first in line (ops put off keep their order, so the probe's own op is
+ * the first put off while it runs), then looked at each time the router runs the op
+ * again, serving other clients in between. Returns CHIPD_OK once it passed (*@file:
+ * the file it loaded), PROTO_DEFERRED while it runs, else a refusal in @err. Router
+ * thread. */
+static int probe_step(struct sup *s, const struct proto_msg *req, struct wl_file_id *file,
+		      struct proto_error *err)
 {
-	struct sup *s = ctx;
+	struct sup_probe *p = s->reg.probe;
+	char msg[WL_MSG_MAX + WL_PATH_MAX];
+	int rc;
+
+	if (!sup_probe_busy(p)) {
+		if (!s->router_rerun && s->ndefer && sup_router_defer(s))
+			return PROTO_DEFERRED; /* behind the ops put off before it */
+		rc = sup_probe_start(p, req->path, req->wl, s->router_region, s->router_ticket,
+				     msg, sizeof(msg));
+		if (rc)
+			return proto_fail(err, CHIPD_E_INTERNAL, "%s", msg);
+	} else if (!sup_probe_owns(p, s->router_region, s->router_ticket)) {
+		/* another register's probe runs: this one waits behind it */
+		if (sup_router_defer(s))
+			return PROTO_DEFERRED;
+		return proto_fail(err, CHIPD_E_NO_CAPACITY,
+				  "callable %s: another registration is being checked: try again",
+				  req->path);
+	}
+	rc = sup_probe_poll(p, shm_now_ns(), msg, sizeof(msg));
+	if (rc == -EINPROGRESS) {
+		if (sup_router_defer(s))
+			return PROTO_DEFERRED;
+		rc = sup_probe_wait(p, msg, sizeof(msg)); /* nowhere to keep it: its bound */
+	}
+	if (rc == 0) {
+		*file = p->file;
+		return CHIPD_OK;
+	}
+	if (rc == -EREMOTEIO)
+		SUP_WARN(-1, 0, "register refused: %s", msg);
+	return proto_fail(err, rc == -EREMOTEIO ? CHIPD_E_BAD_REQUEST : CHIPD_E_INTERNAL, "%s",
+			  msg);
+}
+
+/* The free entry a registration takes, or -1. Router thread (the entries' writer). */
+static int free_slot(const struct sup *s)
+{
+	for (uint32_t i = 0; i < s->reg.n; i++)
+		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
+			return (int)i;
+	return -1;
+}
+
+/* The refusal of a registration when every entry is taken. */
+static int registry_full(struct sup *s, const struct proto_msg *req, struct proto_error *err)
+{
+	return proto_fail(err, CHIPD_E_NO_CAPACITY,
+			  "callable %s: %u callables are registered (chipd --max-callables %u)",
+			  req->path, s->reg.n, s->cfg.max_callables);
+}
+
+static int register_run(struct sup *s, const struct proto_msg *req, struct proto_msg *ans,
+			struct proto_error *err)
+{
 	char msg[WL_MSG_MAX + WL_PATH_MAX];
 	const char *name, *path;
-	struct wl_file_id file;
+	struct wl_file_id probed, file;
 	uint32_t version = 0;
-	int rc, slot = -1;
+	int rc, slot;
 	enum chipd_code code = sup_admit_node_op(s, "register", err);
 
 	if (code != CHIPD_OK)
@@ -399,22 +471,25 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	if (atomic_load_explicit(&s->sup_state, memory_order_acquire) != CHIPD_SUP_READY)
 		return proto_fail(err, CHIPD_E_DRAINING,
 				  "chipd is not ready (starting or draining): no registration");
+	if (free_slot(s) < 0)
+		return registry_full(s, req, err);
+	/* the library's code runs in the probe first: what kills, ends or holds it is
+	 * refused there, and the supervisor loads only the file the probe loaded */
+	rc = probe_step(s, req, &probed, err);
+	if (rc != CHIPD_OK)
+		return rc;
 	if (!reg_lock_or_defer(s))
-		return PROTO_DEFERRED;
-	for (uint32_t i = 0; i < s->reg.n && slot < 0; i++)
-		if (entry_state(&s->reg.entries[i]) == WRK_REG_FREE)
-			slot = (int)i;
+		return PROTO_DEFERRED; /* the probe's verdict is kept for the next run */
+	slot = free_slot(s); /* the one seen above: only this thread fills entries */
 	if (slot < 0) {
-		rc = -ENOSPC;
-		snprintf(msg, sizeof(msg), "callable %s: %u callables are registered", req->path,
-			 s->reg.n);
-	} else {
-		rc = wl_load_file_as(req->path, req->wl[0] ? req->wl : NULL, NULL, &file, msg,
-				     sizeof(msg));
+		pthread_mutex_unlock(&s->reg.lock);
+		return registry_full(s, req, err);
 	}
+	rc = wl_load_file_as(req->path, req->wl[0] ? req->wl : NULL, &probed, &file, msg,
+			     sizeof(msg));
 	if (rc) {
 		pthread_mutex_unlock(&s->reg.lock);
-		if (rc == -ENOSPC)
+		if (rc == -ENOSPC) /* the loader holds --max-callables, the start's too */
 			return proto_fail(err, CHIPD_E_NO_CAPACITY, "%s (chipd --max-callables %u)",
 					  msg, s->cfg.max_callables);
 		return proto_fail(err, CHIPD_E_BAD_REQUEST, "%s", msg);
@@ -437,6 +512,26 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 	}
 	pthread_mutex_unlock(&s->reg.lock);
 	return code;
+}
+
+int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
+		     struct proto_error *err)
+{
+	struct sup *s = ctx;
+	int rc = register_run(s, req, ans, err);
+
+	/* answered: its probe, passed or still running (a refusal before it ended), is
+	 * done with; another register's is left alone */
+	if (rc != PROTO_DEFERRED &&
+	    sup_probe_owns(s->reg.probe, s->router_region, s->router_ticket))
+		sup_probe_end(s->reg.probe);
+	return rc;
+}
+
+void sup_register_probe_drop(struct sup *s, uint32_t region, struct mbox_ticket t, bool all)
+{
+	if (s->reg.probe && (all || sup_probe_owns(s->reg.probe, region, t)))
+		sup_probe_end(s->reg.probe);
 }
 
 /* Ends entry @i once its requests ended: the draining step of unregister and of

@@ -3,6 +3,7 @@
 #ifndef CHIPD_SUP_REGISTER_H
 #define CHIPD_SUP_REGISTER_H
 
+#include "mbox.h"
 #include "proto.h"
 
 #include <stdbool.h>
@@ -21,6 +22,9 @@ int sup_register_run(void *ctx, const struct proto_msg *req, struct proto_msg *a
 		     struct proto_error *err);
 int sup_unregister_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,
 		       struct proto_error *err);
+/* The register put off in slot @t of region @region is dropped (its client gave the
+ * slot up), or every one (@all: the router leaves): its probe is killed. Router thread. */
+void sup_register_probe_drop(struct sup *s, uint32_t region, struct mbox_ticket t, bool all);
 
 /* draining when workload @name is being unregistered or quarantined (new requests of
  * it are refused), else CHIPD_OK. Under sup.lock. */

@@ -604,10 +604,12 @@ static void defer_client_reset(struct sup *s, uint32_t region, struct mbox_ticke
 	for (uint32_t i = 0; i < s->ndefer;) {
 		struct sup_defer *d = &s->defer[i];
 
-		if (d->region == region && d->t.slot == t.slot && d->t.gen == t.gen)
+		if (d->region == region && d->t.slot == t.slot && d->t.gen == t.gen) {
+			sup_register_probe_drop(s, region, t, false);
 			memmove(d, d + 1, (--s->ndefer - i) * sizeof(*d));
-		else
+		} else {
 			i++;
+		}
 	}
 }
 
@@ -628,6 +630,7 @@ static void defer_end_all(struct sup *s)
 		defer_answer(s, d, rc, len);
 	}
 	s->ndefer = 0;
+	sup_register_probe_drop(s, 0, (struct mbox_ticket){0}, true);
 }
 
 /* The answer to a request from a slot whose owner pid is not the client of the region

@@ -9,8 +9,9 @@
  *   TC_TABLE     its name is not [a-z0-9_]
  *   TC_DUP       calls itself "gemm", a built-in's name
  *   TC_REFUSE    its init fails on the Nth init of the node ($TC_REFUSE_AT), counted
- *                in the file $TC_COUNT_FILE across processes (the supervisor's is the
- *                first, then chip 0's, chip 1's, ...): one chip refuses a registration
+ *                in the file $TC_COUNT_FILE across processes (a registration's probe's
+ *                is the first, the supervisor's the second, then chip 0's, chip 1's,
+ *                ...): one chip refuses a registration
  *   TC_KILL      likewise, but that init kills its process (SIGKILL): a worker that
  *                dies during a registration
  *   (every one)  with $TC_SLOW_INIT_AT, that init (counted as above) sleeps 3.5 s: a
@@ -24,6 +25,10 @@
  *   TC_V1        exports only chipd_callable_v1, as a library built for ABI 1
  *   TC_DATA      exports its table itself as chipd_callable_v2 (a data symbol where
  *                the entry function belongs)
+ *   TC_EXIT      its constructor calls exit(3): a library that ends the process that
+ *                loads it
+ *   TC_SEGV      its init raises SIGSEGV: one that crashes the process that loads it
+ *   TC_HANG      its init sleeps 30 s: one that holds the process that loads it
  *
  * Every variant's requests crash their worker (SIGKILL in build) when seed is 999:
  * a callable that keeps killing its workers (the quarantine). With seed 997 its steps
@@ -74,6 +79,9 @@
 #define TC_OWN	    8
 #define TC_V1	    9
 #define TC_DATA	    10
+#define TC_EXIT	    11
+#define TC_SEGV	    12
+#define TC_HANG	    13
 
 #ifndef TEST_CALLABLE
 #error "TEST_CALLABLE names the variant"
@@ -136,9 +144,25 @@ static int takes_kv(const int64_t *cfg)
 	return cfg[P_SEED] == 992 || cfg[P_SEED] == 993;
 }
 
+#if TEST_CALLABLE == TC_EXIT
+__attribute__((constructor)) static void tc_exit_at_load(void)
+{
+	exit(3);
+}
+#endif
+
 static int tiny_init(const struct chipd_cl_host *host, char *msg, size_t cap)
 {
 	long n;
+
+	if (TEST_CALLABLE == TC_SEGV)
+		raise(SIGSEGV);
+	if (TEST_CALLABLE == TC_HANG) {
+		struct timespec left = {30, 0};
+
+		while (nanosleep(&left, &left) != 0 && errno == EINTR)
+			;
+	}
 
 	if (TEST_CALLABLE == TC_INIT) {
 		snprintf(msg, cap, "broken on purpose");

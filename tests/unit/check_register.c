@@ -100,15 +100,16 @@ START_TEST(register_run_unregister)
 }
 END_TEST
 
-/* Starts chipd with the tests' init counter armed so that the third init of the node
- * (the supervisor's, chip 0's, chip 1's) fails the way @variant does, registers it,
- * and checks the registration failed with @code, naming chip 1 (with @msg, when not
- * NULL), and left nothing registered. Returns how long the registration took (ns). */
+/* Starts chipd with the tests' init counter armed so that the fourth init of the node
+ * (the registration's probe's, the supervisor's, chip 0's, chip 1's) fails the way
+ * @variant does, registers it, and checks the registration failed with @code, naming
+ * chip 1 (with @msg, when not NULL), and left nothing registered. Returns how long the
+ * registration took (ns). */
 static uint64_t chip1_fails(struct cd *d, const char *variant, enum chipd_code code,
 			    const char *msg)
 {
 	static char env_count[320];
-	const char *env[] = {env_count, "TC_REFUSE_AT=3", NULL};
+	const char *env[] = {env_count, "TC_REFUSE_AT=4", NULL};
 	struct chipd_error err;
 	uint64_t t0;
 

@@ -315,7 +315,9 @@ END_TEST
  * -ETIMEDOUT (code timeout) within its timeout and the 2 s the resume of the drain may
  * take past it (chipd.h), generously bounded; the supervisor, continued, never took
  * the drain: the name takes requests as before. Before, the resume waited
- * CHIPD_TIMEOUT_MS (5 s) of its own: the call took 5.5 s. */
+ * CHIPD_TIMEOUT_MS (5 s) of its own: the call took 5.5 s. The drain is sent once every
+ * thread of the supervisor stopped: kill() returns before its router, running on
+ * another CPU, has, and a router that took the drain then left the name draining. */
 START_TEST(drain_to_a_stopped_supervisor_keeps_its_timeout)
 {
 	struct cd d;
@@ -352,8 +354,8 @@ START_TEST(failed_registration_leaves_no_chip_with_it)
 {
 	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
 	char env_count[192];
-	/* inits: the supervisor's 1st, chip 0's 2nd, chip 1's 3rd */
-	const char *env[] = {env_count, "TC_SLOW_INIT_AT=3", NULL};
+	/* inits: the probe's 1st, the supervisor's 2nd, chip 0's 3rd, chip 1's 4th */
+	const char *env[] = {env_count, "TC_SLOW_INIT_AT=4", NULL};
 	struct chipd_error err;
 	chipd_stream *s;
 	uint64_t until;
@@ -400,8 +402,9 @@ START_TEST(worker_started_during_an_unregister_unloads_it)
 {
 	static const char *const args[] = {"--stuck-ms", "60000", "--progress-ms", "60000", NULL};
 	char env_count[192];
-	/* inits: the supervisor's 1st, chip 0's 2nd, chip 1's 3rd, chip 0's replay 4th */
-	const char *env[] = {env_count, "TC_SLOW_INIT_AT=4", NULL};
+	/* inits: the probe's 1st, the supervisor's 2nd, chip 0's 3rd, chip 1's 4th, chip
+	 * 0's replay 5th */
+	const char *env[] = {env_count, "TC_SLOW_INIT_AT=5", NULL};
 	struct chipd_error err;
 	chipd_stream *s;
 	struct cd d;
