@@ -169,7 +169,7 @@ struct flooder {
 	const char *instance;
 	uint64_t id;
 	atomic_bool *stop;
-	int rc;		/* chipd_connect's */
+	int rc;	       /* chipd_connect's */
 	uint64_t sent; /* cancels that reached the router (not refused by libchipd) */
 };
 
@@ -216,8 +216,8 @@ static void cancel_to_the_end(struct cd *d, uint64_t id, chipd_stream *s)
 	do
 		rc = chipd_stream_next(s, &tok, CD_CALL_MS, &err);
 	while (rc == 0 && !tok.final);
-	ck_assert_msg(rc == -EREMOTEIO && err.code == CHIPD_E_CANCELLED, "stream end: %d %s",
-		      rc, err.message);
+	ck_assert_msg(rc == -EREMOTEIO && err.code == CHIPD_E_CANCELLED, "stream end: %d %s", rc,
+		      err.message);
 	chipd_stream_close(s, CD_CALL_MS);
 }
 
