@@ -348,6 +348,9 @@ struct sup {
 	/* event loop only: connections are refused for want of descriptors (logged once
 	 * then, and once a connection is taken whole again), and how many meanwhile */
 	bool accept_starved;
+	/* the descriptor limit was found under the spare's number (logged once, until a
+	 * connection is taken whole again) */
+	bool spare_over_limit;
 	uint64_t starved_refused;
 	char sock_path[PROTO_NODE_SOCK_MAX];
 	struct sup_conn *conns; /* cfg.max_clients entries */
