@@ -226,14 +226,32 @@ struct wl_kvpool {
 	int32_t free[]; /* a stack; its order is scattered at creation */
 };
 
+uint64_t wl_kvpool_bytes(uint32_t nblocks, uint32_t block_floats)
+{
+	/* at most (2^32 - 1)^2: no overflow in 64 bits; the bound is checked before the
+	 * x 4, which could overflow */
+	uint64_t floats = (uint64_t)nblocks * block_floats;
+
+	if (floats == 0 || floats > WL_KVPOOL_BYTES_MAX / sizeof(float) ||
+	    floats * sizeof(float) > SIZE_MAX)
+		return 0;
+	return floats * sizeof(float);
+}
+
 int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks, uint32_t block_floats)
 {
 	struct wl_kvpool *kp;
+	uint64_t bytes;
 	int err;
 
 	*out = NULL;
 	if (nblocks == 0 || nblocks > INT32_MAX || block_floats == 0)
 		return -EINVAL;
+	/* before anything is allocated: a size past the bound (or one that wrapped, as
+	 * 2147418113 blocks of 2147549185 floats did, to 4 bytes) is no pool to make */
+	bytes = wl_kvpool_bytes(nblocks, block_floats);
+	if (bytes == 0)
+		return -EOVERFLOW;
 	kp = calloc(1, sizeof(*kp) + (size_t)nblocks * sizeof(kp->free[0]));
 	if (!kp)
 		return -ENOMEM;
@@ -242,7 +260,7 @@ int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks, ui
 		free(kp);
 		return -ENOMEM;
 	}
-	err = dev_alloc(d, (size_t)nblocks * block_floats * sizeof(float), (void **)&kp->base);
+	err = dev_alloc(d, (size_t)bytes, (void **)&kp->base);
 	if (err) {
 		free(kp->holder);
 		free(kp);

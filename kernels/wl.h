@@ -164,9 +164,19 @@ int wl_step_init(struct wl_step *st, struct wl_arena *host, struct wl_arena *dev
 
 struct wl_kvpool;
 
+/* The largest KV pool, in bytes of device memory: 1 TiB, more than any device holds
+ * (chipd's own largest, --kv-blocks at its bound, is 16 GiB). */
+#define WL_KVPOOL_BYTES_MAX (UINT64_C(1) << 40)
+
+/* The device bytes of a pool of @nblocks blocks of @block_floats floats
+ * (@nblocks x @block_floats x 4, computed without overflow), or 0 when either is 0 or
+ * the size is over WL_KVPOOL_BYTES_MAX (or what a size_t holds). */
+uint64_t wl_kvpool_bytes(uint32_t nblocks, uint32_t block_floats);
 /* A pool of @nblocks blocks of @block_floats floats each in device memory of @d.
  * Blocks are handed out in a scattered order so that no request's cache is
- * contiguous by accident. The pool is used by one thread at a time. */
+ * contiguous by accident. The pool is used by one thread at a time. -EINVAL for 0
+ * blocks, 0 floats or more than INT32_MAX blocks; -EOVERFLOW, nothing allocated, for
+ * a size wl_kvpool_bytes refuses. */
 int wl_kvpool_create(struct wl_kvpool **out, struct dev *d, uint32_t nblocks,
 		     uint32_t block_floats);
 /* Frees the pool; all blocks must have been released. NULL is a no-op. */

@@ -98,6 +98,13 @@ static int kv_take(struct chipd_cl_req *cr, uint32_t n, uint32_t block_floats, i
 
 	if (!r->kv) {
 		err = wl_kvpool_create(&r->kv, r->dev, n, block_floats);
+		if (err == -EOVERFLOW) {
+			snprintf(msg, cap,
+				 "%s: %u KV blocks of %u floats exceed the largest KV pool "
+				 "(%llu bytes)",
+				 name, n, block_floats, (unsigned long long)WL_KVPOOL_BYTES_MAX);
+			return -EINVAL; /* never: no retry makes it fit */
+		}
 		if (err) {
 			snprintf(msg, cap, "%s: cannot allocate %u KV blocks", name, n);
 			return err;

@@ -155,8 +155,10 @@ void wrk_config_default(struct wrk_config *cfg);
  *              answers events and dropped
  * Every stream ends exactly once (FINAL or ERROR), also after a thread failed; after
  * a shutdown O, S and L are joined and everything is released. Returns 0 after a
- * shutdown, -EINVAL for a bad configuration, -EBUSY when another server holds the
- * mailbox, or -errno when the device, the pool or the threads cannot be set up. */
+ * shutdown, -EINVAL for a bad configuration (-EOVERFLOW, said on stderr, for a KV
+ * pool past WL_KVPOOL_BYTES_MAX: kv_blocks x kv_block_floats x 4), -EBUSY when
+ * another server holds the mailbox, or -errno when the device, the pool or the
+ * threads cannot be set up. */
 int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct proto_node *node);
 
 #endif

@@ -299,6 +299,16 @@ int wrk_main(const struct wrk_config *cfg, struct shm_region *control, struct pr
 
 	if (!cfg || !control || !node || !config_ok(cfg, node))
 		return -EINVAL;
+	/* a size whose blocks x floats x 4 is past the bound (or wraps round) is refused
+	 * here, by name, not left to the pool's -EOVERFLOW */
+	if (!wl_kvpool_bytes(cfg->kv_blocks, cfg->kv_block_floats)) {
+		fprintf(stderr,
+			"chipd worker %u: a KV pool of %u blocks of %u floats is over the largest "
+			"(%llu bytes): refused\n",
+			cfg->chip, cfg->kv_blocks, cfg->kv_block_floats,
+			(unsigned long long)WL_KVPOOL_BYTES_MAX);
+		return -EOVERFLOW;
+	}
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;

@@ -148,7 +148,8 @@ struct chipd_cl_host {
 
 	/* Takes @n KV blocks of at least @block_floats floats for @r into @ids: from the
 	 * worker's shared pool, or a private pool made for the request. -ENOSPC (too few
-	 * free), -EINVAL (the pool's blocks are smaller), -ENOMEM; message in @msg.
+	 * free), -EINVAL (the pool's blocks are smaller, or a private pool of that size
+	 * would be over the largest, 2^40 bytes), -ENOMEM; message in @msg.
 	 * Nothing is held after an error. Once per request. */
 	int (*kv_take)(struct chipd_cl_req *r, uint32_t n, uint32_t block_floats, int32_t *ids,
 		       char *msg, size_t cap);

@@ -335,9 +335,10 @@ struct sup {
 	uint32_t nfwd, fwd_cap;
 	struct proto_msg *fwd_msg; /* router thread only: scratch for an assign or answer */
 	/* router thread only: the cancels passed on to workers and not ended yet
-	 * (sup_cancel.h), the first nccl of ccl_cap in use */
+	 * (sup_cancel.h), the first nccl of ccl_cap in use; nccl_clients of them clients'
+	 * cancels, at most ccl_client_cap (the node's client slots) */
 	struct sup_ccl *ccl;
-	uint32_t nccl, ccl_cap;
+	uint32_t nccl, ccl_cap, nccl_clients, ccl_client_cap;
 	/* the handshake socket (sup_conn.c): listening fd, its path, the connections */
 	int listen_fd;
 	/* a descriptor (/dev/null) held back for the moment chipd runs out of them: closed
@@ -347,6 +348,9 @@ struct sup {
 	/* event loop only: connections are refused for want of descriptors (logged once
 	 * then, and once a connection is taken whole again), and how many meanwhile */
 	bool accept_starved;
+	/* the descriptor limit was found under the spare's number (logged once, until a
+	 * connection is taken whole again) */
+	bool spare_over_limit;
 	uint64_t starved_refused;
 	char sock_path[PROTO_NODE_SOCK_MAX];
 	struct sup_conn *conns; /* cfg.max_clients entries */
@@ -633,13 +637,6 @@ enum chipd_code sup_call_run(struct sup *s, struct sup_worker *w, struct sup_cal
  * retries on its own (sup_register_tick) skips such a chip until it answers again,
  * instead of waiting SUP_FORWARD_MS for it every round. */
 bool sup_worker_silent(struct sup *s, struct sup_worker *w);
-/* Passes a cancel of request @id on to worker @w and waits for its answer
- * (sup_call_run; sup_router.c). Returns the code, with @err filled; CHIPD_OK also when
- * the worker died with the cancel in flight (-EPIPE): its death path ends a stream
- * whose cancel_asked is set as cancelled. Router thread: only when the table of
- * cancels in flight is full (sup_cancel_start, sup_cancel.h). */
-enum chipd_code sup_cancel_on(struct sup *s, struct sup_worker *w, uint64_t id,
-			      struct proto_error *err);
 /* Publishes @w's state in the directory (and @w->state). */
 void sup_worker_set_state(struct sup *s, struct sup_worker *w, enum chipd_chip_state st);
 

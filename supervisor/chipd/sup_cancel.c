@@ -7,8 +7,10 @@
  * it), ok when its worker died with it in flight (its death path ends the stream
  * cancelled: cancel_asked), or worker_lost when no answer came within SUP_FORWARD_MS
  * of the post (the chip is then silent, sup_worker_silent), every slot of the worker's
- * mailbox was busy, or the router leaves. A client's cancel is answered in its slot,
- * which stays TAKEN until then. Router thread only. */
+ * mailbox was busy, or the router leaves; a client's is refused queue_full at once when
+ * the clients' cancels in flight are as many as the node's client slots (sup_ccl_init).
+ * A client's cancel is answered in its slot, which stays TAKEN until then. Router
+ * thread only. */
 #include "sup.h"
 #include "sup_cancel.h"
 #include "sup_log.h"
@@ -22,12 +24,20 @@
 
 int sup_ccl_init(struct sup *s)
 {
-	/* the router's own (one per table entry at most: sup_cancel_pending) and one per
-	 * client slot; a client that resets slots with cancels in flight may find it
-	 * full, and its cancel is then made the waiting way */
-	s->nccl = 0;
-	s->ccl_cap = s->nreqs + s->node.npool * s->node.pool_slots;
-	s->ccl = calloc(s->ccl_cap ? s->ccl_cap : 1, sizeof(*s->ccl));
+	/* a client's cancel holds its slot until it ends, so the clients' live ones number
+	 * at most the client slots; but a client that gives a slot up (its call timed out:
+	 * RESET) leaves the cancel in flight, to nobody, until its worker answers or
+	 * SUP_FORWARD_MS passes, and sends the next one in the slot it got back. The
+	 * clients' share is therefore bounded on its own (ccl_client_cap: past it a client's
+	 * cancel is refused queue_full, sup_cancel_start), never by waiting, and the
+	 * router's own (one per request at most: sup_cancel_pending) keep the rest; the
+	 * table grows for the router's own should they ever pass it */
+	s->nccl = s->nccl_clients = 0;
+	s->ccl_client_cap = s->node.npool * s->node.pool_slots;
+	s->ccl_cap = s->nreqs + s->ccl_client_cap;
+	if (s->ccl_cap == 0)
+		s->ccl_cap = 1;
+	s->ccl = calloc(s->ccl_cap, sizeof(*s->ccl));
 	return s->ccl ? 0 : -ENOMEM;
 }
 
@@ -35,7 +45,7 @@ void sup_ccl_free(struct sup *s)
 {
 	free(s->ccl);
 	s->ccl = NULL;
-	s->nccl = s->ccl_cap = 0;
+	s->nccl = s->nccl_clients = s->ccl_cap = s->ccl_client_cap = 0;
 }
 
 /* How cancel @c ended, given @rc: 0 with the worker's answer in @m, -EPIPE when its
@@ -116,6 +126,25 @@ static void end(struct sup *s, struct sup_ccl *c, int rc, struct proto_msg *m)
 	}
 }
 
+/* Makes room for one more cancel in the table. Returns 0, or -ENOMEM. */
+static int ccl_room(struct sup *s)
+{
+	struct sup_ccl *grown;
+	uint32_t cap;
+
+	if (s->nccl < s->ccl_cap)
+		return 0;
+	cap = s->ccl_cap > UINT32_MAX / 2 ? UINT32_MAX : s->ccl_cap * 2;
+	if (cap == s->ccl_cap)
+		return -ENOMEM;
+	grown = realloc(s->ccl, (size_t)cap * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	s->ccl = grown;
+	s->ccl_cap = cap;
+	return 0;
+}
+
 int sup_cancel_start(struct sup *s, struct sup_worker *w, uint64_t id, bool to_client,
 		     struct proto_error *err)
 {
@@ -129,8 +158,23 @@ int sup_cancel_start(struct sup *s, struct sup_worker *w, uint64_t id, bool to_c
 	};
 	int rc;
 
-	if (s->nccl == s->ccl_cap)
-		return sup_cancel_on(s, w, id, err);
+	if (to_client && s->nccl_clients >= s->ccl_client_cap) {
+		/* clients gave slots up with that many cancels in flight (to a stopped or
+		 * stuck worker, which answers none): refused at once, never waited for */
+		proto_fail(err, CHIPD_E_QUEUE_FULL,
+			   "%u cancels of clients are in flight, unanswered, as many as the node "
+			   "has client slots: retry later",
+			   s->nccl_clients);
+		err->request = (int64_t)id;
+		err->chip = w->chip;
+		return CHIPD_E_QUEUE_FULL;
+	}
+	if (ccl_room(s) != 0) {
+		proto_fail(err, CHIPD_E_INTERNAL, "cancel of request %llu: out of memory",
+			   (unsigned long long)id);
+		err->request = (int64_t)id;
+		return CHIPD_E_INTERNAL;
+	}
 	proto_msg_init(m, PROTO_OP_CANCEL);
 	m->id = (int64_t)id;
 	pthread_mutex_lock(&s->lock);
@@ -140,11 +184,21 @@ int sup_cancel_start(struct sup *s, struct sup_worker *w, uint64_t id, bool to_c
 	pthread_mutex_unlock(&s->lock);
 	if (rc == 0) {
 		s->ccl[s->nccl++] = c;
+		if (to_client)
+			s->nccl_clients++;
 		return PROTO_DEFERRED;
 	}
 	/* not posted (every slot busy: -EAGAIN, or its worker gone): it ends now, as a
 	 * call that waited would have */
 	return outcome(s, &c, rc, m, err);
+}
+
+/* Takes entry @i out of the table (ended). */
+static void ccl_remove(struct sup *s, uint32_t i)
+{
+	if (s->ccl[i].to_client)
+		s->nccl_clients--;
+	s->ccl[i] = s->ccl[--s->nccl];
 }
 
 /* Whether SUP_FORWARD_MS passed at @now since @since. */
@@ -186,7 +240,7 @@ void sup_ccl_progress(struct sup *s)
 			rc = died ? -EPIPE : -ETIMEDOUT;
 		}
 		end(s, c, rc, s->fwd_msg);
-		s->ccl[i] = s->ccl[--s->nccl];
+		ccl_remove(s, i);
 	}
 }
 
@@ -228,9 +282,10 @@ uint32_t sup_ccl_announce(struct sup *s, struct shm_waitv *w, uint32_t n, uint32
 void sup_ccl_end_all(struct sup *s)
 {
 	while (s->nccl) {
-		struct sup_ccl *c = &s->ccl[--s->nccl];
+		struct sup_ccl *c = &s->ccl[s->nccl - 1];
 
 		sup_post_drop(&s->workers[c->chip], &c->post);
 		end(s, c, -ESHUTDOWN, s->fwd_msg);
+		ccl_remove(s, s->nccl - 1);
 	}
 }

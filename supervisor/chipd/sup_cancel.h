@@ -25,11 +25,12 @@ int sup_ccl_init(struct sup *s);
 void sup_ccl_free(struct sup *s);
 /* Passes a cancel of request @id (its entry's cancel_asked set) on to worker @w
  * without waiting: posted, it ends later (sup_ccl_progress) with the outcomes of
- * sup_cancel_on, a client's (@to_client: the request being served, router_region and
+ * a call's, a client's (@to_client: the request being served, router_region and
  * router_ticket) answered in its slot then. Returns PROTO_DEFERRED once posted, else
- * the code it ended with at once (not posted: every slot busy, or its worker gone),
- * @err filled; with the table full, the cancel is made the waiting way
- * (sup_cancel_on). */
+ * the code it ended with at once, @err filled: not posted (every slot of the worker's
+ * mailbox busy, or its worker gone), or a client's refused queue_full when the
+ * clients' cancels in flight are as many as the node's client slots (clients that
+ * gave their slots up left them to a worker that answers none). Never waits. */
 int sup_cancel_start(struct sup *s, struct sup_worker *w, uint64_t id, bool to_client,
 		     struct proto_error *err);
 /* Whether a cancel of @id is in flight. */

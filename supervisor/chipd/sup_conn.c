@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -245,6 +246,7 @@ static void starved_note(struct sup *s, const char *what, int err)
  * even the spare could not take one. The first failure is logged, not each. */
 static enum starved accept_starved(struct sup *s, int err)
 {
+	struct rlimit rl;
 	int fd, again;
 
 	starved_note(s, "accept", err);
@@ -252,6 +254,21 @@ static enum starved accept_starved(struct sup *s, int err)
 		s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (s->spare_fd < 0)
 		return STARVED_STUCK;
+	/* a limit lowered under the spare's own number (prlimit on a running chipd): its
+	 * number, once closed, is one accept may not take, and the spare could not be
+	 * taken again, lost for the next shortage. Kept: connections wait unanswered
+	 * (their hello times out) until the limit is raised */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)s->spare_fd >= rl.rlim_cur) {
+		if (!s->spare_over_limit)
+			SUP_WARN(-1, 0,
+				 "handshake socket: the descriptor limit (%llu) is below chipd's "
+				 "spare descriptor (%d): connections wait unanswered, not refused, "
+				 "until it is raised",
+				 (unsigned long long)rl.rlim_cur, s->spare_fd);
+		s->spare_over_limit = true;
+		return STARVED_STUCK;
+	}
 	close(s->spare_fd);
 	fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	again = fd < 0 ? errno : 0;
@@ -267,6 +284,11 @@ static enum starved accept_starved(struct sup *s, int err)
 
 bool sup_conn_accept(struct sup *s)
 {
+	/* a spare lost to a shortage it could not relieve is taken again once descriptors
+	 * are free, so that the next shortage refuses its first connection with the
+	 * reason instead of leaving it to time out */
+	if (s->spare_fd < 0)
+		s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	for (;;) {
 		struct ucred cr;
 		socklen_t crlen = sizeof(cr);
@@ -346,6 +368,7 @@ bool sup_conn_accept(struct sup *s)
 				 "meanwhile: %llu",
 				 (unsigned long long)s->starved_refused);
 			s->accept_starved = false;
+			s->spare_over_limit = false;
 			s->starved_refused = 0;
 		}
 	}

@@ -1,9 +1,9 @@
 /* sup_router.c - the router thread: serves the node region's client mailbox. Every
  * request goes through proto_dispatch (decode, validate, run, answer). A submit is
  * forwarded to its worker without waiting and answered when the worker replied
- * (sup_forward.c), so many are in flight at once; cancel and trace wait for their
- * worker's answer (bounded by SUP_FORWARD_MS: a call not answered by then is given
- * up; the worker's health is the heartbeat's to judge). */
+ * (sup_forward.c), so many are in flight at once, and so is a cancel (sup_cancel.c);
+ * trace waits for its worker's answer (bounded by SUP_FORWARD_MS: a call not answered
+ * by then is given up; the worker's health is the heartbeat's to judge). */
 #include "sup.h"
 #include "sup_cancel.h"
 #include "sup_log.h"
@@ -234,27 +234,6 @@ static int submit_run(void *ctx, const struct proto_msg *req, struct proto_msg *
 		return (int)err->code;
 	sup_fwd_start(s, e, w, s->router_region, s->router_ticket, req->chip >= 0);
 	return PROTO_DEFERRED;
-}
-
-enum chipd_code sup_cancel_on(struct sup *s, struct sup_worker *w, uint64_t id,
-			      struct proto_error *err)
-{
-	struct sup_call *c = sup_call_new(PROTO_OP_CANCEL);
-	enum chipd_code code;
-
-	if (!c)
-		return proto_fail(err, CHIPD_E_INTERNAL, "out of memory");
-	c->req.id = (int64_t)id;
-	code = sup_call_run(s, w, c, err);
-	/* its worker died with the cancel in flight: the death path ends the stream
-	 * cancelled (cancel_asked), never re-queues it; the cancel took effect */
-	if (code != CHIPD_OK && c->rc == -EPIPE) {
-		SUP_INFO((int)w->chip, id, "cancel: its worker died meanwhile; it ends cancelled");
-		*err = (struct proto_error){0};
-		code = CHIPD_OK;
-	}
-	sup_call_free(c);
-	return code;
 }
 
 static int cancel_run(void *ctx, const struct proto_msg *req, struct proto_msg *ans,

@@ -11,8 +11,10 @@
  * Pid reuse: a worker's pid is free for another process once the spawner reaped it,
  * which the supervisor cannot see happen. So the spawner opens each worker's pidfd
  * before it could reap it and hands it over with the reply (SCM_RIGHTS); the
- * supervisor signals workers only through their pidfds. A worker's process group
- * (whatever it started) is killed by the spawner just before it reaps the worker:
+ * supervisor signals workers only through their pidfds, never by number: a worker
+ * whose pidfd it could not take (no descriptor free) it asks the spawner to kill
+ * (kill_unreaped), which does so only while it has not reaped it. A worker's process
+ * group (whatever it started) is killed by the spawner just before it reaps the worker:
  * until then the zombie leader keeps its pid, and so its group id, from being reused,
  * and no other process can be signalled by that kill(-pid).
  *
@@ -55,9 +57,10 @@
 
 struct spawn_msg {
 	uint32_t chip;
-	int32_t pid;	/* reply: the worker's pid, or -errno */
+	int32_t pid;	/* reply: the worker's pid, or -errno; a kill: the worker to kill */
 	uint32_t seq;	/* the start's number (sup.spawn_seq), echoed by the reply */
 	uint32_t trace; /* 1: the worker records spans from its start */
+	uint32_t kill;	/* 1: not a start but a kill (kill_unreaped), answered by no reply */
 };
 
 /* Reaps every worker that ended and says how; kills what each left in its process
@@ -82,6 +85,23 @@ static void reap(void)
 			SUP_DEBUG(-1, 0, "spawner: worker pid %d exited with status %d", (int)pid,
 				  WEXITSTATUS(status));
 	}
+}
+
+/* Kills the worker @pid of chip @chip, whose reply's pidfd the supervisor could not
+ * take (it had no descriptor free), with its process group: only while @pid is a child
+ * of ours not reaped yet, as only this thread reaps, so that the number (and the
+ * group's id, the same) is surely that worker's. One reaped already is left alone: the
+ * number may be another process's by now. */
+static void kill_unreaped(pid_t pid, uint32_t chip)
+{
+	siginfo_t si = {0};
+
+	if (pid <= 0 || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+		return; /* ECHILD: not ours, or reaped already */
+	(void)kill(-pid, SIGKILL);
+	SUP_WARN((int)chip, 0,
+		 "spawner: killed worker pid %d, whose pidfd the supervisor could not take",
+		 (int)pid);
 }
 
 /* Sends the reply @m, with @pidfd attached when it is >= 0. Returns 0 or -errno. */
@@ -124,6 +144,10 @@ static void spawner_main(struct sup *s, int fd, pid_t supervisor)
 		n = recv(fd, &m, sizeof(m), 0);
 		if (n == 0 || (n < 0 && errno != EINTR))
 			break; /* the supervisor closed its end, or is gone */
+		if (n == (ssize_t)sizeof(m) && m.kill) {
+			kill_unreaped(m.pid, m.chip);
+			continue;
+		}
 		if (n != (ssize_t)sizeof(m) || m.chip >= s->cfg.chips) {
 			m.pid = -EINVAL;
 		} else {
@@ -206,11 +230,17 @@ static int read_reply(struct sup *s, struct spawn_msg *m, int *fd, int ms)
 	n = fdpass_recv(s->spawn_fd, m, sizeof(*m), fd, 0);
 	if (n == -EMFILE) {
 		/* the reply was read and its pidfd dropped: the supervisor is out of
-		 * descriptors. Its worker, that nobody can watch, must not run: killed
-		 * through its process group (the spawner made it one, and reaps it); the
-		 * start is answered, and failed */
-		if (m->pid > 0)
-			(void)kill(-(pid_t)m->pid, SIGKILL);
+		 * descriptors. Its worker, that nobody can watch, must not run: killed by
+		 * the spawner, its parent, which alone knows whether that pid is still its
+		 * worker (not reaped) or may be another process's by now, never by number
+		 * from here; the start is answered, and failed */
+		if (m->pid > 0) {
+			struct spawn_msg k = {
+			    .chip = m->chip, .pid = m->pid, .seq = m->seq, .kill = 1};
+
+			/* a spawner gone takes its workers with it (PR_SET_PDEATHSIG) */
+			(void)send(s->spawn_fd, &k, sizeof(k), MSG_NOSIGNAL);
+		}
 		return -EMFILE;
 	}
 	if (n != (ssize_t)sizeof(*m) || (m->pid > 0) != (*fd >= 0)) {

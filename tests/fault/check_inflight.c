@@ -7,13 +7,17 @@
  *   them is admitted and its stream ends final;
  * - the worker killed with assigns in flight (docs/reliability.md, row 79): each of
  *   those submits is answered worker_lost, exactly once, well before the forward bound,
- *   and the restarted worker serves.
+ *   and the restarted worker serves;
+ * - clients' cancels in flight to a stopped worker, past the client slots (clients
+ *   that give their slots up and cancel again): a further one is refused queue_full at
+ *   once, the router waiting for no worker (docs/reliability.md, row 210).
  *
  * Bounds are liveness bounds, far above what a loaded machine needs. */
 #include "fault.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,11 +153,162 @@ START_TEST(worker_killed_with_assigns_in_flight)
 }
 END_TEST
 
+/* ---- clients' cancels in flight past the client slots ---- */
+
+/* Chips whose requests the flood cancels, each one's worker stopped: their mailboxes
+ * (64 slots each) hold more cancels than the node has requests and client slots
+ * together, the table of cancels in flight before the fix; one chip more takes the
+ * cancel that finds that table full */
+#define FLOOD_CHIPS 5
+/* The node's connections and each one's slots in that tcase: the test's and the
+ * FLOOD_CHIPS flooders' (and one spare), of 2 slots each */
+#define FLOOD_CLIENTS "7"
+#define FLOOD_SLOTS   "2"
+
+struct flooder {
+	const char *instance;
+	uint64_t id;
+	atomic_bool *stop;
+	int rc;	       /* chipd_connect's */
+	uint64_t sent; /* cancels that reached the router (not refused by libchipd) */
+};
+
+/* Cancels @a->id again and again, each given up after 1 ms: the slot is reset and
+ * the next cancel goes out in it, the one before still in flight to the stopped
+ * worker (it answers none). */
+static void *flood_main(void *arg)
+{
+	struct flooder *a = arg;
+	struct chipd_error err;
+	chipd_conn *c;
+
+	a->rc = chipd_connect(a->instance, &c, &err);
+	if (a->rc)
+		return NULL;
+	while (!atomic_load_explicit(a->stop, memory_order_relaxed)) {
+		/* -EAGAIN: every slot of this connection still being reset: no cancel */
+		if (chipd_cancel(c, a->id, 1, &err) != -EAGAIN)
+			a->sent++;
+		else
+			usleep(100);
+	}
+	chipd_close(c);
+	return NULL;
+}
+
+/* Cancels request @id until it is answered ok (the cancels given up before it are
+ * ended within 2 s), or not_found (one of those, taken by the worker once it ran,
+ * ended it), then reads its stream to its end: cancelled. */
+static void cancel_to_the_end(struct cd *d, uint64_t id, chipd_stream *s)
+{
+	struct chipd_token tok;
+	struct chipd_error err;
+	uint64_t end;
+	int rc;
+
+	for (end = ft_now_ms() + 20000;; usleep(10000)) {
+		rc = chipd_cancel(d->conn, id, CD_CALL_MS, &err);
+		if (rc == 0 || (rc == -EREMOTEIO && err.code == CHIPD_E_NOT_FOUND))
+			break;
+		ck_assert_msg(ft_now_ms() < end, "cancel %llu: %d %s", (unsigned long long)id, rc,
+			      err.message);
+	}
+	do
+		rc = chipd_stream_next(s, &tok, CD_CALL_MS, &err);
+	while (rc == 0 && !tok.final);
+	ck_assert_msg(rc == -EREMOTEIO && err.code == CHIPD_E_CANCELLED, "stream end: %d %s", rc,
+		      err.message);
+	chipd_stream_close(s, CD_CALL_MS);
+}
+
+/* Clients that give their slots up with cancels in flight to stopped workers and
+ * cancel again: a further cancel, to another stopped worker, is refused queue_full
+ * at once, the router waiting for no worker (before, once the table of cancels in
+ * flight was full, it was made the waiting way: 2 s of serving nobody, and answered
+ * worker_lost); pings are answered meanwhile, and once the workers run each request
+ * cancels. */
+START_TEST(cancels_past_the_client_slots_refused_not_waited)
+{
+	const char *const args[] = {"--chips",
+				    "6",
+				    "--stuck-ms",
+				    "60000",
+				    "--progress-ms",
+				    "60000",
+				    "--max-clients",
+				    FLOOD_CLIENTS,
+				    "--max-client-slots",
+				    FLOOD_SLOTS,
+				    NULL};
+	struct flooder a[FLOOD_CHIPS];
+	pthread_t t[FLOOD_CHIPS];
+	atomic_bool stop = false;
+	chipd_stream *s[FLOOD_CHIPS + 1];
+	uint64_t id[FLOOD_CHIPS + 1], end, probes = 0, sent = 0;
+	pid_t w[FLOOD_CHIPS + 1];
+	struct chipd_token tok;
+	struct chipd_error err;
+	struct ft_stats st;
+	struct cd d;
+	int rc = 0;
+
+	ft_start(&d, args);
+	for (int i = 0; i <= FLOOD_CHIPS; i++) {
+		w[i] = cd_worker_pid(&d, (uint32_t)i);
+		ck_assert_int_eq(ft_submit(&d, 100000, 0, 20000, i, 0, &s[i], &err), 0);
+		id[i] = chipd_stream_id(s[i]);
+		ck_assert_int_eq(chipd_stream_next(s[i], &tok, CD_CALL_MS, &err), 0);
+	}
+	for (int i = 0; i <= FLOOD_CHIPS; i++)
+		tu_sigstop(w[i]);
+	for (int i = 0; i < FLOOD_CHIPS; i++) {
+		a[i] = (struct flooder){.instance = d.instance, .id = id[i], .stop = &stop};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, flood_main, &a[i]), 0);
+	}
+	/* the flood leaves more cancels in flight than the node has client slots within
+	 * a few rounds; a cancel that finds them that many is refused at once */
+	for (end = ft_now_ms() + 20000; ft_now_ms() < end; probes++) {
+		rc = chipd_cancel(d.conn, id[FLOOD_CHIPS], CD_CALL_MS, &err);
+		if (rc == -EREMOTEIO && err.code == CHIPD_E_QUEUE_FULL)
+			break;
+		ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, &err), 0);
+	}
+	atomic_store_explicit(&stop, true, memory_order_relaxed);
+	for (int i = 0; i < FLOOD_CHIPS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_int_eq(a[i].rc, 0);
+		sent += a[i].sent;
+	}
+	ck_assert_msg(rc == -EREMOTEIO && err.code == CHIPD_E_QUEUE_FULL,
+		      "no cancel refused queue_full in %llu tries (%llu flooded): last %d code %d "
+		      "%s",
+		      (unsigned long long)probes, (unsigned long long)sent, rc, (int)err.code,
+		      err.message);
+	ck_assert(err.retryable);
+	ck_assert(err.has_request && err.request == id[FLOOD_CHIPS]);
+	ck_assert(err.has_chip && err.chip == FLOOD_CHIPS);
+	ck_assert_msg(strstr(err.message, "retry later"), "%s", err.message);
+	/* the router serves meanwhile */
+	ck_assert_int_eq(chipd_ping(d.conn, CD_CALL_MS, NULL, &err), 0);
+	for (int i = 0; i <= FLOOD_CHIPS; i++)
+		ck_assert_int_eq(kill(w[i], SIGCONT), 0);
+	for (int i = 0; i <= FLOOD_CHIPS; i++)
+		cancel_to_the_end(&d, id[i], s[i]);
+	ft_quiesce(&d, &st, 20000);
+	ck_assert_uint_eq(st.sup[PROTO_SUP_worker_deaths], 0);
+	for (int i = 0; i <= FLOOD_CHIPS; i++)
+		ck_assert_int_eq(cd_worker_pid(&d, (uint32_t)i), w[i]);
+	ft_stop_clean(&d, w, FLOOD_CHIPS + 1);
+}
+END_TEST
+
 int main(void)
 {
 	const struct tu_case cases[] = {
 	    {"many_assigns_in_flight_on_one_worker", many_assigns_in_flight_on_one_worker},
 	    {"worker_killed_with_assigns_in_flight", worker_killed_with_assigns_in_flight},
+	    {"cancels_past_the_client_slots_refused_not_waited",
+	     cancels_past_the_client_slots_refused_not_waited},
 	};
 	Suite *s = suite_create("inflight");
 	int rc;

@@ -170,6 +170,56 @@ START_TEST(pidfd_refusal_is_logged)
 }
 END_TEST
 
+/* The descriptor limit lowered under chipd's spare descriptor, then raised: meanwhile
+ * a new connection waits unanswered (nothing to accept it with), the log says why,
+ * established clients are served; once raised, connections are served again, and
+ * the spare is still there for the next shortage, whose first connection is refused
+ * with the reason at once (before, the spare was closed to no use, could not be taken
+ * again, and that connection timed out too). */
+START_TEST(limit_under_the_spare_keeps_it)
+{
+	static const char *const args[] = {"--chips", "1", NULL};
+	struct tu_capture cap;
+	struct rlimit rl, was;
+	struct chipd_error err;
+	chipd_conn *late;
+	struct cd d;
+	uint64_t t0;
+	int lowest, rc;
+	char *log;
+
+	tu_stderr_begin(&cap); /* chipd inherits it: its log */
+	ft_start(&d, args);
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, NULL, &was), 0);
+	rl = was;
+	rl.rlim_cur = 3; /* under every descriptor past stdio: the spare's included */
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+	ck_assert_int_eq(chipd_connect_timeout(d.instance, 500, &late, &err), -ETIMEDOUT);
+	ck_assert_int_eq(chipd_ping(d.conn, 5000, NULL, NULL), 0);
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &was, NULL), 0);
+	for (t0 = ft_now_ms(); (rc = chipd_connect(d.instance, &late, &err)) != 0;) {
+		ck_assert_msg(ft_now_ms() - t0 < 10000, "%s", err.message);
+		usleep(5000);
+	}
+	ck_assert_int_eq(chipd_ping(late, 5000, NULL, NULL), 0);
+	chipd_close(late);
+	/* no free number below the limit: accept fails, and the spare refuses */
+	(void)highest_fd(d.pid, &lowest);
+	rl.rlim_cur = (rlim_t)lowest;
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+	rc = chipd_connect_timeout(d.instance, 5000, &late, &err);
+	ck_assert_msg(rc == -EREMOTEIO && err.code == CHIPD_E_QUEUE_FULL &&
+			  strstr(err.message, "out of file descriptors"),
+		      "%d %s", rc, err.message);
+	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &was, NULL), 0);
+	ft_stop_clean(&d, NULL, 0);
+	log = tu_stderr_end(&cap);
+	ck_assert_msg(strstr(log, "the descriptor limit (3) is below chipd's spare descriptor"),
+		      "%s", log);
+	free(log);
+}
+END_TEST
+
 /* A client with one descriptor free: its socket takes it, and the kernel has nowhere
  * to put the hello answer's memfd. */
 static int client_out_of_fds(void *arg)
@@ -217,6 +267,7 @@ void identity_add_fd_tcases(Suite *s, double timeout_s)
 	    {"out_of_descriptors_refuses_connections_at_once",
 	     out_of_descriptors_refuses_connections_at_once},
 	    {"pidfd_refusal_is_logged", pidfd_refusal_is_logged},
+	    {"limit_under_the_spare_keeps_it", limit_under_the_spare_keeps_it},
 	    {"client_out_of_descriptors_says_so", client_out_of_descriptors_says_so},
 	};
 

@@ -638,6 +638,11 @@ START_TEST(restart_without_a_descriptor_for_the_pidfd)
 		usleep(10000);
 	ck_assert_int_eq(n, 1);
 	ck_assert_int_eq(kids[0], w1);
+	/* by the spawner, its parent, which had not reaped it: never by number from the
+	 * supervisor, whose kill(-pid) could reach a process that took the number over
+	 * once the spawner reaped the worker */
+	ck_assert_msg(file_gets(log, "spawner: killed worker pid", BOUND_MS),
+		      "the worker forked for the failed start was not killed by the spawner");
 	/* descriptors again: the chip's next start succeeds */
 	ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &was, NULL), 0);
 	ck_assert(cd_wait_chip(&d, 0, CHIPD_CHIP_READY, w0, BOUND_MS));

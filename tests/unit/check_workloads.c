@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define HOST_ARENA (1u << 20)
 #define DEV_ARENA  (8u << 20)
@@ -399,6 +400,36 @@ START_TEST(kv_pool_capacity_is_enforced)
 }
 END_TEST
 
+/* A pool whose blocks x floats x 4 bytes is past 2^40, or wraps round 2^64 (2147418113
+ * blocks of 2147549185 floats: 4 bytes once wrapped), is refused -EOVERFLOW before
+ * anything is allocated; the largest chipd makes (2^20 blocks of 4096 floats) is not. */
+START_TEST(kv_pool_size_overflow_refused)
+{
+	struct wl_kvpool *kv = NULL;
+	size_t live;
+	struct fx f;
+
+	fx_init(&f, 1);
+	live = dev_live(f.d);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	/* a pool that took the wrapped size went on to allocate its 8 GiB free list:
+	 * refused at once within 4 GiB of address space (the sanitizers need more) */
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &(struct rlimit){1ull << 32, 1ull << 32}), 0);
+#endif
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, 2147418113u, 2147549185u), -EOVERFLOW);
+	ck_assert_ptr_null(kv);
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, 1u << 30, 1u << 9), -EOVERFLOW);
+	ck_assert_int_eq(wl_kvpool_create(&kv, f.d, INT32_MAX, UINT32_MAX), -EOVERFLOW);
+	ck_assert_ptr_null(kv);
+	ck_assert_uint_eq(dev_live(f.d), live);
+	ck_assert_uint_eq(wl_kvpool_bytes(1u << 20, 4096), 1ull << 34);
+	ck_assert_uint_eq(wl_kvpool_bytes(1u << 28, 1u << 10), 1ull << 40);
+	ck_assert_uint_eq(wl_kvpool_bytes((1u << 28) + 1, 1u << 10), 0);
+	ck_assert_uint_eq(wl_kvpool_bytes(2147418113u, 2147549185u), 0);
+	fx_fini(&f);
+}
+END_TEST
+
 START_TEST(full_step_rolls_back)
 {
 	struct fx f;
@@ -737,6 +768,7 @@ Suite *workloads_suite(void)
 	    {"build_ahead_of_token", build_ahead_of_token},
 	    {"batch_across_streams_matches_reference", batch_across_streams_matches_reference},
 	    {"kv_pool_capacity_is_enforced", kv_pool_capacity_is_enforced},
+	    {"kv_pool_size_overflow_refused", kv_pool_size_overflow_refused},
 	    {"full_step_rolls_back", full_step_rolls_back},
 	    {"cost_is_what_create_reserves", cost_is_what_create_reserves},
 	    {"cost_of_a_huge_request_allocates_nothing", cost_of_a_huge_request_allocates_nothing},
