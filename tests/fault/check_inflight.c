@@ -173,9 +173,12 @@ struct flooder {
 	uint64_t sent; /* cancels that reached the router (not refused by libchipd) */
 };
 
-/* Cancels @a->id again and again, each given up after 1 ms: the slot is reset and
+/* Cancels @a->id again and again, each given up after 20 ms: the slot is reset and
  * the next cancel goes out in it, the one before still in flight to the stopped
- * worker (it answers none). */
+ * worker (it answers none). Long enough for a loaded router to take most (a cancel
+ * given up while still POSTED never reaches it: with 1 ms too few did in 20 s at load
+ * 9), short enough that five flooders fill their workers' mailboxes (320 cancels, past
+ * the 270 entries of the table before the fix; the 14 client slots now). */
 static void *flood_main(void *arg)
 {
 	struct flooder *a = arg;
@@ -187,7 +190,7 @@ static void *flood_main(void *arg)
 		return NULL;
 	while (!atomic_load_explicit(a->stop, memory_order_relaxed)) {
 		/* -EAGAIN: every slot of this connection still being reset: no cancel */
-		if (chipd_cancel(c, a->id, 1, &err) != -EAGAIN)
+		if (chipd_cancel(c, a->id, 20, &err) != -EAGAIN)
 			a->sent++;
 		else
 			usleep(100);
