@@ -30,7 +30,7 @@ START_TEST(push_pop_round_trip)
 		pop_expect(&f.r, i, 0);
 	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN);
 	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), 3);
-	ck_assert_uint_eq(atomic_load(&f.r.cons->tail), 3);
+	ck_assert_uint_eq(RING_TAIL_POS(atomic_load(&f.r.cons->tail)), 3);
 	fixture_fini(&f);
 }
 END_TEST
@@ -53,7 +53,7 @@ START_TEST(wrap_around_keeps_sequence)
 			pop_expect(&f.r, popped++, 0);
 	}
 	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), pushed);
-	ck_assert_uint_eq(atomic_load(&f.r.cons->tail), popped);
+	ck_assert_uint_eq(RING_TAIL_POS(atomic_load(&f.r.cons->tail)), popped);
 	push_ok(&f.r, pushed, RING_F_FINAL);
 	pop_expect(&f.r, pushed, RING_F_FINAL);
 	fixture_fini(&f);
@@ -73,17 +73,24 @@ START_TEST(full_ring_keeps_room_for_terminal)
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	ck_assert_uint_eq(ring_space(&f.r), 0);
-	/* Room frees up as the reader reads. */
+	/* Room frees up as the reader stores its tail: once per batch of records (2 on a
+	 * ring of 8) while more are published, one CAS for them all. */
 	pop_expect(&f.r, 0, 0);
-	ck_assert_uint_eq(ring_space(&f.r), 1);
+	ck_assert_uint_eq(ring_space(&f.r), 0);
+	pop_expect(&f.r, 1, 0);
+	ck_assert_uint_eq(ring_space(&f.r), 2);
 	push_ok(&f.r, CAP - 1, 0);
+	push_ok(&f.r, CAP, 0);
+	rec.seq = CAP + 1;
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	/* The terminal record still fits, filling the last slot. */
-	push_ok(&f.r, CAP, RING_F_FINAL);
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - atomic_load(&f.r.cons->tail), CAP);
-	for (uint32_t i = 1; i < CAP; i++)
+	push_ok(&f.r, CAP + 1, RING_F_FINAL);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - RING_TAIL_POS(atomic_load(&f.r.cons->tail)),
+			  CAP);
+	for (uint32_t i = 2; i <= CAP; i++)
 		pop_expect(&f.r, i, 0);
-	pop_expect(&f.r, CAP, RING_F_FINAL);
+	pop_expect(&f.r, CAP + 1, RING_F_FINAL);
+	ck_assert(ring_drained(&f.r));
 	fixture_fini(&f);
 }
 END_TEST
@@ -425,6 +432,60 @@ START_TEST(bound_reader_close_after_a_reset_closes_nothing)
 }
 END_TEST
 
+/* The ring the seam resets under its reader (late_tail_store_lands_in_no_next_stream). */
+static struct fixture *seam_ring;
+static const struct ring *seam_reader;
+
+/* The owner resets the ring for the next stream, whose producer publishes three
+ * tokens, all between the stale reader's last look at the generation and its store. */
+static void reset_inside_the_pop(const struct ring *r)
+{
+	if (r != seam_reader)
+		return;
+	seam_reader = NULL;
+	ring_reset(&seam_ring->r, REQ_ID, getpid(), getpid());
+	for (uint32_t seq = 0; seq < 3; seq++)
+		push_ok(&seam_ring->r, seq, 0);
+}
+
+/* A reader of a stream that checked the generation, was descheduled, and stored its
+ * tail after the owner reset the ring for the next stream moved that stream's tail: the
+ * next reader lost token 0 (it read seq 1 first), and the producer counted a record
+ * free that nobody had read. Now the tail word carries its stream's generation and the
+ * reader moves it with a CAS that fails once the generation moved: the late store lands
+ * nowhere, the stale pop answers -ESTALE, and the next stream reads 0, 1, 2. */
+START_TEST(late_tail_store_lands_in_no_next_stream)
+{
+	struct fixture f;
+	struct ring stale, next;
+	struct ring_rec out;
+
+	fixture_init(&f, 8);
+	ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	ck_assert_int_eq(ring_bind(&stale, f.mem, 8, f.cons), 0);
+	ring_set_reader_gen(&stale, atomic_load(&f.r.hdr->generation));
+	push_ok(&f.r, 0, 0);
+	push_ok(&f.r, 1, RING_F_FINAL);
+
+	seam_ring = &f;
+	seam_reader = &stale;
+	ring_test_before_tail_store = reset_inside_the_pop;
+	int rc = ring_try_pop(&stale, &out);
+	ring_test_before_tail_store = NULL;
+	ck_assert_msg(seam_reader == NULL, "the seam never ran");
+	ck_assert_int_eq(rc, -ESTALE);
+	ck_assert_int_eq(ring_try_pop(&stale, &out), -ESTALE);
+
+	ck_assert_int_eq(ring_bind(&next, f.mem, 8, f.cons), 0);
+	ring_set_reader_gen(&next, atomic_load(&f.r.hdr->generation));
+	ck_assert_uint_eq(ring_space(&f.r), 8 - 3 - 1); /* nothing of the new stream read */
+	for (uint32_t seq = 0; seq < 3; seq++)
+		pop_expect(&next, seq, 0);
+	ck_assert_int_eq(ring_try_pop(&next, &out), -EAGAIN);
+	fixture_fini(&f);
+}
+END_TEST
+
 /* @size bytes (a multiple of 64) that end exactly at an inaccessible page: any access
  * past them faults, in every build. */
 static void *guarded_alloc(size_t size, size_t *map_len)
@@ -543,7 +604,7 @@ START_TEST(split_producer_part_and_consumer_line)
 	struct ring_rec out;
 	void *rw, *ro;
 
-	ck_assert_uint_eq(RING_VERSION, 3);
+	ck_assert_uint_eq(RING_VERSION, 4);
 	ck_assert_uint_eq(sizeof(struct ring_rec), 64);
 	ck_assert_uint_eq(sizeof(struct ring_hdr), 128);
 	ck_assert_uint_eq(RING_CONS_SIZE, 64);
@@ -564,7 +625,7 @@ START_TEST(split_producer_part_and_consumer_line)
 		push_ok(&owner, i, 0);
 		pop_expect(&reader, i, 0);
 	}
-	ck_assert_uint_eq(atomic_load(&line->tail), 3 * CAP);
+	ck_assert_uint_eq(atomic_load(&line->tail), RING_TAIL(2, 3 * CAP));
 	ck_assert_uint_eq(atomic_load(&owner.hdr->head), 3 * CAP);
 	ring_close_reader(&reader);
 	ck_assert(ring_reader_closed(&owner));
@@ -573,9 +634,9 @@ START_TEST(split_producer_part_and_consumer_line)
 	pop_expect(&reader, 3 * CAP, RING_F_FINAL);
 	ck_assert_int_eq(ring_try_pop(&reader, &out), -ENODATA);
 	ck_assert(ring_drained(&owner));
-	/* the owner's reset empties the line too */
-	(void)ring_reset(&owner, REQ_ID + 1, getpid(), getpid());
-	ck_assert_uint_eq(atomic_load(&line->tail), 0);
+	/* the owner's reset empties the line too, its tail word in the new generation */
+	ck_assert_uint_eq(ring_reset(&owner, REQ_ID + 1, getpid(), getpid()), 3);
+	ck_assert_uint_eq(atomic_load(&line->tail), RING_TAIL(3, 0));
 	ck_assert_uint_eq(atomic_load(&line->closed), 0);
 	ck_assert(!ring_reader_closed(&reader));
 	push_ok(&owner, 0, RING_F_FINAL);
@@ -614,6 +675,7 @@ static Suite *ring_suite(void)
 	     stale_close_does_not_close_the_next_stream},
 	    {"bound_reader_close_after_a_reset_closes_nothing",
 	     bound_reader_close_after_a_reset_closes_nothing},
+	    {"late_tail_store_lands_in_no_next_stream", late_tail_store_lands_in_no_next_stream},
 	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring},
 	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line},
 	};

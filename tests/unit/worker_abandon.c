@@ -174,7 +174,8 @@ static bool ring_full(void *arg)
 {
 	struct ring *r = arg;
 
-	return atomic_load(&r->hdr->head) - atomic_load(&r->cons->tail) == r->capacity - 1;
+	return (uint32_t)atomic_load(&r->hdr->head) - RING_TAIL_POS(atomic_load(&r->cons->tail)) ==
+	       r->capacity - 1;
 }
 
 static bool push_failed(void *arg)
