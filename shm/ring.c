@@ -421,21 +421,24 @@ int ring_take_over(struct ring *r)
 	return 0;
 }
 
-void ring_close_reader(struct ring *r)
+void ring_close_stream(struct ring *r, uint32_t gen)
 {
-	struct ring_hdr *h = r->hdr;
-	/* A reader bound to its stream (ring_set_reader_gen) closes that stream's
-	 * generation, never the one it finds: after a reset it would be the next
-	 * stream's. Unbound (the owner closing for a consumer), the current one. */
-	uint32_t gen = r->reader_gen ? r->reader_gen
-				     : atomic_load_explicit(&h->generation, memory_order_acquire);
-
 	/* release, paired with ring_reader_closed's acquire: whoever sees the close
-	 * also sees every tail the reader stored before it, so an owner that resets the
-	 * ring after the close cannot have its tail = 0 overwritten by a late one. The
-	 * generation, not a flag: a reset before this store bumps the generation, so
-	 * the stale value closes nothing. */
-	atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
+	 * also sees every tail the reader stored before it. The generation, not a flag:
+	 * a reset before this store bumps the generation, so the stale value closes
+	 * nothing. 0 is no generation (and no close). */
+	if (gen != 0)
+		atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
+}
+
+int ring_close_reader(struct ring *r)
+{
+	/* A reader closes its own stream's generation, never the one it finds: after a
+	 * reset it would be the next stream's. One that knows none closes nothing. */
+	if (r->reader_gen == 0)
+		return -EINVAL;
+	ring_close_stream(r, r->reader_gen);
+	return 0;
 }
 
 bool ring_reader_closed(const struct ring *r)

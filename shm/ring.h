@@ -230,13 +230,17 @@ bool ring_end_record(const struct ring *r, struct ring_rec *out);
  * ring may be given to another stream. */
 bool ring_drained(const struct ring *r);
 
-/* Says that nobody will read the ring's current stream any more: the producer stops
- * the stream (ends it cancelled) at its next look (ring_reader_closed). Called by the
- * stream's consumer while the ring is still assigned to its stream, or by the ring's
- * owner standing in for a dead consumer. Records the generation of the reader's stream
- * (ring_set_reader_gen; unbound: the current one), so a close that races with a reset
- * never closes the next stream. Idempotent; never blocks. */
-void ring_close_reader(struct ring *r);
+/* Says that nobody will read the stream of the reader's generation (ring_set_reader_gen)
+ * any more: the producer stops the stream (ends it cancelled) at its next look
+ * (ring_reader_closed), while the ring is still that stream's. Records that generation,
+ * never the one it finds, so a close that races with a reset never closes the next
+ * stream. A reader bound to no generation closes nothing (-EINVAL): whatever generation
+ * it would load may be the next stream's. Returns 0; idempotent; never blocks. */
+int ring_close_reader(struct ring *r);
+
+/* The ring's owner closes the stream of generation @gen (the one it assigned) in place
+ * of its consumer (ring_close_reader): nothing once the ring moved to another. */
+void ring_close_stream(struct ring *r, uint32_t gen);
 
 /* Whether the reader of the ring's current stream closed it (ring_close_reader). Once
  * true, the reader's every earlier tail store is visible (acquire), and it stores no

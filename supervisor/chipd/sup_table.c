@@ -87,7 +87,8 @@ void sup_table_close_reader(struct sup *s, struct sup_req *e)
 
 	if (e->reader_closed)
 		return;
-	ring_close_reader(r);
+	/* the stream it assigned, never whatever the ring holds now */
+	ring_close_stream(r, e->ring_gen);
 	e->reader_closed = true;
 	e->closed_ns = shm_now_ns();
 	e->closed_head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);

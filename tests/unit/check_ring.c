@@ -356,8 +356,9 @@ static int close_from_child(void *arg)
 
 	if (ring_attach(&mine, f->mem, f->size, f->cons))
 		return 1;
-	ring_close_reader(&mine);
-	return 0;
+	/* the stream's reader knows its generation (libchipd: the submit answer's) */
+	ring_set_reader_gen(&mine, atomic_load(&mine.hdr->generation));
+	return ring_close_reader(&mine) == 0 ? 0 : 1;
 }
 
 START_TEST(reader_close_is_seen_by_producer)
@@ -373,7 +374,7 @@ START_TEST(reader_close_is_seen_by_producer)
 	ck_assert(ring_reader_closed(&f.r));
 	ck_assert_uint_eq(atomic_load(&f.r.cons->closed), atomic_load(&f.r.hdr->generation));
 	/* Closing again changes nothing; the stream can still be ended normally. */
-	ring_close_reader(&f.r);
+	ring_close_stream(&f.r, atomic_load(&f.r.hdr->generation));
 	ck_assert(ring_reader_closed(&f.r));
 	push_ok(&f.r, 1, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
 	fixture_fini(&f);
@@ -385,7 +386,7 @@ START_TEST(reset_reopens_a_closed_ring)
 	struct fixture f;
 
 	fixture_init(&f, 4);
-	ring_close_reader(&f.r);
+	ring_close_stream(&f.r, atomic_load(&f.r.hdr->generation));
 	ck_assert(ring_reader_closed(&f.r));
 	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
 	ck_assert(!ring_reader_closed(&f.r));
@@ -405,7 +406,9 @@ START_TEST(stale_close_does_not_close_the_next_stream)
 	/* A closer that read the generation before the reset stores it after. */
 	atomic_store(&f.r.cons->closed, old_gen);
 	ck_assert(!ring_reader_closed(&f.r));
-	ring_close_reader(&f.r);
+	ring_close_stream(&f.r, old_gen);
+	ck_assert(!ring_reader_closed(&f.r));
+	ring_close_stream(&f.r, old_gen + 1);
 	ck_assert(ring_reader_closed(&f.r));
 	fixture_fini(&f);
 }
@@ -428,6 +431,44 @@ START_TEST(bound_reader_close_after_a_reset_closes_nothing)
 	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
 	ring_close_reader(&f.r);
 	ck_assert_msg(!ring_reader_closed(&f.r), "a stale reader closed the next stream");
+	fixture_fini(&f);
+}
+END_TEST
+
+/* A reader that maps the ring without binding to its stream's generation (a third
+ * party of the client, or a reader that never learnt it) closes nothing: a generation it
+ * loads at the close may already be the next stream's. Before, ring_close_reader stored
+ * the generation it found for an unbound reader, so such a reader closed whatever stream
+ * held the ring, the next one after a reset too, and its producer ended it cancelled. The
+ * stream's own bound reader, and the owner with the generation it assigned, still close
+ * it; a close of another generation is still ignored. */
+START_TEST(unbound_reader_closes_nothing)
+{
+	struct fixture f;
+	struct ring unbound, bound;
+	uint32_t gen;
+
+	fixture_init(&f, 4);
+	gen = ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	ck_assert_int_eq(ring_attach(&unbound, f.mem, f.size, f.cons), 0);
+	ck_assert_int_eq(ring_close_reader(&unbound), -EINVAL);
+	ck_assert_msg(!ring_reader_closed(&f.r), "an unbound reader closed the stream");
+	ck_assert_uint_eq(atomic_load(&f.cons->closed), 0);
+	/* after a reset for the next stream, too */
+	gen = ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
+	(void)ring_close_reader(&unbound);
+	ck_assert_msg(!ring_reader_closed(&f.r), "an unbound reader closed the next stream");
+
+	ck_assert_int_eq(ring_bind(&bound, f.mem, 4, f.cons), 0);
+	ring_set_reader_gen(&bound, gen - 1); /* the last stream's reader, late */
+	(void)ring_close_reader(&bound);
+	ck_assert(!ring_reader_closed(&f.r));
+	ring_set_reader_gen(&bound, gen);
+	ck_assert_int_eq(ring_close_reader(&bound), 0);
+	ck_assert(ring_reader_closed(&f.r));
+	ring_reset(&f.r, REQ_ID + 2, getpid(), getpid());
+	ring_close_stream(&f.r, gen); /* the owner, for the stream it reset since */
+	ck_assert(!ring_reader_closed(&f.r));
 	fixture_fini(&f);
 }
 END_TEST
@@ -572,7 +613,7 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 	atomic_store(&h->head, far);
 	atomic_store(&c->tail, far);
 	ck_assert_int_eq(ring_take_over(&owner), 0);
-	ring_close_reader(&owner);
+	ring_close_stream(&owner, atomic_load(&h->generation));
 	ck_assert_int_eq(ring_push(&owner, &fin), 0);
 	ck_assert(ring_finished(&owner));
 
@@ -627,7 +668,10 @@ START_TEST(split_producer_part_and_consumer_line)
 	}
 	ck_assert_uint_eq(atomic_load(&line->tail), RING_TAIL(2, 3 * CAP));
 	ck_assert_uint_eq(atomic_load(&owner.hdr->head), 3 * CAP);
-	ring_close_reader(&reader);
+	ck_assert_int_eq(ring_close_reader(&reader), -EINVAL); /* bound to no stream */
+	ck_assert(!ring_reader_closed(&owner));
+	ring_set_reader_gen(&reader, atomic_load(&owner.hdr->generation));
+	ck_assert_int_eq(ring_close_reader(&reader), 0);
 	ck_assert(ring_reader_closed(&owner));
 	ck_assert_uint_eq(atomic_load(&line->closed), atomic_load(&owner.hdr->generation));
 	push_ok(&owner, 3 * CAP, RING_F_FINAL);
@@ -639,6 +683,7 @@ START_TEST(split_producer_part_and_consumer_line)
 	ck_assert_uint_eq(atomic_load(&line->tail), RING_TAIL(3, 0));
 	ck_assert_uint_eq(atomic_load(&line->closed), 0);
 	ck_assert(!ring_reader_closed(&reader));
+	ring_set_reader_gen(&reader, 3); /* the reader of the new stream */
 	push_ok(&owner, 0, RING_F_FINAL);
 	pop_expect(&reader, 0, RING_F_FINAL);
 	/* a line that is missing or misaligned is refused */
@@ -675,6 +720,7 @@ static Suite *ring_suite(void)
 	     stale_close_does_not_close_the_next_stream},
 	    {"bound_reader_close_after_a_reset_closes_nothing",
 	     bound_reader_close_after_a_reset_closes_nothing},
+	    {"unbound_reader_closes_nothing", unbound_reader_closes_nothing},
 	    {"late_tail_store_lands_in_no_next_stream", late_tail_store_lands_in_no_next_stream},
 	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring},
 	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line},
