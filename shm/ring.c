@@ -35,7 +35,8 @@ size_t ring_size(uint32_t capacity)
 
 /* Binds @r to the ring at @h with @capacity records: the capacity, and so every index
  * mask and the extent of the records, is the caller's from here on. Of the shared
- * header only the tail is read, as the producer's first cached value (a hint). */
+ * header only the tail word is read: the producer's first cached position (a hint), and
+ * the word a consumer's first pop compares with (a rewrite since is a reset's). */
 static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity, struct ring_cons *c)
 {
 	memset(r, 0, sizeof(*r));
@@ -45,7 +46,9 @@ static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity, struct r
 	r->capacity = capacity;
 	r->mask = capacity - 1;
 	r->spin_ns = SHM_SPIN_NS_DEFAULT;
-	r->cached_tail = RING_TAIL_POS(atomic_load_explicit(&c->tail, memory_order_acquire));
+	r->read_word = atomic_load_explicit(&c->tail, memory_order_acquire);
+	r->read_pos = RING_TAIL_POS(r->read_word);
+	r->cached_tail = r->read_pos;
 }
 
 /* One read of a plain header word a peer may write at any time. */
@@ -290,7 +293,7 @@ int ring_try_pop(struct ring *r, struct ring_rec *out)
 	 * peer's), and the generation checks below order what follows it */
 	uint64_t word = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
 
-	if (word != r->read_word) { /* first look, or rewritten: take it as it is */
+	if (word != r->read_word) { /* rewritten (a reset): take it as it is */
 		r->read_word = word;
 		r->read_pos = RING_TAIL_POS(word);
 	}
@@ -344,10 +347,10 @@ int ring_store_tail(struct ring *r)
 {
 	uint64_t word = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
 
-	/* rewritten since this reader's last look (a handle that never looked has taken
-	 * nothing: its word is still 0) */
+	/* rewritten since this reader's last look: nothing is stored, and nothing was
+	 * lost when the reader had taken nothing since its last store */
 	if (word != r->read_word)
-		return r->read_word == 0 ? 0 : -ESTALE;
+		return r->read_pos == RING_TAIL_POS(r->read_word) ? 0 : -ESTALE;
 	return store_tail(r);
 }
 
