@@ -323,7 +323,7 @@ void chipd_stream_close(chipd_stream *s, uint32_t timeout_ms)
 	 * another stream as soon as the stream ended, read or not. */
 	if (!s->ended &&
 	    atomic_load_explicit(&s->ring.hdr->generation, memory_order_acquire) == s->gen) {
-		ring_close_reader(&s->ring);
+		(void)ring_close_reader(&s->ring); /* bound at open: never -EINVAL */
 		/* A lost node (the supervisor gone, no live producer) answers no cancel
 		 * and ends nothing: there is nothing to wait for, so return at once. */
 		if (!node_lost(s)) {

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define PROTO_NODE_MAGIC       0x45444f4e44504843ull /* "CHPDNODE" in little-endian bytes */
-#define PROTO_NODE_VERSION     5u
+#define PROTO_NODE_VERSION     6u
 #define PROTO_NODE_DESC_OFFSET SHM_BODY_OFFSET
 #define PROTO_NODE_MAX_RINGS   4096u
 /* The handshake socket's path in the descriptor, NUL included: sun_path's size. */

@@ -9,6 +9,17 @@
 
 #define RING_LINE 64u
 
+#ifdef CHIPD_RING_TEST_SEAM
+void (*ring_test_before_tail_store)(const struct ring *r);
+#define BEFORE_TAIL_STORE(r)                                                                       \
+	do {                                                                                       \
+		if (ring_test_before_tail_store)                                                   \
+			ring_test_before_tail_store(r);                                            \
+	} while (0)
+#else
+#define BEFORE_TAIL_STORE(r) ((void)0)
+#endif
+
 static bool capacity_ok(uint32_t capacity)
 {
 	return capacity >= RING_MIN_CAPACITY && capacity <= RING_MAX_CAPACITY &&
@@ -24,7 +35,8 @@ size_t ring_size(uint32_t capacity)
 
 /* Binds @r to the ring at @h with @capacity records: the capacity, and so every index
  * mask and the extent of the records, is the caller's from here on. Of the shared
- * header only the tail is read, as the producer's first cached value (a hint). */
+ * header only the tail word is read: the producer's first cached position (a hint), and
+ * the word a consumer's first pop compares with (a rewrite since is a reset's). */
 static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity, struct ring_cons *c)
 {
 	memset(r, 0, sizeof(*r));
@@ -34,7 +46,9 @@ static void bind(struct ring *r, struct ring_hdr *h, uint32_t capacity, struct r
 	r->capacity = capacity;
 	r->mask = capacity - 1;
 	r->spin_ns = SHM_SPIN_NS_DEFAULT;
-	r->cached_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+	r->read_word = atomic_load_explicit(&c->tail, memory_order_acquire);
+	r->read_pos = RING_TAIL_POS(r->read_word);
+	r->cached_tail = r->read_pos;
 }
 
 /* One read of a plain header word a peer may write at any time. */
@@ -63,6 +77,7 @@ int ring_init(struct ring *r, void *mem, size_t avail, uint32_t capacity, struct
 	h->capacity = capacity;
 	h->rec_size = sizeof(struct ring_rec);
 	atomic_init(&h->generation, 1);
+	atomic_init(&cons->tail, RING_TAIL(1, 0));
 	shm_wake_init(&cons->wake);
 	bind(r, h, capacity, cons);
 	return 0;
@@ -127,11 +142,13 @@ uint32_t ring_reset_started(struct ring *r, uint64_t request_id, pid_t producer,
 	 * new generation with it (ring_try_pop's acquire loads and fence) and answers
 	 * -ESTALE. Bumped last, a look between the stores read the old tail against the
 	 * new head as broken indices. The new stream's parties learn its generation from
-	 * its submit answer and its assign, sent after the whole reset. */
+	 * its submit answer and its assign, sent after the whole reset. The tail word
+	 * takes the new generation: an old reader's CAS of its own word fails from here
+	 * on, whenever it comes. */
 	uint32_t gen = atomic_fetch_add_explicit(&h->generation, 1, memory_order_seq_cst) + 1;
 
 	atomic_store_explicit(&h->head, 0, memory_order_release);
-	atomic_store_explicit(&r->cons->tail, 0, memory_order_release);
+	atomic_store_explicit(&r->cons->tail, RING_TAIL(gen, 0), memory_order_release);
 	atomic_store_explicit(&h->terminal, 0, memory_order_release);
 	atomic_store_explicit(&h->request_id, request_id, memory_order_relaxed);
 	atomic_store_explicit(&h->producer_start, producer_start, memory_order_relaxed);
@@ -171,21 +188,23 @@ static bool reader_gen_moved(const struct ring *r)
  * records in use), see indices_broken. */
 static uint32_t free_records(struct ring *r, uint64_t head, uint32_t want)
 {
-	uint64_t used = head - r->cached_tail;
+	uint32_t used = (uint32_t)head - r->cached_tail;
 
 	if (used > r->capacity || r->capacity - used < want) {
-		r->cached_tail = atomic_load_explicit(&r->cons->tail, memory_order_acquire);
-		used = head - r->cached_tail;
+		r->cached_tail =
+		    RING_TAIL_POS(atomic_load_explicit(&r->cons->tail, memory_order_acquire));
+		used = (uint32_t)head - r->cached_tail;
 	}
-	return used > r->capacity ? 0 : (uint32_t)(r->capacity - used);
+	return used > r->capacity ? 0 : r->capacity - used;
 }
 
-/* Whether head and the tail last read cannot belong to one stream: the consumer's tail
- * ran past head, or more records are in use than the ring holds. Only a peer that
- * wrote into the header gets here; the stream can never move again. */
+/* Whether head and the tail position last read cannot belong to one stream: the
+ * consumer's tail ran past head, or more records are in use than the ring holds (mod
+ * 2^32, the tail word's position: a tail past head counts as more than the ring holds).
+ * Only a peer that wrote into its line gets here; the stream can never move again. */
 static bool indices_broken(const struct ring *r, uint64_t head)
 {
-	return head - r->cached_tail > r->capacity;
+	return (uint32_t)head - r->cached_tail > r->capacity;
 }
 
 int ring_publish(struct ring *r, const struct ring_rec *rec)
@@ -239,10 +258,49 @@ uint32_t ring_space(struct ring *r)
 	return free > 0 ? free - 1 : 0;
 }
 
+/* Records a reader may take before it stores its tail: a batch costs one CAS. */
+static uint32_t tail_batch(const struct ring *r)
+{
+	return r->capacity >= 64 ? 16 : (r->capacity >= 8 ? r->capacity / 4 : 1);
+}
+
+/* Stores the reader's position into its tail word, with a CAS from the word it last
+ * stored or found: it fails when anyone else wrote the word since, the owner's reset
+ * above all (the generation bits moved), and then nothing is stored. Release on
+ * success: the records consumed are the producer's again only after their copies. */
+static int store_tail(struct ring *r)
+{
+	uint64_t seen = r->read_word;
+	uint64_t want = RING_TAIL(RING_TAIL_GEN(seen), r->read_pos);
+
+	if (seen == want)
+		return 0;
+	BEFORE_TAIL_STORE(r);
+	if (atomic_compare_exchange_strong_explicit(&r->cons->tail, &seen, want,
+						    memory_order_release, memory_order_relaxed)) {
+		r->read_word = want;
+		return 0;
+	}
+	r->read_word = seen;
+	r->read_pos = RING_TAIL_POS(seen);
+	return -ESTALE;
+}
+
 int ring_try_pop(struct ring *r, struct ring_rec *out)
 {
 	struct ring_hdr *h = r->hdr;
-	uint64_t tail = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
+	/* relaxed: the reader is the word's writer; another value is a reset's (or a
+	 * peer's), and the generation checks below order what follows it */
+	uint64_t word = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
+
+	if (word != r->read_word) { /* rewritten (a reset): take it as it is */
+		r->read_word = word;
+		r->read_pos = RING_TAIL_POS(word);
+	}
+	if (r->reader_gen && RING_TAIL_GEN(word) != r->reader_gen)
+		return -ESTALE;
+
+	uint32_t tail = r->read_pos;
 	/* The terminal flag is read before head: once it is seen set, the producer
 	 * writes only the terminal record's own slot (at head), never the slot at
 	 * tail - 1 read below. Read after head, the flag could belong to a terminal
@@ -251,30 +309,49 @@ int ring_try_pop(struct ring *r, struct ring_rec *out)
 	 * the end of the stream. */
 	uint32_t terminal = atomic_load_explicit(&h->terminal, memory_order_acquire);
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_seq_cst);
+	/* positions mod 2^32, as the tail word keeps them: a ring holds far fewer */
+	uint32_t avail = (uint32_t)head - tail;
 
-	if (tail == head) {
+	if (avail == 0) {
 		if (reader_gen_moved(r))
+			return -ESTALE;
+		/* every record taken is stored before the reader says empty (and waits) */
+		if (store_tail(r))
 			return -ESTALE;
 		/* Terminal claimed and everything consumed: the stream is over. The
 		 * terminal flag is set before its record is published, so also check
 		 * that the last consumed record was the terminal one. */
-		if (tail > 0 && terminal && (r->recs[(tail - 1) & r->mask].flags & RING_F_TERMINAL))
+		if (head > 0 && terminal && (r->recs[(tail - 1) & r->mask].flags & RING_F_TERMINAL))
 			return -ENODATA;
 		return -EAGAIN;
 	}
-	if (head - tail > r->capacity) /* indices corrupted by a peer, or reset */
+	if (avail > r->capacity) /* indices corrupted by a peer, or reset */
 		return reader_gen_moved(r) ? -ESTALE : -EBADMSG;
 	*out = r->recs[tail & r->mask];
 	/* The copy is the reader's stream's only while the generation did not move: a
 	 * reset ring given to another stream fills its records with that stream's. Looked
 	 * at after the copy (the fence keeps the record's loads before the generation's)
 	 * and before the tail store, so a record of another stream is neither returned nor
-	 * consumed. */
+	 * consumed; the store itself is a CAS of the word of the reader's generation, so
+	 * a reset after this look keeps it out of the next stream (store_tail). */
 	atomic_thread_fence(memory_order_acquire);
 	if (reader_gen_moved(r))
 		return -ESTALE;
-	atomic_store_explicit(&r->cons->tail, tail + 1, memory_order_release);
+	r->read_pos = tail + 1;
+	if (avail == 1 || terminal || r->read_pos - RING_TAIL_POS(r->read_word) >= tail_batch(r))
+		return store_tail(r);
 	return 0;
+}
+
+int ring_store_tail(struct ring *r)
+{
+	uint64_t word = atomic_load_explicit(&r->cons->tail, memory_order_relaxed);
+
+	/* rewritten since this reader's last look: nothing is stored, and nothing was
+	 * lost when the reader had taken nothing since its last store */
+	if (word != r->read_word)
+		return r->read_pos == RING_TAIL_POS(r->read_word) ? 0 : -ESTALE;
+	return store_tail(r);
 }
 
 /* Ready also once the generation moved: ring_try_pop then answers -ESTALE. */
@@ -282,8 +359,8 @@ static bool has_record(void *arg)
 {
 	const struct ring *r = arg;
 
-	return atomic_load_explicit(&r->hdr->head, memory_order_seq_cst) !=
-		   atomic_load_explicit(&r->cons->tail, memory_order_relaxed) ||
+	return (uint32_t)atomic_load_explicit(&r->hdr->head, memory_order_seq_cst) != r->read_pos ||
+	       atomic_load_explicit(&r->cons->tail, memory_order_relaxed) != r->read_word ||
 	       reader_gen_moved(r);
 }
 
@@ -343,25 +420,28 @@ int ring_take_over(struct ring *r)
 		atomic_store_explicit(&h->terminal, 0, memory_order_release);
 	atomic_store_explicit(&h->producer_start, shm_proc_self_start_time(), memory_order_relaxed);
 	atomic_store_explicit(&h->producer_pid, (uint32_t)shm_proc_self(), memory_order_release);
-	r->cached_tail = atomic_load_explicit(&r->cons->tail, memory_order_acquire);
+	r->cached_tail = RING_TAIL_POS(atomic_load_explicit(&r->cons->tail, memory_order_acquire));
 	return 0;
 }
 
-void ring_close_reader(struct ring *r)
+void ring_close_stream(struct ring *r, uint32_t gen)
 {
-	struct ring_hdr *h = r->hdr;
-	/* A reader bound to its stream (ring_set_reader_gen) closes that stream's
-	 * generation, never the one it finds: after a reset it would be the next
-	 * stream's. Unbound (the owner closing for a consumer), the current one. */
-	uint32_t gen = r->reader_gen ? r->reader_gen
-				     : atomic_load_explicit(&h->generation, memory_order_acquire);
-
 	/* release, paired with ring_reader_closed's acquire: whoever sees the close
-	 * also sees every tail the reader stored before it, so an owner that resets the
-	 * ring after the close cannot have its tail = 0 overwritten by a late one. The
-	 * generation, not a flag: a reset before this store bumps the generation, so
-	 * the stale value closes nothing. */
-	atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
+	 * also sees every tail the reader stored before it. The generation, not a flag:
+	 * a reset before this store bumps the generation, so the stale value closes
+	 * nothing. 0 is no generation (and no close). */
+	if (gen != 0)
+		atomic_store_explicit(&r->cons->closed, gen, memory_order_release);
+}
+
+int ring_close_reader(struct ring *r)
+{
+	/* A reader closes its own stream's generation, never the one it finds: after a
+	 * reset it would be the next stream's. One that knows none closes nothing. */
+	if (r->reader_gen == 0)
+		return -EINVAL;
+	ring_close_stream(r, r->reader_gen);
+	return 0;
 }
 
 bool ring_reader_closed(const struct ring *r)
@@ -426,5 +506,6 @@ bool ring_drained(const struct ring *r)
 	uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
 
 	return ring_finished(r) &&
-	       atomic_load_explicit(&r->cons->tail, memory_order_acquire) == head;
+	       RING_TAIL_POS(atomic_load_explicit(&r->cons->tail, memory_order_acquire)) ==
+		   (uint32_t)head;
 }

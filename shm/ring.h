@@ -9,9 +9,11 @@
  * If the producer dies, whoever supervises it may take the ring over
  * (ring_take_over) and write the terminal record itself.
  *
- * Layout (RING_VERSION 3): the producer part, a 128-byte header (two cache lines:
+ * Layout (RING_VERSION 4): the producer part, a 128-byte header (two cache lines:
  * identity, producer index) followed by capacity 64-byte records, and apart from it
- * the consumer's line (struct ring_cons: consumer index, futex, reader-closed word).
+ * the consumer's line (struct ring_cons: tail word, futex, reader-closed word). The
+ * tail word carries the generation of the stream it counts for (RING_TAIL), and the
+ * consumer moves it with a CAS that fails once a reset gave it to another stream.
  * The two may live in different regions: the chipd node keeps the producer part in
  * the node region, which clients map read-only, and the consumer lines in the
  * exchange region clients may write (docs/protocol.md §5, normative).
@@ -28,7 +30,7 @@
 #include <sys/types.h>
 
 #define RING_MAGIC	  0x31474e52u /* "RNG1" little-endian */
-#define RING_VERSION	  3u
+#define RING_VERSION	  4u
 #define RING_MIN_CAPACITY 2u
 #define RING_MAX_CAPACITY 65536u
 
@@ -75,9 +77,19 @@ _Static_assert(sizeof(struct ring_hdr) == 128, "ring header is two lines");
 _Static_assert(offsetof(struct ring_hdr, producer_start) == 32, "ring.producer_start");
 _Static_assert(offsetof(struct ring_hdr, head) == 64, "ring.head");
 
+/* The consumer's tail word: the generation of the stream it counts for in the high 32
+ * bits, the records of that stream consumed so far (mod 2^32) in the low 32. A reset
+ * stores RING_TAIL(new generation, 0); the consumer moves only a word of its own
+ * generation (CAS), so a store it makes late, after a reset, fails instead of moving
+ * the next stream's tail. Producer and owner read the position alone, as untrusted
+ * input, and compare it with head mod 2^32 (a ring holds at most 65536 records). */
+#define RING_TAIL(gen, pos) (((uint64_t)(gen) << 32) | (uint32_t)(pos))
+#define RING_TAIL_GEN(word) ((uint32_t)((word) >> 32))
+#define RING_TAIL_POS(word) ((uint32_t)(word))
+
 /* The consumer's line: written by the consumer (and by the ring's owner on reset). */
 struct ring_cons {
-	_Atomic uint64_t tail; /* records consumed so far */
+	_Atomic uint64_t tail; /* RING_TAIL(generation, records consumed so far) */
 	struct shm_wake wake;  /* the consumer sleeps here */
 	_Atomic uint32_t closed; /* 0, or the generation whose reader closed (ring_close_reader) */
 	uint8_t reserved[44];
@@ -101,7 +113,11 @@ struct ring {
 	uint64_t spin_ns;
 	struct shm_spin *adapt; /* consumer: its waits' adaptive spin (wait.h), or NULL */
 	uint32_t reader_gen;	/* consumer: the generation of its stream, 0: any */
-	uint64_t cached_tail; /* producer: last tail seen, saves a shared read per push */
+	/* consumer: the tail word as it last stored or found it, and the records it took
+	 * (mod 2^32; ahead of the word's position by those it has not stored yet) */
+	uint64_t read_word;
+	uint32_t read_pos;
+	uint32_t cached_tail; /* producer: last tail position seen, saves a shared read */
 };
 
 /* Bytes for the producer part (header and records) of a ring of @capacity records, or
@@ -170,8 +186,20 @@ uint32_t ring_space(struct ring *r);
 
 /* Takes the next record without waiting. Returns 0, -EAGAIN when empty, -ENODATA
  * after the terminal record has been consumed, -EBADMSG when a peer broke the indices,
- * -ESTALE when the ring left the reader's generation (ring_set_reader_gen). */
+ * -ESTALE when the ring left the reader's generation (ring_set_reader_gen) or the tail
+ * word was rewritten under the reader (a reset between its look and its store: the
+ * record is dropped, and the word is left as the reset wrote it).
+ * The tail is stored (one CAS) for a batch of records: when the record taken is the
+ * last one published, once the stream's terminal is claimed, and at least every 16
+ * records (every capacity / 4 on smaller rings); so a reader waits, and the owner sees
+ * a finished stream drained, only with its tail stored. */
 int ring_try_pop(struct ring *r, struct ring_rec *out);
+
+/* Consumer: stores the tail for every record taken so far (ring_try_pop may hold the
+ * store back for a batch), for a reader that puts its handle down while records it
+ * took are still unstored and another handle may read on. Returns 0, or -ESTALE when
+ * the tail word was rewritten under the reader (nothing stored). */
+int ring_store_tail(struct ring *r);
 
 /* Waits for the next record until @deadline_ns. Returns 0, -ENODATA (stream already
  * ended), -ETIMEDOUT, -EOWNERDEAD when the producer died without ending the stream (its
@@ -202,13 +230,17 @@ bool ring_end_record(const struct ring *r, struct ring_rec *out);
  * ring may be given to another stream. */
 bool ring_drained(const struct ring *r);
 
-/* Says that nobody will read the ring's current stream any more: the producer stops
- * the stream (ends it cancelled) at its next look (ring_reader_closed). Called by the
- * stream's consumer while the ring is still assigned to its stream, or by the ring's
- * owner standing in for a dead consumer. Records the generation of the reader's stream
- * (ring_set_reader_gen; unbound: the current one), so a close that races with a reset
- * never closes the next stream. Idempotent; never blocks. */
-void ring_close_reader(struct ring *r);
+/* Says that nobody will read the stream of the reader's generation (ring_set_reader_gen)
+ * any more: the producer stops the stream (ends it cancelled) at its next look
+ * (ring_reader_closed), while the ring is still that stream's. Records that generation,
+ * never the one it finds, so a close that races with a reset never closes the next
+ * stream. A reader bound to no generation closes nothing (-EINVAL): whatever generation
+ * it would load may be the next stream's. Returns 0; idempotent; never blocks. */
+int ring_close_reader(struct ring *r);
+
+/* The ring's owner closes the stream of generation @gen (the one it assigned) in place
+ * of its consumer (ring_close_reader): nothing once the ring moved to another. */
+void ring_close_stream(struct ring *r, uint32_t gen);
 
 /* Whether the reader of the ring's current stream closed it (ring_close_reader). Once
  * true, the reader's every earlier tail store is visible (acquire), and it stores no
@@ -220,5 +252,12 @@ bool ring_reader_closed(const struct ring *r);
  * the caller of ring_take_over (the current producer) may hand a ring over. Returns
  * 0, -EPERM when the caller is not the producer, -ESRCH when @producer is gone. */
 int ring_hand_over(struct ring *r, pid_t producer);
+
+#ifdef CHIPD_RING_TEST_SEAM
+/* Test builds only (check_ring): when set, called by a consumer's pop after its last
+ * look at the generation and before its tail store, so a test can reset the ring
+ * inside that window as an owner racing a descheduled reader would. */
+extern void (*ring_test_before_tail_store)(const struct ring *r);
+#endif
 
 #endif

@@ -323,8 +323,10 @@ struct chipd_stat {
 /* Reads every counter of the node region directly from shared memory (no round trip,
  * no lock: it works even while the supervisor is busy); docs/protocol.md §8.1 says
  * what each one counts. Fills up to @cap entries of @out and sets *@n to how many
- * exist. Returns 0, -ENOBUFS when @cap was too small
- * (the first @cap are filled), -EBADMSG when a counter block is corrupt. */
+ * exist. Returns 0, or -ENOBUFS when @cap was too small (the first @cap are filled).
+ * Every counter block was validated when @c connected (chipd_connect: -EBADMSG for a
+ * corrupt one); each read copies a name once and cuts it, and an unknown kind reads as a
+ * counter, so a block a peer overwrote since gives odd entries, never an error. */
 int chipd_stats(chipd_conn *c, struct chipd_stat *out, uint32_t cap, uint32_t *n,
 		struct chipd_error *err);
 

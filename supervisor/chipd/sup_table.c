@@ -87,7 +87,8 @@ void sup_table_close_reader(struct sup *s, struct sup_req *e)
 
 	if (e->reader_closed)
 		return;
-	ring_close_reader(r);
+	/* the stream it assigned, never whatever the ring holds now */
+	ring_close_stream(r, e->ring_gen);
 	e->reader_closed = true;
 	e->closed_ns = shm_now_ns();
 	e->closed_head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
@@ -100,13 +101,15 @@ void sup_table_close_reader(struct sup *s, struct sup_req *e)
 static bool ring_sound(const struct sup_req *e, const struct ring *r)
 {
 	const struct ring_hdr *h = r->hdr;
-	uint64_t tail = atomic_load_explicit(&r->cons->tail, memory_order_acquire);
+	uint32_t tail = RING_TAIL_POS(atomic_load_explicit(&r->cons->tail, memory_order_acquire));
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
 
+	/* positions mod 2^32 (ring.h, RING_TAIL): a tail past head is more than capacity
+	 * records behind it */
 	return ring_check(r) == 0 &&
 	       atomic_load_explicit(&h->generation, memory_order_relaxed) == e->ring_gen &&
 	       atomic_load_explicit(&h->request_id, memory_order_relaxed) == e->id &&
-	       tail <= head && head - tail <= r->capacity;
+	       (uint32_t)head - tail <= r->capacity;
 }
 
 void sup_table_release(struct sup *s, struct sup_req *e)

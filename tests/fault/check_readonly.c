@@ -238,13 +238,16 @@ START_TEST(old_layout_client_refused)
 	chipd_conn *c = NULL;
 
 	small_node(&owner, name, sizeof(name), "old");
-	ck_assert_uint_eq(owner.desc->version, 5);
+	ck_assert_uint_eq(owner.desc->version, 6);
+	/* a node of layout 5 (rings whose tail word is a plain count) */
+	owner.desc->version = 5;
+	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);
+	ck_assert_msg(strstr(diag.msg, "node layout 5, wire version 1 (this libchipd: 6, 1): use "
+				       "the libchipd and chipctl of the running chipd"),
+		      "%s", diag.msg);
 	/* a node of layout 4 (rings of 32-byte records, no data area) */
 	owner.desc->version = 4;
 	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);
-	ck_assert_msg(strstr(diag.msg, "node layout 4, wire version 1 (this libchipd: 5, 1): use "
-				       "the libchipd and chipctl of the running chipd"),
-		      "%s", diag.msg);
 	/* and of layout 3 (one exchange region shared by every client) */
 	owner.desc->version = 3;
 	ck_assert_int_eq(proto_node_attach(&client, name, &diag), -EPROTONOSUPPORT);

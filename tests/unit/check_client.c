@@ -597,6 +597,18 @@ START_TEST(stats_read_from_shared_memory)
 	ck_assert(seen);
 	ck_assert_int_eq(chipd_stats(c, st, 3, &n, &err), -ENOBUFS);
 	ck_assert_uint_eq(n, PROTO_NSUP_CTRS + 2 * PROTO_NWRK_CTRS);
+	/* a block a peer overwrote after the connect (its header, a name with no NUL, an
+	 * unknown kind) gives odd entries, never an error (chipd.h: chipd_connect refused
+	 * a corrupt block; chipd_stats has no -EBADMSG) */
+	struct ctr_slot_desc *d = (struct ctr_slot_desc *)(uintptr_t)x.node.wrk_ctr[1].descs;
+	x.node.wrk_ctr[1].hdr->magic = 0;
+	memset(d[0].name, 'z', sizeof(d[0].name));
+	d[0].kind = 77;
+	ck_assert_int_eq(chipd_stats(c, st, 64, &n, &err), 0);
+	ck_assert_uint_eq(n, PROTO_NSUP_CTRS + 2 * PROTO_NWRK_CTRS);
+	ck_assert_str_eq(st[PROTO_NSUP_CTRS + PROTO_NWRK_CTRS].block, "chip1");
+	ck_assert_uint_eq(strlen(st[PROTO_NSUP_CTRS + PROTO_NWRK_CTRS].name), CTR_NAME_MAX - 1);
+	ck_assert(!st[PROTO_NSUP_CTRS + PROTO_NWRK_CTRS].gauge);
 	chipd_close(c);
 	cx_region_remove(&x);
 }

@@ -30,7 +30,7 @@ START_TEST(push_pop_round_trip)
 		pop_expect(&f.r, i, 0);
 	ck_assert_int_eq(ring_try_pop(&f.r, &out), -EAGAIN);
 	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), 3);
-	ck_assert_uint_eq(atomic_load(&f.r.cons->tail), 3);
+	ck_assert_uint_eq(RING_TAIL_POS(atomic_load(&f.r.cons->tail)), 3);
 	fixture_fini(&f);
 }
 END_TEST
@@ -53,7 +53,7 @@ START_TEST(wrap_around_keeps_sequence)
 			pop_expect(&f.r, popped++, 0);
 	}
 	ck_assert_uint_eq(atomic_load(&f.r.hdr->head), pushed);
-	ck_assert_uint_eq(atomic_load(&f.r.cons->tail), popped);
+	ck_assert_uint_eq(RING_TAIL_POS(atomic_load(&f.r.cons->tail)), popped);
 	push_ok(&f.r, pushed, RING_F_FINAL);
 	pop_expect(&f.r, pushed, RING_F_FINAL);
 	fixture_fini(&f);
@@ -73,17 +73,24 @@ START_TEST(full_ring_keeps_room_for_terminal)
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	ck_assert_uint_eq(ring_space(&f.r), 0);
-	/* Room frees up as the reader reads. */
+	/* Room frees up as the reader stores its tail: once per batch of records (2 on a
+	 * ring of 8) while more are published, one CAS for them all. */
 	pop_expect(&f.r, 0, 0);
-	ck_assert_uint_eq(ring_space(&f.r), 1);
+	ck_assert_uint_eq(ring_space(&f.r), 0);
+	pop_expect(&f.r, 1, 0);
+	ck_assert_uint_eq(ring_space(&f.r), 2);
 	push_ok(&f.r, CAP - 1, 0);
+	push_ok(&f.r, CAP, 0);
+	rec.seq = CAP + 1;
 	ck_assert_int_eq(ring_push(&f.r, &rec), -EAGAIN);
 	/* The terminal record still fits, filling the last slot. */
-	push_ok(&f.r, CAP, RING_F_FINAL);
-	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - atomic_load(&f.r.cons->tail), CAP);
-	for (uint32_t i = 1; i < CAP; i++)
+	push_ok(&f.r, CAP + 1, RING_F_FINAL);
+	ck_assert_uint_eq(atomic_load(&f.r.hdr->head) - RING_TAIL_POS(atomic_load(&f.r.cons->tail)),
+			  CAP);
+	for (uint32_t i = 2; i <= CAP; i++)
 		pop_expect(&f.r, i, 0);
-	pop_expect(&f.r, CAP, RING_F_FINAL);
+	pop_expect(&f.r, CAP + 1, RING_F_FINAL);
+	ck_assert(ring_drained(&f.r));
 	fixture_fini(&f);
 }
 END_TEST
@@ -349,8 +356,9 @@ static int close_from_child(void *arg)
 
 	if (ring_attach(&mine, f->mem, f->size, f->cons))
 		return 1;
-	ring_close_reader(&mine);
-	return 0;
+	/* the stream's reader knows its generation (libchipd: the submit answer's) */
+	ring_set_reader_gen(&mine, atomic_load(&mine.hdr->generation));
+	return ring_close_reader(&mine) == 0 ? 0 : 1;
 }
 
 START_TEST(reader_close_is_seen_by_producer)
@@ -366,7 +374,7 @@ START_TEST(reader_close_is_seen_by_producer)
 	ck_assert(ring_reader_closed(&f.r));
 	ck_assert_uint_eq(atomic_load(&f.r.cons->closed), atomic_load(&f.r.hdr->generation));
 	/* Closing again changes nothing; the stream can still be ended normally. */
-	ring_close_reader(&f.r);
+	ring_close_stream(&f.r, atomic_load(&f.r.hdr->generation));
 	ck_assert(ring_reader_closed(&f.r));
 	push_ok(&f.r, 1, RING_F_ERROR | RING_F_CODE(CODE_WORKER_LOST));
 	fixture_fini(&f);
@@ -378,7 +386,7 @@ START_TEST(reset_reopens_a_closed_ring)
 	struct fixture f;
 
 	fixture_init(&f, 4);
-	ring_close_reader(&f.r);
+	ring_close_stream(&f.r, atomic_load(&f.r.hdr->generation));
 	ck_assert(ring_reader_closed(&f.r));
 	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
 	ck_assert(!ring_reader_closed(&f.r));
@@ -398,7 +406,9 @@ START_TEST(stale_close_does_not_close_the_next_stream)
 	/* A closer that read the generation before the reset stores it after. */
 	atomic_store(&f.r.cons->closed, old_gen);
 	ck_assert(!ring_reader_closed(&f.r));
-	ring_close_reader(&f.r);
+	ring_close_stream(&f.r, old_gen);
+	ck_assert(!ring_reader_closed(&f.r));
+	ring_close_stream(&f.r, old_gen + 1);
 	ck_assert(ring_reader_closed(&f.r));
 	fixture_fini(&f);
 }
@@ -421,6 +431,98 @@ START_TEST(bound_reader_close_after_a_reset_closes_nothing)
 	ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
 	ring_close_reader(&f.r);
 	ck_assert_msg(!ring_reader_closed(&f.r), "a stale reader closed the next stream");
+	fixture_fini(&f);
+}
+END_TEST
+
+/* A reader that maps the ring without binding to its stream's generation (a third
+ * party of the client, or a reader that never learnt it) closes nothing: a generation it
+ * loads at the close may already be the next stream's. Before, ring_close_reader stored
+ * the generation it found for an unbound reader, so such a reader closed whatever stream
+ * held the ring, the next one after a reset too, and its producer ended it cancelled. The
+ * stream's own bound reader, and the owner with the generation it assigned, still close
+ * it; a close of another generation is still ignored. */
+START_TEST(unbound_reader_closes_nothing)
+{
+	struct fixture f;
+	struct ring unbound, bound;
+	uint32_t gen;
+
+	fixture_init(&f, 4);
+	gen = ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	ck_assert_int_eq(ring_attach(&unbound, f.mem, f.size, f.cons), 0);
+	ck_assert_int_eq(ring_close_reader(&unbound), -EINVAL);
+	ck_assert_msg(!ring_reader_closed(&f.r), "an unbound reader closed the stream");
+	ck_assert_uint_eq(atomic_load(&f.cons->closed), 0);
+	/* after a reset for the next stream, too */
+	gen = ring_reset(&f.r, REQ_ID + 1, getpid(), getpid());
+	(void)ring_close_reader(&unbound);
+	ck_assert_msg(!ring_reader_closed(&f.r), "an unbound reader closed the next stream");
+
+	ck_assert_int_eq(ring_bind(&bound, f.mem, 4, f.cons), 0);
+	ring_set_reader_gen(&bound, gen - 1); /* the last stream's reader, late */
+	(void)ring_close_reader(&bound);
+	ck_assert(!ring_reader_closed(&f.r));
+	ring_set_reader_gen(&bound, gen);
+	ck_assert_int_eq(ring_close_reader(&bound), 0);
+	ck_assert(ring_reader_closed(&f.r));
+	ring_reset(&f.r, REQ_ID + 2, getpid(), getpid());
+	ring_close_stream(&f.r, gen); /* the owner, for the stream it reset since */
+	ck_assert(!ring_reader_closed(&f.r));
+	fixture_fini(&f);
+}
+END_TEST
+
+/* The ring the seam resets under its reader (late_tail_store_lands_in_no_next_stream). */
+static struct fixture *seam_ring;
+static const struct ring *seam_reader;
+
+/* The owner resets the ring for the next stream, whose producer publishes three
+ * tokens, all between the stale reader's last look at the generation and its store. */
+static void reset_inside_the_pop(const struct ring *r)
+{
+	if (r != seam_reader)
+		return;
+	seam_reader = NULL;
+	ring_reset(&seam_ring->r, REQ_ID, getpid(), getpid());
+	for (uint32_t seq = 0; seq < 3; seq++)
+		push_ok(&seam_ring->r, seq, 0);
+}
+
+/* A reader of a stream that checked the generation, was descheduled, and stored its
+ * tail after the owner reset the ring for the next stream moved that stream's tail: the
+ * next reader lost token 0 (it read seq 1 first), and the producer counted a record
+ * free that nobody had read. Now the tail word carries its stream's generation and the
+ * reader moves it with a CAS that fails once the generation moved: the late store lands
+ * nowhere, the stale pop answers -ESTALE, and the next stream reads 0, 1, 2. */
+START_TEST(late_tail_store_lands_in_no_next_stream)
+{
+	struct fixture f;
+	struct ring stale, next;
+	struct ring_rec out;
+
+	fixture_init(&f, 8);
+	ring_reset(&f.r, REQ_ID, getpid(), getpid());
+	ck_assert_int_eq(ring_bind(&stale, f.mem, 8, f.cons), 0);
+	ring_set_reader_gen(&stale, atomic_load(&f.r.hdr->generation));
+	push_ok(&f.r, 0, 0);
+	push_ok(&f.r, 1, RING_F_FINAL);
+
+	seam_ring = &f;
+	seam_reader = &stale;
+	ring_test_before_tail_store = reset_inside_the_pop;
+	int rc = ring_try_pop(&stale, &out);
+	ring_test_before_tail_store = NULL;
+	ck_assert_msg(seam_reader == NULL, "the seam never ran");
+	ck_assert_int_eq(rc, -ESTALE);
+	ck_assert_int_eq(ring_try_pop(&stale, &out), -ESTALE);
+
+	ck_assert_int_eq(ring_bind(&next, f.mem, 8, f.cons), 0);
+	ring_set_reader_gen(&next, atomic_load(&f.r.hdr->generation));
+	ck_assert_uint_eq(ring_space(&f.r), 8 - 3 - 1); /* nothing of the new stream read */
+	for (uint32_t seq = 0; seq < 3; seq++)
+		pop_expect(&next, seq, 0);
+	ck_assert_int_eq(ring_try_pop(&next, &out), -EAGAIN);
 	fixture_fini(&f);
 }
 END_TEST
@@ -511,7 +613,7 @@ START_TEST(rewritten_header_stays_inside_the_ring)
 	atomic_store(&h->head, far);
 	atomic_store(&c->tail, far);
 	ck_assert_int_eq(ring_take_over(&owner), 0);
-	ring_close_reader(&owner);
+	ring_close_stream(&owner, atomic_load(&h->generation));
 	ck_assert_int_eq(ring_push(&owner, &fin), 0);
 	ck_assert(ring_finished(&owner));
 
@@ -543,7 +645,7 @@ START_TEST(split_producer_part_and_consumer_line)
 	struct ring_rec out;
 	void *rw, *ro;
 
-	ck_assert_uint_eq(RING_VERSION, 3);
+	ck_assert_uint_eq(RING_VERSION, 4);
 	ck_assert_uint_eq(sizeof(struct ring_rec), 64);
 	ck_assert_uint_eq(sizeof(struct ring_hdr), 128);
 	ck_assert_uint_eq(RING_CONS_SIZE, 64);
@@ -564,20 +666,24 @@ START_TEST(split_producer_part_and_consumer_line)
 		push_ok(&owner, i, 0);
 		pop_expect(&reader, i, 0);
 	}
-	ck_assert_uint_eq(atomic_load(&line->tail), 3 * CAP);
+	ck_assert_uint_eq(atomic_load(&line->tail), RING_TAIL(2, 3 * CAP));
 	ck_assert_uint_eq(atomic_load(&owner.hdr->head), 3 * CAP);
-	ring_close_reader(&reader);
+	ck_assert_int_eq(ring_close_reader(&reader), -EINVAL); /* bound to no stream */
+	ck_assert(!ring_reader_closed(&owner));
+	ring_set_reader_gen(&reader, atomic_load(&owner.hdr->generation));
+	ck_assert_int_eq(ring_close_reader(&reader), 0);
 	ck_assert(ring_reader_closed(&owner));
 	ck_assert_uint_eq(atomic_load(&line->closed), atomic_load(&owner.hdr->generation));
 	push_ok(&owner, 3 * CAP, RING_F_FINAL);
 	pop_expect(&reader, 3 * CAP, RING_F_FINAL);
 	ck_assert_int_eq(ring_try_pop(&reader, &out), -ENODATA);
 	ck_assert(ring_drained(&owner));
-	/* the owner's reset empties the line too */
-	(void)ring_reset(&owner, REQ_ID + 1, getpid(), getpid());
-	ck_assert_uint_eq(atomic_load(&line->tail), 0);
+	/* the owner's reset empties the line too, its tail word in the new generation */
+	ck_assert_uint_eq(ring_reset(&owner, REQ_ID + 1, getpid(), getpid()), 3);
+	ck_assert_uint_eq(atomic_load(&line->tail), RING_TAIL(3, 0));
 	ck_assert_uint_eq(atomic_load(&line->closed), 0);
 	ck_assert(!ring_reader_closed(&reader));
+	ring_set_reader_gen(&reader, 3); /* the reader of the new stream */
 	push_ok(&owner, 0, RING_F_FINAL);
 	pop_expect(&reader, 0, RING_F_FINAL);
 	/* a line that is missing or misaligned is refused */
@@ -614,6 +720,8 @@ static Suite *ring_suite(void)
 	     stale_close_does_not_close_the_next_stream},
 	    {"bound_reader_close_after_a_reset_closes_nothing",
 	     bound_reader_close_after_a_reset_closes_nothing},
+	    {"unbound_reader_closes_nothing", unbound_reader_closes_nothing},
+	    {"late_tail_store_lands_in_no_next_stream", late_tail_store_lands_in_no_next_stream},
 	    {"rewritten_header_stays_inside_the_ring", rewritten_header_stays_inside_the_ring},
 	    {"split_producer_part_and_consumer_line", split_producer_part_and_consumer_line},
 	};

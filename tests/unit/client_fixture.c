@@ -36,8 +36,9 @@ static bool drained(struct cx *x, int i)
 
 	ck_assert_int_eq(proto_node_ring(&x->node, (uint32_t)i, &r), 0);
 	return x->streams[i].ended &&
-	       (ring_reader_closed(&r) || atomic_load_explicit(&r.cons->tail, memory_order_acquire) ==
-					      atomic_load_explicit(&r.hdr->head, memory_order_acquire));
+	       (ring_reader_closed(&r) ||
+		RING_TAIL_POS(atomic_load_explicit(&r.cons->tail, memory_order_acquire)) ==
+		    (uint32_t)atomic_load_explicit(&r.hdr->head, memory_order_acquire));
 }
 
 /* Submit: "refuse" -> no_capacity on chip 1; else a ring, then "n" tokens (param n,

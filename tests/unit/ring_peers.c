@@ -360,7 +360,8 @@ static void *reset_rounds(void *arg)
 			if (ring_push(&j->owner, &rec) != 0)
 				break;
 		}
-		while (atomic_load_explicit(&j->owner.cons->tail, memory_order_acquire) < 2 &&
+		while (RING_TAIL_POS(
+			   atomic_load_explicit(&j->owner.cons->tail, memory_order_acquire)) < 2 &&
 		       shm_now_ns() < until + PEER_TIMEOUT_MS * MS)
 			sched_yield();
 	}

@@ -58,7 +58,8 @@ static void close_reader(struct wf *f, uint32_t ring)
 	struct ring r;
 
 	ck_assert_int_eq(proto_node_ring(&f->node, ring, &r), 0);
-	ring_close_reader(&r);
+	ring_set_reader_gen(&r, atomic_load(&r.hdr->generation));
+	ck_assert_int_eq(ring_close_reader(&r), 0);
 }
 
 /* The id is free again: a cancel finds nothing, a new assign of it runs to FINAL. */
@@ -122,8 +123,8 @@ START_TEST(closed_ring_cancels_queued_request)
 	/* request 2's reader left before the worker took it from its queue (S is held
 	 * meanwhile): it must never run a step */
 	ck_assert_int_eq(proto_node_ring(&f.node, 1, &r), 0);
-	ring_reset(&r, 2, getpid(), getpid());
-	ring_close_reader(&r);
+	ring_set_reader_gen(&r, ring_reset(&r, 2, getpid(), getpid()));
+	ck_assert_int_eq(ring_close_reader(&r), 0);
 	ck_assert_int_eq(
 	    wf_assign_noreset(&f, 2, 1, "synthetic", "tokens=4,device_us=100", 0, NULL), CHIPD_OK);
 	atomic_store(&g.open, 1);
@@ -174,7 +175,8 @@ static bool ring_full(void *arg)
 {
 	struct ring *r = arg;
 
-	return atomic_load(&r->hdr->head) - atomic_load(&r->cons->tail) == r->capacity - 1;
+	return (uint32_t)atomic_load(&r->hdr->head) - RING_TAIL_POS(atomic_load(&r->cons->tail)) ==
+	       r->capacity - 1;
 }
 
 static bool push_failed(void *arg)

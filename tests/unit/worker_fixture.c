@@ -342,6 +342,8 @@ uint32_t wf_read(struct wf *f, uint32_t ring, struct ring_rec *out, uint32_t max
 	while (n < max && ring_pop(&r, &out[n], deadline) == 0)
 		if (out[n++].flags & RING_F_TERMINAL)
 			break;
+	/* the next call reads on with a handle of its own */
+	(void)ring_store_tail(&r);
 	return n;
 }
 
