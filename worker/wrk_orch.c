@@ -176,10 +176,14 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 		struct wrk_entry *e = &b->ents[b->nents];
 		int rc;
 
-		/* picked before the wait for the bank: S may have failed it, M cancelled it
-		 * meanwhile; a step for it would only be dropped */
+		/* picked before the wait for the bank, which may last a whole step of
+		 * another request: S may have failed it, M cancelled it, its reader closed
+		 * the ring or its deadline passed meanwhile (no step is built after it); a
+		 * step for it would run for nothing, its token never published */
 		if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
-		    atomic_load_explicit(&rq->cancel, memory_order_relaxed))
+		    atomic_load_explicit(&rq->cancel, memory_order_relaxed) ||
+		    wrk_req_ring_unwanted(rq) ||
+		    (rq->deadline_ns && shm_now_ns() >= rq->deadline_ns))
 			continue;
 
 		if (w->cfg.o_fault && w->cfg.o_fault(w->cfg.fault_arg, rq->id, rq->built))
