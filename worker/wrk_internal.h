@@ -317,9 +317,10 @@ int wrk_load_init(struct wrk *w);
 void wrk_load_fini(struct wrk *w);
 /* L: fills each request M hands it, off M, then queues it for O: failed (s_fail
  * no_capacity: memory exhausted; device_error: the device failed) when the fill
- * failed, unfilled when it was cancelled or its reader left meanwhile; O ends those
- * at once. Exits once a shutdown began and its queue is empty, at once when O failed
- * or exited or the grace is over (what is left is M's: wrk_end_leftovers). */
+ * failed, unfilled when it was cancelled, its reader left or its deadline passed
+ * meanwhile; O ends those at once. Exits once a shutdown began and its queue is
+ * empty, at once when O failed or exited or the grace is over (what is left is M's:
+ * wrk_end_leftovers). */
 void *wrk_load_main(void *arg);
 /* M: hands @rq (its id reserved, its wl reserved by wl_req_reserve) to L: state
  * LOADING, counted in nloading. A request whose fill is tiny (@rq->small_fill) M
