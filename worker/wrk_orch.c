@@ -151,6 +151,7 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	struct wrk *w = o->w;
 	struct wrk_bank *b;
 	uint64_t t0, t1;
+	bool grace_over;
 	int err;
 
 	t0 = shm_now_ns();
@@ -161,6 +162,10 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	if (!b)
 		return err;
 	t0 = t1;
+	/* a shutdown's grace that ended during the wait: every stream left ends cancelled
+	 * (retire), none gets a new step */
+	grace_over = atomic_load_explicit(&w->stop, memory_order_seq_cst) &&
+		     t1 >= atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
 	wrk_o_busy_begin(&w->sync, t0);
 	err = wl_step_init(&b->step, &b->host, &b->dev, w->cfg.bank_tasks);
 	if (err) {
@@ -178,9 +183,9 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 
 		/* picked before the wait for the bank, which may last a whole step of
 		 * another request: S may have failed it, M cancelled it, its reader closed
-		 * the ring or its deadline passed meanwhile (no step is built after it); a
-		 * step for it would run for nothing, its token never published */
-		if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
+		 * the ring, its deadline or the shutdown's grace passed meanwhile (no step
+		 * is built after either); a step for it would run for nothing */
+		if (grace_over || atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
 		    atomic_load_explicit(&rq->cancel, memory_order_relaxed) ||
 		    wrk_req_ring_unwanted(rq) ||
 		    (rq->deadline_ns && shm_now_ns() >= rq->deadline_ns))

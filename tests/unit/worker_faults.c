@@ -221,7 +221,8 @@ static bool cancelled_once(void *arg)
 /* Hooks for the tcases of a request O picked that nobody wants by the time it has a
  * bank: S is held in the launch of request @gate.id's step (its hook), and O's build
  * hook counts the builds of request @late begun past @deadline_ns (0: none) or once
- * the test set @closed (it closed the request's ring). */
+ * the test set @closed (it closed the request's ring, or the worker's shutdown
+ * grace is over). */
 struct late_build {
 	struct wf_gate gate;
 	uint64_t late, deadline_ns;
@@ -320,6 +321,45 @@ START_TEST(ring_closed_during_the_bank_wait_builds_nothing)
 	wf_stop(&f);
 	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
 	ck_assert_uint_eq(wf_ctr(&f, "tokens"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "steps"), 1);
+}
+END_TEST
+
+static bool refuses_draining(void *arg)
+{
+	return wf_assign(arg, 3, 2, "synthetic", "tokens=1,device_us=10", 0, NULL) ==
+	       CHIPD_E_DRAINING;
+}
+
+/* As above for a shutdown whose grace (0 here) ended while O waited for the bank:
+ * architecture.md, every stream still running after the grace ends cancelled, so no
+ * new step is built for one. Request 1's step, built before the shutdown, still runs
+ * to FINAL (a step running is not interrupted); request 2 ends cancelled. */
+START_TEST(shutdown_grace_over_during_the_bank_wait_builds_nothing)
+{
+	struct late_build l = {.gate = {.id = 1}, .late = 2};
+	struct ring_rec rec[8];
+	struct mbox_ticket t;
+	struct wf f;
+
+	start_holding_the_bank(&f, &l);
+	/* request 2 is picked at once and waits for the bank; the grace ends */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=1,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	wf_shutdown_begin(&f, 0, &t);
+	ck_assert(tu_eventually(refuses_draining, &f, READ_MS)); /* M took the shutdown */
+	atomic_store(&l.closed, 1);
+	atomic_store(&l.gate.open, 1);
+	ck_assert_int_eq(wf_shutdown_end(&f, t), 0);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)),
+			  1);
+	ck_assert_msg(atomic_load(&l.late_builds) == 0,
+		      "request 2 was built %d times after the shutdown's grace",
+		      atomic_load(&l.late_builds));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 1);
 	ck_assert_uint_eq(wf_ctr(&f, "steps"), 1);
 }
 END_TEST
@@ -666,6 +706,8 @@ void wrk_add_fault_tcases(Suite *s)
 	     deadline_passed_during_the_bank_wait_builds_nothing},
 	    {"ring_closed_during_the_bank_wait_builds_nothing",
 	     ring_closed_during_the_bank_wait_builds_nothing},
+	    {"shutdown_grace_over_during_the_bank_wait_builds_nothing",
+	     shutdown_grace_over_during_the_bank_wait_builds_nothing},
 	    {"concurrent_assigns_of_one_id_admit_exactly_one",
 	     concurrent_assigns_of_one_id_admit_exactly_one},
 	    {"shutdown_grace_keeps_mailbox_serving", shutdown_grace_keeps_mailbox_serving},
