@@ -54,7 +54,8 @@
  *             stream left with worker_lost.
  *   S fails   (wrk_config.s_fatal_streak failed steps in a row: the device is gone) S exits;
  *             O ends every stream it holds, with device_error where the request's own
- *             step failed, worker_lost otherwise, and keeps running until shutdown.
+ *             step failed, cancelled where it was cancelled (a cancel call, its
+ *             reader gone), worker_lost otherwise, and keeps running until shutdown.
  */
 #ifndef CHIPD_WORKER_WRK_INTERNAL_H
 #define CHIPD_WORKER_WRK_INTERNAL_H

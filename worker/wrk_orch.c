@@ -67,8 +67,8 @@ static void drop(struct orch *o, uint32_t i)
  * the id: the record goes back), failed, cancelled (by a cancel call, or by its reader,
  * who closed the ring: nobody reads the stream any more), or every one when @abort_all. A
  * request with a step in S waits, unless S gave up (@s_dead: it will never touch the
- * rings again; a request whose own step failed ends with its code, device_error, the
- * others with worker_lost, retryable). */
+ * rings again; a request whose own step failed ends with its code, device_error, a
+ * cancelled one cancelled, the others with worker_lost, retryable). */
 static void retire(struct orch *o, bool abort_all, bool s_dead)
 {
 	struct wrk *w = o->w;
@@ -82,10 +82,13 @@ static void retire(struct orch *o, bool abort_all, bool s_dead)
 			      wrk_req_ring_unwanted(rq);
 
 		if (s_dead && !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
-			/* a step of its own failed: its code; the others did nothing wrong and
-			 * end retryable, to run on a healthy chip */
+			/* a step of its own failed: its code; one nobody wants any more (a
+			 * cancel answered ok, a reader gone) ends cancelled, as everywhere; the
+			 * others did nothing wrong and end retryable, to run on a healthy chip */
 			wrk_req_end_error(w, rq,
-					  fail ? (enum chipd_code)fail : CHIPD_E_WORKER_LOST);
+					  fail	   ? (enum chipd_code)fail
+					  : cancel ? CHIPD_E_CANCELLED
+						   : CHIPD_E_WORKER_LOST);
 			drop(o, i);
 			continue;
 		}
