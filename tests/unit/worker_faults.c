@@ -544,6 +544,38 @@ START_TEST(o_fatal_ends_streams_and_refuses_assigns)
 }
 END_TEST
 
+/* As when S gives up (check_worker's cancelled_request_ends_cancelled_when_s_gives_up),
+ * a request whose cancel was answered ok and that O had not ended yet when it failed
+ * for good ends cancelled, not worker_lost (retryable, for a request its client gave
+ * up). */
+START_TEST(cancelled_request_ends_cancelled_when_o_gives_up)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct trip trip = {0};
+	struct wf f;
+	uint32_t n;
+
+	wf_config(&cfg);
+	cfg.o_fatal = trip_hook;
+	cfg.fault_arg = &trip;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=300000", 0, NULL),
+			 CHIPD_OK);
+	/* O fails at its next round, the one the cancel wakes it for */
+	atomic_store(&trip.armed, 1);
+	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_OK);
+	n = wf_read(&f, 0, rec, 8, READ_MS);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_msg(rec[n - 1].flags == (RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)),
+		      "the cancelled request ended with flags %#x (code %u), not cancelled",
+		      (unsigned)rec[n - 1].flags, (unsigned)(rec[n - 1].flags >> 16));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 0);
+}
+END_TEST
+
 static bool holds_kv_blocks(void *arg)
 {
 	struct wf *f = arg;
@@ -713,6 +745,8 @@ void wrk_add_fault_tcases(Suite *s)
 	    {"shutdown_grace_keeps_mailbox_serving", shutdown_grace_keeps_mailbox_serving},
 	    {"shutdown_grace_expires_then_answers", shutdown_grace_expires_then_answers},
 	    {"o_fatal_ends_streams_and_refuses_assigns", o_fatal_ends_streams_and_refuses_assigns},
+	    {"cancelled_request_ends_cancelled_when_o_gives_up",
+	     cancelled_request_ends_cancelled_when_o_gives_up},
 	    {"failed_build_is_not_counted_as_a_step", failed_build_is_not_counted_as_a_step},
 	    {"o_fatal_leaves_no_stale_gauges", o_fatal_leaves_no_stale_gauges},
 	    {"s_fatal_after_failed_steps_refuses_assigns",
