@@ -535,7 +535,12 @@ void wrk_end_leftovers(struct wrk *w, enum chipd_code code)
 		struct wrk_req *rq = &w->reqs[i];
 
 		if (is_live(rq->state)) {
-			wrk_req_end_error(w, rq, code);
+			/* one its client cancelled (a cancel call, its reader gone) ends
+			 * cancelled, whatever the others end with */
+			bool cancelled = atomic_load_explicit(&rq->cancel, memory_order_acquire) ||
+					 wrk_req_ring_unwanted(rq);
+
+			wrk_req_end_error(w, rq, cancelled ? CHIPD_E_CANCELLED : code);
 		} else if (rq->state == WRK_RQ_ENDED &&
 			   !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
 			/* S freed its id for FINAL and could not push it (s_fail says why):

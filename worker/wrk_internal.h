@@ -51,10 +51,11 @@
  * worker), and M refuses new work (no_capacity) once either word is set:
  *   O fails   O exits at once, holding its requests; S runs what was published and
  *             exits; M, seeing both gone (o_done, s_exited), joins them and ends every
- *             stream left with worker_lost.
+ *             stream left with worker_lost (cancelled where it was cancelled).
  *   S fails   (wrk_config.s_fatal_streak failed steps in a row: the device is gone) S exits;
  *             O ends every stream it holds, with device_error where the request's own
- *             step failed, worker_lost otherwise, and keeps running until shutdown.
+ *             step failed, cancelled where it was cancelled (a cancel call, its
+ *             reader gone), worker_lost otherwise, and keeps running until shutdown.
  */
 #ifndef CHIPD_WORKER_WRK_INTERNAL_H
 #define CHIPD_WORKER_WRK_INTERNAL_H
@@ -317,9 +318,10 @@ int wrk_load_init(struct wrk *w);
 void wrk_load_fini(struct wrk *w);
 /* L: fills each request M hands it, off M, then queues it for O: failed (s_fail
  * no_capacity: memory exhausted; device_error: the device failed) when the fill
- * failed, unfilled when it was cancelled or its reader left meanwhile; O ends those
- * at once. Exits once a shutdown began and its queue is empty, at once when O failed
- * or exited or the grace is over (what is left is M's: wrk_end_leftovers). */
+ * failed, unfilled when it was cancelled, its reader left or its deadline passed
+ * meanwhile; O ends those at once. Exits once a shutdown began and its queue is
+ * empty, at once when O failed or exited or the grace is over (what is left is M's:
+ * wrk_end_leftovers). */
 void *wrk_load_main(void *arg);
 /* M: hands @rq (its id reserved, its wl reserved by wl_req_reserve) to L: state
  * LOADING, counted in nloading. A request whose fill is tiny (@rq->small_fill) M
@@ -342,8 +344,9 @@ void wrk_req_end_final(struct wrk *w, struct wrk_req *rq);
 /* O (or M after the join): returns the record of a request whose stream has ended
  * (or that never started), releasing its id and KV blocks if still held. */
 void wrk_req_free(struct wrk *w, struct wrk_req *rq);
-/* M, once O, S and L are joined: ends every stream still live with an ERROR of @code,
- * and one whose FINAL S could not push (state ENDED, s_final 0) with its s_fail code as
+/* M, once O, S and L are joined: ends every stream still live with an ERROR of @code
+ * (cancelled for one cancelled: a cancel call, its reader gone), and one whose FINAL
+ * S could not push (state ENDED, s_final 0) with its s_fail code as
  * O would, and returns every record. */
 void wrk_end_leftovers(struct wrk *w, enum chipd_code code);
 /* O at each round, M after the join (the gauges' writers): stores what the worker

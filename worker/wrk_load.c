@@ -6,11 +6,11 @@
  * blocks reserved: wl_req_reserve), answers the assign and hands the request to L.
  * L fills it (wl_req_fill, no lock held) and moves it to the admission queue for O.
  * A request whose fill failed goes there too, marked failed (s_fail: no_capacity when
- * memory ran out, device_error when the device failed), and one cancelled or whose
- * reader left while it waited goes unfilled: O ends both at its next round as it ends
- * any request before its first step (wrk_req_end_error: the id is free before the
- * end is visible). L never touches a bank, a ring, or a request it does not hold
- * (state LOADING).
+ * memory ran out, device_error when the device failed), and one cancelled, whose
+ * reader left or whose deadline passed while it waited goes unfilled: O ends both at
+ * its next round (the latter timeout) as it ends any request before its first step
+ * (wrk_req_end_error: the id is free before the end is visible). L never touches a
+ * bank, a ring, or a request it does not hold (state LOADING).
  */
 #include "wrk_internal.h"
 
@@ -115,12 +115,14 @@ static bool must_leave(struct wrk *w)
 		shm_now_ns() >= atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed));
 }
 
-/* Nobody wants @rq any more: cancelled (a cancel call, an abandoned assign) or its
- * reader closed the ring. */
+/* Nobody wants @rq any more: cancelled (a cancel call, an abandoned assign), its
+ * reader closed the ring, or its deadline passed while it waited (no step of it will
+ * be built: O ends it timeout, and a fill for it would only hold up the requests
+ * behind it). */
 static bool unwanted(struct wrk_req *rq)
 {
 	return atomic_load_explicit(&rq->cancel, memory_order_acquire) ||
-	       wrk_req_ring_unwanted(rq);
+	       wrk_req_ring_unwanted(rq) || (rq->deadline_ns && shm_now_ns() >= rq->deadline_ns);
 }
 
 /* The next request to fill, or NULL when L should exit. */
@@ -153,8 +155,8 @@ static struct wrk_req *next_load(struct wrk *w)
 /* Fills @rq and queues it for O. A request that cannot run is queued too, for O to end
  * (wrk_req_end_error, as for any request that failed before its first step: O is the
  * one writer of ERROR records and of the failed and cancelled counters): one whose
- * fill failed carries its code in s_fail; one cancelled or whose reader left, or
- * taken once S gave the device up, is not filled at all. */
+ * fill failed carries its code in s_fail; one cancelled, whose reader left or whose
+ * deadline passed, or taken once S gave the device up, is not filled at all. */
 static void load_one(struct wrk *w, struct wrk_req *rq)
 {
 	char msg[WL_MSG_MAX] = "";

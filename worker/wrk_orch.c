@@ -67,8 +67,8 @@ static void drop(struct orch *o, uint32_t i)
  * the id: the record goes back), failed, cancelled (by a cancel call, or by its reader,
  * who closed the ring: nobody reads the stream any more), or every one when @abort_all. A
  * request with a step in S waits, unless S gave up (@s_dead: it will never touch the
- * rings again; a request whose own step failed ends with its code, device_error, the
- * others with worker_lost, retryable). */
+ * rings again; a request whose own step failed ends with its code, device_error, a
+ * cancelled one cancelled, the others with worker_lost, retryable). */
 static void retire(struct orch *o, bool abort_all, bool s_dead)
 {
 	struct wrk *w = o->w;
@@ -82,10 +82,13 @@ static void retire(struct orch *o, bool abort_all, bool s_dead)
 			      wrk_req_ring_unwanted(rq);
 
 		if (s_dead && !atomic_load_explicit(&rq->s_final, memory_order_acquire)) {
-			/* a step of its own failed: its code; the others did nothing wrong and
-			 * end retryable, to run on a healthy chip */
+			/* a step of its own failed: its code; one nobody wants any more (a
+			 * cancel answered ok, a reader gone) ends cancelled, as everywhere; the
+			 * others did nothing wrong and end retryable, to run on a healthy chip */
 			wrk_req_end_error(w, rq,
-					  fail ? (enum chipd_code)fail : CHIPD_E_WORKER_LOST);
+					  fail	   ? (enum chipd_code)fail
+					  : cancel ? CHIPD_E_CANCELLED
+						   : CHIPD_E_WORKER_LOST);
 			drop(o, i);
 			continue;
 		}
@@ -151,6 +154,7 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	struct wrk *w = o->w;
 	struct wrk_bank *b;
 	uint64_t t0, t1;
+	bool grace_over;
 	int err;
 
 	t0 = shm_now_ns();
@@ -161,6 +165,10 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 	if (!b)
 		return err;
 	t0 = t1;
+	/* a shutdown's grace that ended during the wait: every stream left ends cancelled
+	 * (retire), none gets a new step */
+	grace_over = atomic_load_explicit(&w->stop, memory_order_seq_cst) &&
+		     t1 >= atomic_load_explicit(&w->grace_end_ns, memory_order_relaxed);
 	wrk_o_busy_begin(&w->sync, t0);
 	err = wl_step_init(&b->step, &b->host, &b->dev, w->cfg.bank_tasks);
 	if (err) {
@@ -176,10 +184,14 @@ static int build_step(struct orch *o, struct wrk_req **pick, uint32_t npick)
 		struct wrk_entry *e = &b->ents[b->nents];
 		int rc;
 
-		/* picked before the wait for the bank: S may have failed it, M cancelled it
-		 * meanwhile; a step for it would only be dropped */
-		if (atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
-		    atomic_load_explicit(&rq->cancel, memory_order_relaxed))
+		/* picked before the wait for the bank, which may last a whole step of
+		 * another request: S may have failed it, M cancelled it, its reader closed
+		 * the ring, its deadline or the shutdown's grace passed meanwhile (no step
+		 * is built after either); a step for it would run for nothing */
+		if (grace_over || atomic_load_explicit(&rq->s_fail, memory_order_relaxed) ||
+		    atomic_load_explicit(&rq->cancel, memory_order_relaxed) ||
+		    wrk_req_ring_unwanted(rq) ||
+		    (rq->deadline_ns && shm_now_ns() >= rq->deadline_ns))
 			continue;
 
 		if (w->cfg.o_fault && w->cfg.o_fault(w->cfg.fault_arg, rq->id, rq->built))

@@ -446,7 +446,7 @@ static void fail_held_back(struct sched *sc)
  * requests and frees what the work uses (a lost device answers every query with the
  * loss at once, while the sim's running kernel still writes). Then each request whose
  * lane the device failed fails (device_error; on a lost device every lane waited
- * for), the others end worker_lost. Only s_fail is written: s_done stays (a
+ * for), O ends the others cancelled or worker_lost. Only s_fail is written: s_done stays (a
  * request's lanes finish in order, and O ends none of these before S gave up). */
 static void drain(struct sched *sc)
 {

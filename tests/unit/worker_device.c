@@ -1,7 +1,8 @@
 /* worker_device.c - the worker and its device as a GPU runtime has them: a worker on
  * device 1 (every thread of it must select the device), a device lost to a sticky
- * fault mid-stream, the default KV pool against a realistic decode shape, and a
- * device whose streams run only when waited for. */
+ * fault mid-stream, a cancelled request when the scheduler gives the device up, the
+ * default KV pool against a realistic decode shape, and a device whose streams run
+ * only when waited for. */
 #include "device.h"
 #include "testutil.h"
 #include "wl.h"
@@ -9,11 +10,70 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define READ_MS 5000u
+
+/* S's hook for cancelled_request_ends_cancelled_when_s_gives_up: notes the launch of
+ * request @running's lanes and fails every lane of request @bad. */
+struct cancel_then_fail {
+	uint64_t running, bad;
+	_Atomic int launched;
+};
+
+static bool note_and_fail(void *arg, uint64_t id, uint32_t step)
+{
+	struct cancel_then_fail *c = arg;
+
+	(void)step;
+	if (id == c->running)
+		atomic_store(&c->launched, 1);
+	return id == c->bad;
+}
+
+static bool running_launched(void *arg)
+{
+	return atomic_load(&((struct cancel_then_fail *)arg)->launched) != 0;
+}
+
+/* A request its client cancelled (the cancel answered ok) while its lanes still ran,
+ * when S then gives the device up (its streak: here one failed step, another
+ * request's): the request did nothing wrong and nobody wants it, so it ends cancelled,
+ * as the supervisor ends one whose worker died with the cancel in flight
+ * (protocol.md, cancel), not worker_lost: a retryable code for a request the client
+ * gave up. */
+START_TEST(cancelled_request_ends_cancelled_when_s_gives_up)
+{
+	struct cancel_then_fail c = {.running = 1, .bad = 2};
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.fault = note_and_fail;
+	cfg.fault_arg = &c;
+	cfg.s_fatal_streak = 1;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=300000", 0, NULL),
+			 CHIPD_OK);
+	ck_assert(tu_eventually(running_launched, &c, READ_MS));
+	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_OK);
+	/* request 2's step fails alone: S gives up while request 1's lanes run */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=1", 0, NULL), CHIPD_OK);
+	ck_assert_uint_eq(
+	    wf_read_end(&f, 1, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_DEVICE_ERROR)), 1);
+	ck_assert_uint_eq(wf_read(&f, 0, rec, 8, READ_MS), 1);
+	ck_assert_msg(rec[0].flags == (RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)),
+		      "the cancelled request ended with flags %#x (code %u), not cancelled",
+		      (unsigned)rec[0].flags, (unsigned)(rec[0].flags >> 16));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+}
+END_TEST
 
 void wrk_add_device_tcases(Suite *s);
 
@@ -372,6 +432,8 @@ void wrk_add_device_tcases(Suite *s)
 	    {"device_lost_fails_the_lanes_in_flight", device_lost_fails_the_lanes_in_flight},
 	    {"requests_waiting_for_l_when_the_device_is_lost_end_worker_lost",
 	     requests_waiting_for_l_when_the_device_is_lost_end_worker_lost},
+	    {"cancelled_request_ends_cancelled_when_s_gives_up",
+	     cancelled_request_ends_cancelled_when_s_gives_up},
 	    {"default_kv_block_fits_decode_shape", default_kv_block_fits_decode_shape},
 	    {"lazy_device_gives_reference_tokens", lazy_device_gives_reference_tokens},
 	};

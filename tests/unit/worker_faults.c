@@ -1,7 +1,8 @@
 /* worker_faults.c - the worker under trouble: a reader that never reads, an
  * injected device error, an injected orchestrator error, shutdown with streams in
  * flight (and the mailbox served during its grace period), the same id submitted from
- * many threads at once, O or S failing for good. */
+ * many threads at once, O or S failing for good, a request nobody wants any more by the
+ * time O has a bank for its step. */
 #include "testutil.h"
 #include "worker_fixture.h"
 
@@ -212,6 +213,157 @@ START_TEST(deadline_ends_stream_with_timeout)
 }
 END_TEST
 
+static bool cancelled_once(void *arg)
+{
+	return wf_ctr(arg, "cancelled") == 1;
+}
+
+/* Hooks for the tcases of a request O picked that nobody wants by the time it has a
+ * bank: S is held in the launch of request @gate.id's step (its hook), and O's build
+ * hook counts the builds of request @late begun past @deadline_ns (0: none) or once
+ * the test set @closed (it closed the request's ring, or the worker's shutdown
+ * grace is over). */
+struct late_build {
+	struct wf_gate gate;
+	uint64_t late, deadline_ns;
+	_Atomic int closed, late_builds;
+};
+
+static bool hold_launch_of(void *arg, uint64_t id, uint32_t step)
+{
+	return wf_gate_hook(&((struct late_build *)arg)->gate, id, step);
+}
+
+static bool count_late_build(void *arg, uint64_t id, uint32_t step)
+{
+	struct late_build *l = arg;
+
+	(void)step;
+	if (id == l->late &&
+	    ((l->deadline_ns && shm_now_ns() >= l->deadline_ns) || atomic_load(&l->closed)))
+		atomic_fetch_add(&l->late_builds, 1);
+	return false;
+}
+
+/* A worker of one bank (no_overlap) with the hooks of @l, running request 1 on ring 0,
+ * its step held in S's launch: the bank stays S's until the test opens @l->gate. */
+static void start_holding_the_bank(struct wf *f, struct late_build *l)
+{
+	struct wrk_config cfg;
+
+	wf_config(&cfg);
+	cfg.no_overlap = true;
+	cfg.fault = hold_launch_of;
+	cfg.o_fault = count_late_build;
+	cfg.fault_arg = l;
+	wf_start(f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(f, 1, 0, "synthetic", "tokens=1,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &l->gate, READ_MS));
+}
+
+/* protocol.md: no step is built after a request's deadline. O picks the requests that
+ * may advance, then waits for a free bank: a deadline that passes during that wait
+ * (here S holds the one bank, held in the launch of request 1's step) must still
+ * keep the request out of the step; its step would run for nothing, its token never
+ * published. */
+START_TEST(deadline_passed_during_the_bank_wait_builds_nothing)
+{
+	struct late_build l = {.gate = {.id = 1}, .late = 2};
+	struct ring_rec rec[8];
+	struct wf f;
+
+	start_holding_the_bank(&f, &l);
+	/* request 2 is picked at once and waits for the bank past its deadline */
+	l.deadline_ns = shm_deadline_in(30ull * SHM_NS_PER_MS);
+	f.next_deadline_ns = l.deadline_ns;
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=4,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	while (shm_now_ns() < l.deadline_ns + 10ull * SHM_NS_PER_MS)
+		usleep(2000);
+	atomic_store(&l.gate.open, 1);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_TIMEOUT)),
+			  1);
+	ck_assert_uint_eq(rec[0].seq, 0);
+	ck_assert_msg(atomic_load(&l.late_builds) == 0,
+		      "request 2 was built %d times after its deadline",
+		      atomic_load(&l.late_builds));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "steps"), 1);
+}
+END_TEST
+
+/* As above for a request whose reader closed its ring (5.6: how a client that leaves
+ * its stream cancels it) while O waited for the bank: no step of it is built, and it
+ * ends cancelled. */
+START_TEST(ring_closed_during_the_bank_wait_builds_nothing)
+{
+	struct late_build l = {.gate = {.id = 1}, .late = 2};
+	struct ring_rec rec[8];
+	struct ring r;
+	struct wf f;
+
+	start_holding_the_bank(&f, &l);
+	/* request 2 is picked at once and waits for the bank; its reader leaves */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=4,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_int_eq(proto_node_ring(&f.node, 1, &r), 0);
+	ring_close_reader(&r);
+	atomic_store(&l.closed, 1);
+	atomic_store(&l.gate.open, 1);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	ck_assert(tu_eventually(cancelled_once, &f, READ_MS));
+	ck_assert_msg(atomic_load(&l.late_builds) == 0,
+		      "request 2 was built %d times after its reader closed the ring",
+		      atomic_load(&l.late_builds));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "tokens"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "steps"), 1);
+}
+END_TEST
+
+static bool refuses_draining(void *arg)
+{
+	return wf_assign(arg, 3, 2, "synthetic", "tokens=1,device_us=10", 0, NULL) ==
+	       CHIPD_E_DRAINING;
+}
+
+/* As above for a shutdown whose grace (0 here) ended while O waited for the bank:
+ * architecture.md, every stream still running after the grace ends cancelled, so no
+ * new step is built for one. Request 1's step, built before the shutdown, still runs
+ * to FINAL (a step running is not interrupted); request 2 ends cancelled. */
+START_TEST(shutdown_grace_over_during_the_bank_wait_builds_nothing)
+{
+	struct late_build l = {.gate = {.id = 1}, .late = 2};
+	struct ring_rec rec[8];
+	struct mbox_ticket t;
+	struct wf f;
+
+	start_holding_the_bank(&f, &l);
+	/* request 2 is picked at once and waits for the bank; the grace ends */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=1,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	wf_shutdown_begin(&f, 0, &t);
+	ck_assert(tu_eventually(refuses_draining, &f, READ_MS)); /* M took the shutdown */
+	atomic_store(&l.closed, 1);
+	atomic_store(&l.gate.open, 1);
+	ck_assert_int_eq(wf_shutdown_end(&f, t), 0);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)),
+			  1);
+	ck_assert_msg(atomic_load(&l.late_builds) == 0,
+		      "request 2 was built %d times after the shutdown's grace",
+		      atomic_load(&l.late_builds));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "steps"), 1);
+}
+END_TEST
+
 struct racer {
 	struct wf *f;
 	pthread_barrier_t *bar;
@@ -392,6 +544,38 @@ START_TEST(o_fatal_ends_streams_and_refuses_assigns)
 }
 END_TEST
 
+/* As when S gives up (check_worker's cancelled_request_ends_cancelled_when_s_gives_up),
+ * a request whose cancel was answered ok and that O had not ended yet when it failed
+ * for good ends cancelled, not worker_lost (retryable, for a request its client gave
+ * up). */
+START_TEST(cancelled_request_ends_cancelled_when_o_gives_up)
+{
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	struct trip trip = {0};
+	struct wf f;
+	uint32_t n;
+
+	wf_config(&cfg);
+	cfg.o_fatal = trip_hook;
+	cfg.fault_arg = &trip;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=3,device_us=300000", 0, NULL),
+			 CHIPD_OK);
+	/* O fails at its next round, the one the cancel wakes it for */
+	atomic_store(&trip.armed, 1);
+	ck_assert_int_eq(wf_cancel(&f, 1), CHIPD_OK);
+	n = wf_read(&f, 0, rec, 8, READ_MS);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_msg(rec[n - 1].flags == (RING_F_ERROR | RING_F_CODE(CHIPD_E_CANCELLED)),
+		      "the cancelled request ended with flags %#x (code %u), not cancelled",
+		      (unsigned)rec[n - 1].flags, (unsigned)(rec[n - 1].flags >> 16));
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "cancelled"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 0);
+}
+END_TEST
+
 static bool holds_kv_blocks(void *arg)
 {
 	struct wf *f = arg;
@@ -550,11 +734,19 @@ void wrk_add_fault_tcases(Suite *s)
 	    {"request_that_never_fits_a_bank_fails_alone",
 	     request_that_never_fits_a_bank_fails_alone},
 	    {"deadline_ends_stream_with_timeout", deadline_ends_stream_with_timeout},
+	    {"deadline_passed_during_the_bank_wait_builds_nothing",
+	     deadline_passed_during_the_bank_wait_builds_nothing},
+	    {"ring_closed_during_the_bank_wait_builds_nothing",
+	     ring_closed_during_the_bank_wait_builds_nothing},
+	    {"shutdown_grace_over_during_the_bank_wait_builds_nothing",
+	     shutdown_grace_over_during_the_bank_wait_builds_nothing},
 	    {"concurrent_assigns_of_one_id_admit_exactly_one",
 	     concurrent_assigns_of_one_id_admit_exactly_one},
 	    {"shutdown_grace_keeps_mailbox_serving", shutdown_grace_keeps_mailbox_serving},
 	    {"shutdown_grace_expires_then_answers", shutdown_grace_expires_then_answers},
 	    {"o_fatal_ends_streams_and_refuses_assigns", o_fatal_ends_streams_and_refuses_assigns},
+	    {"cancelled_request_ends_cancelled_when_o_gives_up",
+	     cancelled_request_ends_cancelled_when_o_gives_up},
 	    {"failed_build_is_not_counted_as_a_step", failed_build_is_not_counted_as_a_step},
 	    {"o_fatal_leaves_no_stale_gauges", o_fatal_leaves_no_stale_gauges},
 	    {"s_fatal_after_failed_steps_refuses_assigns",

@@ -3,7 +3,8 @@
  * request runs on the loader thread (L), so M answers heartbeats, assigns and cancels
  * while a load is held; a load that fails ends its stream no_capacity and frees its
  * id; a shutdown waits for a held load and ends its stream exactly once; a request
- * that would make no step (so no token and no FINAL to end its stream) is refused. */
+ * that would make no step (so no token and no FINAL to end its stream) is refused; a
+ * request whose deadline passed while it waited for the loader is not filled. */
 #include "testutil.h"
 #include "wl.h"
 #include "worker_fixture.h"
@@ -12,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define READ_MS 5000u
 
@@ -192,6 +194,66 @@ START_TEST(heartbeat_reports_the_fill)
 }
 END_TEST
 
+/* L's hook for past_deadline_request_is_not_filled: holds request @hold (the gate)
+ * and counts the fills L begins for request @late. */
+struct fill_watch {
+	struct wf_gate gate;
+	uint64_t late;
+	_Atomic int late_fills;
+};
+
+static bool watch_fills(void *arg, uint64_t id, uint32_t step)
+{
+	struct fill_watch *w = arg;
+
+	if (id == w->late)
+		atomic_fetch_add(&w->late_fills, 1);
+	return wf_gate_hook(&w->gate, id, step);
+}
+
+/* protocol.md: no step is built after a request's deadline, and the stream ends
+ * timeout. A request waiting behind another's fill whose deadline passes meanwhile is
+ * not filled either (a fill may take seconds of the loader, which fills one request
+ * at a time): it ends timeout without a token, its id and KV blocks free. */
+START_TEST(past_deadline_request_is_not_filled)
+{
+	struct fill_watch w = {.gate = {.id = 1}, .late = 2};
+	struct wrk_config cfg;
+	struct ring_rec rec[8];
+	uint64_t deadline;
+	struct wf f;
+
+	wf_config(&cfg);
+	cfg.l_fault = watch_fills;
+	cfg.fault_arg = &w;
+	wf_start(&f, &cfg, 64);
+	ck_assert_int_eq(wf_assign(&f, 1, 0, "synthetic", "tokens=2,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert(tu_eventually(wf_gate_entered, &w.gate, READ_MS));
+	/* request 2 waits behind request 1's fill until its deadline has passed */
+	deadline = shm_deadline_in(50ull * SHM_NS_PER_MS);
+	f.next_deadline_ns = deadline;
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=4,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	while (shm_now_ns() < deadline + 20ull * SHM_NS_PER_MS)
+		usleep(5000);
+	atomic_store(&w.gate.open, 1);
+	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 2);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 8, RING_F_ERROR | RING_F_CODE(CHIPD_E_TIMEOUT)),
+			  1);
+	ck_assert_uint_eq(rec[0].seq, 0);
+	ck_assert_msg(atomic_load(&w.late_fills) == 0,
+		      "request 2 was filled after its deadline had passed");
+	/* its id is free */
+	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=2,device_us=10", 0, NULL),
+			 CHIPD_OK);
+	ck_assert_uint_eq(wf_read_end(&f, 1, rec, 8, RING_F_FINAL), 2);
+	wf_stop(&f);
+	ck_assert_uint_eq(wf_ctr(&f, "failed"), 1);
+	ck_assert_uint_eq(wf_ctr(&f, "completed"), 2);
+}
+END_TEST
+
 void wrk_add_limit_tcases(Suite *s);
 
 /* The request of the fault matrix that took tens of seconds to fill on M: about 3.1 GiB
@@ -333,6 +395,7 @@ void wrk_add_limit_tcases(Suite *s)
 	    {"declared_kv_over_the_cache_refused", declared_kv_over_the_cache_refused},
 	    {"slow_fill_of_a_small_request_is_off_m", slow_fill_of_a_small_request_is_off_m},
 	    {"heartbeat_reports_the_fill", heartbeat_reports_the_fill},
+	    {"past_deadline_request_is_not_filled", past_deadline_request_is_not_filled},
 	};
 
 	tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]));
