@@ -310,7 +310,9 @@ START_TEST(ring_closed_during_the_bank_wait_builds_nothing)
 	ck_assert_int_eq(wf_assign(&f, 2, 1, "synthetic", "tokens=4,device_us=10", 0, NULL),
 			 CHIPD_OK);
 	ck_assert_int_eq(proto_node_ring(&f.node, 1, &r), 0);
-	ring_close_reader(&r);
+	/* a reader closes its own stream's generation (protocol.md 5.6) */
+	ring_set_reader_gen(&r, atomic_load(&r.hdr->generation));
+	ck_assert_int_eq(ring_close_reader(&r), 0);
 	atomic_store(&l.closed, 1);
 	atomic_store(&l.gate.open, 1);
 	ck_assert_uint_eq(wf_read_end(&f, 0, rec, 8, RING_F_FINAL), 1);
