@@ -169,6 +169,9 @@ struct flooder {
 	const char *instance;
 	uint64_t id;
 	atomic_bool *stop;
+	/* when a flooder last had a cancel refused queue_full (ms, ft_now_ms): the
+	 * clients' cancels in flight were at their bound then */
+	_Atomic uint64_t *full_ms;
 	int rc;	       /* chipd_connect's */
 	uint64_t sent; /* cancels that reached the router (not refused by libchipd) */
 };
@@ -190,7 +193,11 @@ static void *flood_main(void *arg)
 		return NULL;
 	while (!atomic_load_explicit(a->stop, memory_order_relaxed)) {
 		/* -EAGAIN: every slot of this connection still being reset: no cancel */
-		if (chipd_cancel(c, a->id, 20, &err) != -EAGAIN)
+		int rc = chipd_cancel(c, a->id, 20, &err);
+
+		if (rc == -EREMOTEIO && err.code == CHIPD_E_QUEUE_FULL)
+			atomic_store_explicit(a->full_ms, ft_now_ms(), memory_order_relaxed);
+		if (rc != -EAGAIN)
 			a->sent++;
 		else
 			usleep(100);
@@ -246,6 +253,7 @@ START_TEST(cancels_past_the_client_slots_refused_not_waited)
 	struct flooder a[FLOOD_CHIPS];
 	pthread_t t[FLOOD_CHIPS];
 	atomic_bool stop = false;
+	_Atomic uint64_t full_ms = 0;
 	chipd_stream *s[FLOOD_CHIPS + 1];
 	uint64_t id[FLOOD_CHIPS + 1], end, probes = 0, sent = 0;
 	pid_t w[FLOOD_CHIPS + 1];
@@ -265,12 +273,21 @@ START_TEST(cancels_past_the_client_slots_refused_not_waited)
 	for (int i = 0; i <= FLOOD_CHIPS; i++)
 		tu_sigstop(w[i]);
 	for (int i = 0; i < FLOOD_CHIPS; i++) {
-		a[i] = (struct flooder){.instance = d.instance, .id = id[i], .stop = &stop};
+		a[i] = (struct flooder){
+		    .instance = d.instance, .id = id[i], .stop = &stop, .full_ms = &full_ms};
 		ck_assert_int_eq(pthread_create(&t[i], NULL, flood_main, &a[i]), 0);
 	}
 	/* the flood leaves more cancels in flight than the node has client slots within
 	 * a few rounds; a cancel that finds them that many is refused at once */
-	for (end = ft_now_ms() + 20000; ft_now_ms() < end; probes++) {
+	for (end = ft_now_ms() + 30000; ft_now_ms() < end; probes++) {
+		/* sent just after a flooder found the bound reached: the cancels in flight
+		 * end 2 s after their posts, so the table empties and refills in waves,
+		 * and a probe sent as each of its forerunners ended (2 s after its own post,
+		 * with the wave it joined) would meet every wave's refill */
+		for (uint64_t wait = ft_now_ms() + 1000;
+		     ft_now_ms() < wait &&
+		     ft_now_ms() > atomic_load_explicit(&full_ms, memory_order_relaxed) + 2;)
+			usleep(200);
 		rc = chipd_cancel(d.conn, id[FLOOD_CHIPS], CD_CALL_MS, &err);
 		if (rc == -EREMOTEIO && err.code == CHIPD_E_QUEUE_FULL)
 			break;
